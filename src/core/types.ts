@@ -1,0 +1,123 @@
+/**
+ * The contract of the pure controller core: what the HTTP layer, the state store and the audit log
+ * see of it. All times are milliseconds on the injected clock (epoch-based, monotonic in practice).
+ */
+
+/** Static settings of one deployment (validated by the config loader). */
+export interface ControllerSettings {
+  readonly totalShards: number // 1..65536
+  readonly maxConcurrency: number // 1..65536; totalShards % maxConcurrency === 0 when > 1
+  readonly leaseSeconds: number // default 30
+  readonly identifyIntervalMs: number // default 5100
+  readonly dailyIdentifyLimit: number | null // null: no budget
+}
+
+/** The certificate a request came with, as far as the core cares. */
+export interface CertRef {
+  readonly serial: string // lower-case hex, no colons
+  readonly notBefore: number // ms since epoch
+}
+
+/** One contiguous range of the plan. */
+export interface NodeRange {
+  readonly rangeStart: number
+  readonly rangeCount: number
+}
+
+/** What the core answers a check-in with (the HTTP layer adds `assigned` and `plan_jws`). */
+export interface CheckinOutcome extends NodeRange {
+  readonly generation: number
+  readonly totalShards: number
+  readonly leaseSeconds: number
+  readonly maxConcurrency: number
+  /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
+  readonly rotated: boolean
+  readonly previousSerial: string | null
+}
+
+export type IdentifyOutcome =
+  | { readonly granted: true; readonly shardId: number; readonly bucket: number; readonly generation: number }
+  | {
+      readonly granted: false
+      readonly retryAfterMs: number
+      readonly reason: 'bucket_busy' | 'handoff_pending' | 'daily_limit'
+    }
+
+export interface RouteOutcome {
+  readonly guildId: string // echoed exactly as given
+  readonly shardId: number
+  readonly nodeId: string | null
+  readonly generation: number
+}
+
+export interface PlanNodeView extends NodeRange {
+  readonly nodeId: string
+  readonly capacity: number
+  readonly draining: boolean
+  readonly lastSeen: number // ms; the HTTP layer renders ISO 8601
+  readonly generation: number | null // reported by the node, or null
+  readonly readyShards: number
+  readonly startingShards: number
+  readonly backoffShards: number
+  readonly fatalShards: number
+}
+
+export interface PlanView {
+  readonly generation: number
+  readonly totalShards: number
+  readonly maxConcurrency: number
+  readonly leaseSeconds: number
+  readonly unassigned: number
+  readonly nodes: readonly PlanNodeView[] // byte order of node IDs
+}
+
+export interface DrainOutcome {
+  readonly nodeId: string
+  readonly draining: boolean
+  readonly generation: number
+}
+
+/** Events the core emits for the audit log; drained by the caller after each operation. */
+export type CoreEvent =
+  | { readonly kind: 'generation_changed'; readonly from: number; readonly to: number }
+  | { readonly kind: 'node_expired'; readonly nodeId: string; readonly lastSeen: number }
+  | { readonly kind: 'node_removed'; readonly nodeId: string; readonly serial: string; readonly reason: 'revoked' }
+  | {
+      readonly kind: 'node_rotated'
+      readonly nodeId: string
+      readonly fromSerial: string
+      readonly toSerial: string
+    }
+  | {
+      readonly kind: 'identify_granted'
+      readonly nodeId: string
+      readonly shardId: number
+      readonly bucket: number
+      readonly generation: number
+    }
+
+/** Everything that must survive a restart; produced by Controller.snapshot(), parsed back with zod. */
+export interface ControllerSnapshot {
+  readonly version: 1
+  readonly generation: number
+  readonly totalShards: number
+  readonly nodes: readonly {
+    readonly nodeId: string
+    readonly capacity: number
+    readonly rangeStart: number
+    readonly rangeCount: number
+    readonly reportedGeneration: number | null
+    readonly certSerial: string
+    readonly certNotBefore: number
+    readonly readyShards: number
+    readonly startingShards: number
+    readonly backoffShards: number
+    readonly fatalShards: number
+  }[]
+  /** Operator drain flags, kept for nodes that are not live too. */
+  readonly draining: readonly string[]
+  /** Shards whose previous owner has not yet released them. */
+  readonly handoffs: readonly { readonly shardId: number; readonly fromNode: string; readonly generation: number }[]
+  /** Grant times (ms) still inside the rolling 24-hour daily Identify window. */
+  readonly dailyGrants: readonly number[]
+}

@@ -1,0 +1,27 @@
+/** Stable error codes and the one place they map to HTTP statuses. */
+
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthenticated: 401,
+  forbidden: 403,
+  identity_mismatch: 403,
+  not_owner: 403,
+  not_found: 404,
+  identity_conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+} as const
+
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+/** A domain error with a stable code; thrown anywhere, rendered as `{error, message}` by one handler. */
+export class AppError extends Error {
+  readonly statusCode: number
+  constructor(readonly code: ErrorCode, message: string) {
+    super(message)
+    this.name = 'AppError'
+    this.statusCode = ERROR_STATUS[code]
+  }
+}
