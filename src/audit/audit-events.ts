@@ -1,0 +1,25 @@
+/** The audit event names, one per security event of the SPEC "Audit log" section. */
+
+/** Every event name the audit log accepts, in the SPEC's order. */
+export const AUDIT_EVENTS = [
+  'tls_rejected', // a TLS client was refused (bad, missing, revoked or expired certificate)
+  'unauthenticated', // a request without a usable client identity
+  'identity_mismatch', // a node spoke for another node's ID
+  'identity_conflict', // a second certificate claimed a live node's ID
+  'identity_rotated', // a node came back with a newer certificate
+  'not_owner', // an Identify claim for a shard the node does not own
+  'identify_granted',
+  'plan_generation_changed',
+  'drain_set', // with the operator who set it
+  'crl_loaded',
+  'crl_refused', // bad signature, foreign CA or older CRL number; the old CRL stays
+  'crl_expiring', // nextUpdate less than a day away or past
+  'node_expired',
+  'node_removed', // e.g. revoked
+  'controller_start',
+  'controller_stop',
+  'audit_chain_resumed', // the log was reopened after a torn write or with a broken tail
+] as const
+
+/** One audit event name. */
+export type AuditEventName = (typeof AUDIT_EVENTS)[number]

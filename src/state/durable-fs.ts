@@ -1,0 +1,69 @@
+/** Small crash-safe file steps used by the file state store (Linux/macOS semantics). */
+import { randomBytes } from 'node:crypto'
+import { constants } from 'node:fs'
+import { join } from 'node:path'
+import { copyFile, link, open, readdir, rename, unlink } from 'node:fs/promises'
+
+/** A unique sibling name for a temporary file (CSPRNG suffix, so concurrent writers never collide). */
+export function tempName(path: string, tag: string): string {
+  return `${path}.${tag}-${randomBytes(8).toString('hex')}`
+}
+
+/** Creates `path` exclusively with mode 0600, writes `text` and fsyncs it. */
+export async function writeNewFileSynced(path: string, text: string): Promise<void> {
+  const fh = await open(path, 'wx', 0o600)
+  try {
+    await fh.writeFile(text, 'utf8')
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+/** Fsyncs a directory so renames inside it are durable; a no-op where directories cannot be fsynced. */
+export async function fsyncDir(dir: string): Promise<void> {
+  let fh
+  try {
+    fh = await open(dir, constants.O_RDONLY)
+    await fh.sync()
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code !== 'EISDIR' && code !== 'EPERM' && code !== 'EINVAL') throw err
+  } finally {
+    await fh?.close()
+  }
+}
+
+/**
+ * Atomically makes `copyPath` hold what `path` holds now (a hard link, or a synced copy where links
+ * are unsupported). Returns false when `path` does not exist.
+ */
+export async function keepCopy(path: string, copyPath: string): Promise<boolean> {
+  const tmp = tempName(copyPath, 'tmp')
+  try {
+    await link(path, tmp)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'ENOENT') return false
+    if (code !== 'EPERM' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP' && code !== 'EXDEV' && code !== 'EMLINK') throw err
+    await copyFile(path, tmp, constants.COPYFILE_EXCL)
+    const fh = await open(tmp, 'r+')
+    try {
+      await fh.chmod(0o600)
+      await fh.sync()
+    } finally {
+      await fh.close()
+    }
+  }
+  await rename(tmp, copyPath)
+  return true
+}
+
+/** Deletes leftovers of interrupted writes: files in `dir` named `<base>.tmp-*` or `<base>.prev.tmp-*`. */
+export async function removeLeftoverTemps(dir: string, base: string): Promise<void> {
+  for (const name of await readdir(dir)) {
+    if (name.startsWith(`${base}.tmp-`) || name.startsWith(`${base}.prev.tmp-`)) {
+      await unlink(join(dir, name)).catch(() => undefined)
+    }
+  }
+}

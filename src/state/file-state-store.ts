@@ -1,0 +1,157 @@
+/**
+ * The embedded StateStore: one checksummed file (see state-file-format.ts) in the state directory.
+ *
+ * save(): write `<file>.tmp-<random>` (0600) and fsync it, keep the current good file as `<file>.prev`,
+ * rename the temp file over `<file>`, fsync the directory. A crash at any point leaves either the old
+ * or the new file whole. load() never modifies, deletes or replaces a damaged file: it throws
+ * StateFileError. One store (one process) per directory: leftover temp files are deleted on the first save.
+ */
+import { mkdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import type { z } from 'zod'
+import { fsyncDir, keepCopy, removeLeftoverTemps, tempName, writeNewFileSynced } from './durable-fs.js'
+import { StateFileError } from './state-file-error.js'
+import { decodeStateFile, encodeStateFile } from './state-file-format.js'
+import type { StateStore } from './state-store.js'
+
+/** Options of FileStateStore. */
+export interface FileStateStoreOptions {
+  /** The file name inside the directory (default `state.json`). */
+  fileName?: string
+}
+
+interface Waiter {
+  resolve(): void
+  reject(err: unknown): void
+}
+
+/** A StateStore keeping one JSON snapshot, validated by `schema`, in `dir` (created 0700 if missing). */
+export class FileStateStore<T> implements StateStore<T> {
+  /** The state file. */
+  readonly path: string
+  /** The previous good copy, kept beside it. */
+  readonly prevPath: string
+  private readonly fileName: string
+  private verified = false // the file on disk is known good (loaded or written by us) or absent
+  private cleaned = false
+  private closed = false
+  private pending: { text: string; waiters: Waiter[] } | null = null
+  private writing: Promise<void> | null = null
+
+  constructor(
+    readonly dir: string,
+    private readonly schema: z.ZodType<T>,
+    opts: FileStateStoreOptions = {},
+  ) {
+    this.fileName = opts.fileName ?? 'state.json'
+    if (this.fileName === '' || /[/\\]/.test(this.fileName)) throw new TypeError(`bad state file name: ${this.fileName}`)
+    this.path = join(dir, this.fileName)
+    this.prevPath = `${this.path}.prev`
+  }
+
+  /** The saved snapshot, null if there is none; throws StateFileError if the file cannot be used. */
+  async load(): Promise<T | null> {
+    const value = await this.readVerified()
+    this.verified = true
+    return value
+  }
+
+  /** Saves durably; resolves once this value or a later one is on disk. Rejects a value the schema refuses. */
+  save(value: T): Promise<void> {
+    if (this.closed) return Promise.reject(new Error(`state store ${this.path} is closed`))
+    const checked = this.schema.safeParse(value)
+    if (!checked.success) {
+      return Promise.reject(new TypeError(`refusing to save state that does not match its schema: ${describeIssues(checked.error)}`))
+    }
+    let text: string
+    try {
+      text = encodeStateFile(value) // serialized now: later mutations by the caller do not leak in
+    } catch (err) {
+      return Promise.reject(err)
+    }
+    return new Promise<void>((resolve, reject) => {
+      if (this.pending === null) this.pending = { text, waiters: [] }
+      this.pending.text = text // coalesce: the latest value wins
+      this.pending.waiters.push({ resolve, reject })
+      this.writing ??= this.drain()
+    })
+  }
+
+  /** Waits for pending saves; further saves reject. */
+  async close(): Promise<void> {
+    this.closed = true
+    await this.writing
+  }
+
+  /** Writes batches one at a time, so two renames never race. */
+  private async drain(): Promise<void> {
+    try {
+      while (this.pending !== null) {
+        const batch = this.pending
+        this.pending = null
+        try {
+          await this.writeNow(batch.text)
+          for (const w of batch.waiters) w.resolve()
+        } catch (err) {
+          for (const w of batch.waiters) w.reject(err)
+        }
+      }
+    } finally {
+      this.writing = null
+    }
+  }
+
+  private async writeNow(text: string): Promise<void> {
+    await mkdir(this.dir, { recursive: true, mode: 0o700 })
+    if (!this.cleaned) {
+      await removeLeftoverTemps(this.dir, this.fileName)
+      this.cleaned = true
+    }
+    // never replace a file nobody has verified: it may be the damaged file a failed load left alone
+    if (!this.verified) {
+      await this.readVerified()
+      this.verified = true
+    }
+    const tmp = tempName(this.path, 'tmp')
+    try {
+      await writeNewFileSynced(tmp, text)
+      await keepCopy(this.path, this.prevPath)
+      await rename(tmp, this.path)
+    } catch (err) {
+      await unlink(tmp).catch(() => undefined)
+      throw err
+    }
+    await fsyncDir(this.dir)
+  }
+
+  private async readVerified(): Promise<T | null> {
+    let bytes: Buffer
+    try {
+      bytes = await readFile(this.path)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT') return null
+      throw await this.error(`it cannot be read (${code ?? String(err)})`)
+    }
+    const decoded = decodeStateFile(bytes)
+    if ('problem' in decoded) throw await this.error(decoded.problem)
+    const parsed = this.schema.safeParse(decoded.body)
+    if (!parsed.success) throw await this.error(`its content does not match the state schema: ${describeIssues(parsed.error)}`)
+    return parsed.data
+  }
+
+  private async error(problem: string): Promise<StateFileError> {
+    const prevExists = await stat(this.prevPath).then(
+      () => true,
+      () => false,
+    )
+    return new StateFileError(this.path, problem, this.prevPath, prevExists)
+  }
+}
+
+/** The first few zod issues as `path: message`, without echoing values. */
+function describeIssues(error: z.ZodError): string {
+  const shown = error.issues.slice(0, 3).map((i) => `${i.path.map(String).join('.') || '(root)'}: ${i.message}`)
+  const more = error.issues.length > 3 ? ` (and ${error.issues.length - 3} more)` : ''
+  return shown.join('; ') + more
+}
