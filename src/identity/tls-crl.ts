@@ -1,0 +1,68 @@
+/**
+ * What the TLS server needs from a CRL: the revoked set for per-request checks, and the complete options
+ * for a fresh secure context whenever the CRL changes.
+ *
+ * Why fresh ticket keys: `server.setSecureContext(opts)` builds the new context with `opts.ticketKeys`,
+ * or, when absent, with the ticket keys the server was created with (`this.ticketKeys` is kept across
+ * calls). A resumed session skips certificate verification, so the CRL is never consulted: with the old
+ * keys a revoked client could resume a pre-revocation session. New keys make old tickets undecryptable,
+ * which forces a full handshake and so a CRL check.
+ */
+import { constants, randomBytes } from 'node:crypto'
+import type { SecureContextOptions } from 'node:tls'
+import { normalizeSerial, type ParsedCrl } from './crl.js'
+
+/** ECDHE key exchange with AEAD ciphers only, for TLS 1.2; the TLS 1.3 suites are all AEAD. */
+export const TLS12_CIPHERS = [
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-CHACHA20-POLY1305',
+  'ECDHE-RSA-CHACHA20-POLY1305',
+] as const
+
+/** The TLS 1.3 suites; Node moves `TLS_*` names of the cipher string to the TLS 1.3 list. */
+export const TLS13_CIPHERS = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256'] as const
+
+/** The `ciphers` string for every context we build. */
+export const CIPHERS = [...TLS13_CIPHERS, ...TLS12_CIPHERS].join(':')
+
+/** PEM material of a secure context; `crlPem` is the CRL in force (`ParsedCrl.pem`). */
+export interface SecureContextMaterial {
+  readonly ca: string | Buffer
+  readonly cert: string | Buffer
+  readonly key: string | Buffer
+  readonly crlPem: string | Buffer
+}
+
+/** The revoked serials of a CRL, normalised; compare with `isRevoked`. */
+export function revokedSet(crl: ParsedCrl): ReadonlySet<string> {
+  return crl.revokedSerials
+}
+
+/** True when a certificate serial (as `X509Certificate.serialNumber` or `getPeerCertificate().serialNumber` print it) is in `revoked`. */
+export function isRevoked(serialNumber: string, revoked: ReadonlySet<string>): boolean {
+  return revoked.has(normalizeSerial(serialNumber))
+}
+
+/**
+ * The complete options for `tls.createSecureContext` / `server.setSecureContext`. Complete because
+ * `setSecureContext` resets every option it is not given (ciphers, minVersion, secureOptions, ...).
+ * Each call draws new session-ticket keys (see the file comment). `requestCert` and
+ * `rejectUnauthorized` are server options, not context options: the server sets them once.
+ */
+export function buildSecureContextOptions(m: SecureContextMaterial): SecureContextOptions {
+  return {
+    ca: m.ca,
+    cert: m.cert,
+    key: m.key,
+    crl: m.crlPem,
+    minVersion: 'TLSv1.2',
+    ciphers: CIPHERS,
+    honorCipherOrder: true,
+    // Renegotiation is a DoS lever and lets a peer change identity mid-connection (TLS 1.2 only).
+    secureOptions: constants.SSL_OP_NO_RENEGOTIATION,
+    ticketKeys: randomBytes(48),
+  }
+}

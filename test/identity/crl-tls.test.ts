@@ -1,0 +1,141 @@
+import t, { type Test } from 'tap'
+import { once } from 'node:events'
+import type { AddressInfo } from 'node:net'
+import tls from 'node:tls'
+import { parseCrl } from '../../src/identity/crl.js'
+import { buildSecureContextOptions, isRevoked, revokedSet } from '../../src/identity/tls-crl.js'
+import { genCrl, issue, makeCa, revoke, tempDir, type IssuedCert } from './crl-openssl.js'
+
+const dir = tempDir(t)
+const ca = makeCa(dir, 'tls')
+const serverCert = issue(ca, 'controller', { server: true })
+const node = issue(ca, 'node-1')
+const other = issue(ca, 'node-2')
+const emptyCrl = parseCrl(genCrl(ca))
+revoke(ca, node)
+const revokedCrl = parseCrl(genCrl(ca))
+
+interface Outcome {
+  readonly greeting: string
+  readonly reused: boolean
+  readonly session: Buffer | undefined
+  readonly error: string | undefined
+  readonly protocol: string | null
+}
+
+function contextOptions(crlPem: string, ticketKeys?: Buffer): tls.SecureContextOptions {
+  const opts = buildSecureContextOptions({ ca: ca.certPem, cert: serverCert.certPem, key: serverCert.keyPem, crlPem })
+  return ticketKeys === undefined ? opts : { ...opts, ticketKeys }
+}
+
+async function startServer(t: Test, crlPem: string, ticketKeys?: Buffer) {
+  const clientErrors: string[] = []
+  const server = tls.createServer({ ...contextOptions(crlPem, ticketKeys), requestCert: true, rejectUnauthorized: true }, (socket) => {
+    socket.end(`hello ${socket.getPeerCertificate().subject.CN}`)
+  })
+  server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: tls.TLSSocket) => {
+    clientErrors.push(`${err.code ?? err.message}/${String(socket.authorizationError)}`)
+  })
+  server.listen(0, '127.0.0.1')
+  await once(server, 'listening')
+  t.teardown(() => server.close())
+  return { server, port: (server.address() as AddressInfo).port, clientErrors }
+}
+
+/** Waits (a bounded number of turns) for an event the server emits around the client's close. */
+async function until(cond: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !cond(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+}
+
+function connect(port: number, who: IssuedCert, extra: tls.ConnectionOptions = {}): Promise<Outcome> {
+  return new Promise((resolve) => {
+    let greeting = ''
+    let session: Buffer | undefined
+    let error: string | undefined
+    let reused = false
+    let protocol: string | null = null
+    const socket = tls.connect({ host: '127.0.0.1', port, ca: ca.certPem, cert: who.certPem, key: who.keyPem, ...extra })
+    socket.on('secureConnect', () => {
+      reused = socket.isSessionReused()
+      protocol = socket.getProtocol()
+    })
+    socket.on('session', (s: Buffer) => (session = s))
+    socket.on('data', (d: Buffer) => (greeting += d.toString()))
+    socket.on('error', (err: NodeJS.ErrnoException) => (error = err.code ?? err.message))
+    socket.on('close', () => {
+      resolve({ greeting, reused, session, error, protocol })
+    })
+  })
+}
+
+t.test('the options are the hardened ones, with fresh ticket keys each time', async (t) => {
+  const a = contextOptions(emptyCrl.pem)
+  const b = contextOptions(emptyCrl.pem)
+  t.equal(a.minVersion, 'TLSv1.2')
+  t.equal(a.honorCipherOrder, true)
+  const aead = /^(TLS_(AES_128_GCM_SHA256|AES_256_GCM_SHA384|CHACHA20_POLY1305_SHA256)|ECDHE-(ECDSA|RSA)-(AES128-GCM-SHA256|AES256-GCM-SHA384|CHACHA20-POLY1305))$/
+  for (const suite of String(a.ciphers).split(':')) t.match(suite, aead, `${suite} is ECDHE + AEAD (or TLS 1.3)`)
+  t.equal(a.ticketKeys?.length, 48)
+  t.notOk(a.ticketKeys?.equals(b.ticketKeys as Buffer), 'new ticket keys on every build')
+  t.doesNotThrow(() => tls.createSecureContext(a), 'OpenSSL accepts the options')
+})
+
+t.test('revokedSet and isRevoked compare with peer serials', async (t) => {
+  t.ok(isRevoked(node.cert.serialNumber, revokedSet(revokedCrl)))
+  t.notOk(isRevoked(other.cert.serialNumber, revokedSet(revokedCrl)))
+  t.notOk(isRevoked(node.cert.serialNumber, revokedSet(emptyCrl)))
+})
+
+for (const version of ['TLSv1.3', 'TLSv1.2'] as const) {
+  t.test(`${version}: a CRL installed with setSecureContext refuses new handshakes and old sessions`, async (t) => {
+    const { server, port, clientErrors } = await startServer(t, emptyCrl.pem)
+    const opts = { maxVersion: version, minVersion: version }
+    const before = await connect(port, node, opts)
+    t.equal(before.greeting, 'hello node-1', 'served before the revocation')
+    t.equal(before.protocol, version)
+    t.ok(before.session, 'the client got a resumable session')
+    const resumedBefore = await connect(port, node, { ...opts, session: before.session })
+    t.equal(resumedBefore.reused, true, 'sessions do resume while nothing changed')
+
+    server.setSecureContext(contextOptions(revokedCrl.pem))
+    const fresh = await connect(port, node, opts)
+    t.equal(fresh.greeting, '', 'a new handshake of the revoked node is not served')
+    await until(() => clientErrors.length > 0)
+    t.match(clientErrors, [/\/CERT_REVOKED$/], 'the server saw the handshake fail with OpenSSL\'s CERT_REVOKED')
+    t.comment(`new handshake: client error ${fresh.error}, server tlsClientError ${clientErrors.join(',')}`)
+    const resumed = await connect(port, node, { ...opts, session: before.session })
+    t.equal(resumed.greeting, '', 'the pre-revocation session does not get the revoked node in')
+    t.equal(resumed.reused, false, 'the old session was not resumed')
+    t.comment(`resumption attempt: client error ${resumed.error}, reused ${resumed.reused}`)
+    const bystander = await connect(port, other, opts)
+    t.equal(bystander.greeting, 'hello node-2', 'other nodes are unaffected')
+  })
+}
+
+t.test('why fresh ticket keys matter: with the old keys kept, a revoked node resumes', async (t) => {
+  // Documents the OpenSSL behaviour the fresh keys defend against: resumption skips the CRL check.
+  const keys = Buffer.alloc(48, 7)
+  const { server, port } = await startServer(t, emptyCrl.pem, keys)
+  const opts = { maxVersion: 'TLSv1.3', minVersion: 'TLSv1.3' } as const
+  const before = await connect(port, node, opts)
+  t.ok(before.session)
+  server.setSecureContext(contextOptions(revokedCrl.pem, keys))
+  const fresh = await connect(port, node, opts)
+  t.equal(fresh.greeting, '', 'a full handshake is refused')
+  const resumed = await connect(port, node, { ...opts, session: before.session })
+  t.comment(`same ticket keys: reused ${resumed.reused}, greeting ${JSON.stringify(resumed.greeting)}`)
+  t.equal(resumed.reused, true, 'the old ticket still resumes: the CRL is not consulted')
+  t.equal(resumed.greeting, 'hello node-1', 'and the revoked node is served: hence per-request checks too')
+})
+
+t.test('OpenSSL fails closed on a CRL past its nextUpdate: every client is refused', async (t) => {
+  // Why the watcher warns a day ahead: an expired CRL in the context locks out valid nodes too.
+  const day = 86_400_000
+  const expired = parseCrl(genCrl(ca, { lastUpdate: new Date(Date.now() - 2 * day), nextUpdate: new Date(Date.now() - day) }))
+  t.ok((expired.nextUpdate?.getTime() ?? Infinity) < Date.now())
+  const { port, clientErrors } = await startServer(t, expired.pem)
+  const outcome = await connect(port, other, { maxVersion: 'TLSv1.3' })
+  t.equal(outcome.greeting, '', 'a valid, unrevoked node is refused')
+  await until(() => clientErrors.length > 0)
+  t.match(clientErrors, [/\/CRL_HAS_EXPIRED$/])
+})
