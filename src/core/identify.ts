@@ -1,0 +1,88 @@
+/**
+ * Identify pacing (SPEC "Identify claims"): one grant per bucket per interval across all nodes, and
+ * the optional rolling 24-hour budget. Pure: the clock is a parameter.
+ */
+
+/** Length of the rolling daily Identify window. */
+export const DAILY_WINDOW_MS = 86_400_000
+
+/** Why a claim may not be granted yet, and for how long. */
+export interface IdentifyWait {
+  readonly reason: 'bucket_busy' | 'daily_limit'
+  readonly retryAfterMs: number
+}
+
+/** Bucket grant times and daily grants; `check` never records, `record` is called only on a grant. */
+export class IdentifyLimiter {
+  private readonly lastGrant = new Map<number, number>()
+  private readonly daily: number[]
+  private dailyHead = 0
+
+  /**
+   * @param busySince every bucket counts as granted at this time (a restore), or null.
+   * @param dailyGrants grant times restored from a snapshot, in any order.
+   */
+  constructor(
+    private readonly maxConcurrency: number,
+    private readonly intervalMs: number,
+    private readonly dailyLimit: number | null,
+    private readonly busySince: number | null = null,
+    dailyGrants: readonly number[] = [],
+  ) {
+    this.daily = [...dailyGrants].sort((a, b) => a - b)
+  }
+
+  /** The bucket of a shard, as Discord computes it. */
+  bucketOf(shardId: number): number {
+    return shardId % this.maxConcurrency
+  }
+
+  /** Null when a claim for `shardId` may be granted at `now`, else the reason and exact wait. */
+  check(now: number, shardId: number): IdentifyWait | null {
+    if (this.dailyLimit !== null) {
+      this.pruneDaily(now)
+      if (this.dailyCount() >= this.dailyLimit) {
+        const oldest = this.daily[this.dailyHead]!
+        return { reason: 'daily_limit', retryAfterMs: oldest + DAILY_WINDOW_MS - now }
+      }
+    }
+    const last = this.lastGrant.get(this.bucketOf(shardId)) ?? this.busySince
+    if (last !== null && now - last < this.intervalMs) {
+      return { reason: 'bucket_busy', retryAfterMs: last + this.intervalMs - now }
+    }
+    return null
+  }
+
+  /** Records a grant at `now`; returns its bucket. */
+  record(now: number, shardId: number): number {
+    const bucket = this.bucketOf(shardId)
+    this.lastGrant.set(bucket, now)
+    if (this.dailyLimit !== null) this.daily.push(now)
+    return bucket
+  }
+
+  /** Grant times counted against the daily budget, oldest first (for snapshots; pruned lazily). */
+  dailyGrants(): number[] {
+    return this.daily.slice(this.dailyHead)
+  }
+
+  /** True when grants are counted against a daily budget (so a grant changes the snapshot). */
+  get countsDaily(): boolean {
+    return this.dailyLimit !== null
+  }
+
+  private dailyCount(): number {
+    return this.daily.length - this.dailyHead
+  }
+
+  // A grant at t counts while now < t + 24 h; dropping from the head keeps this amortized O(1).
+  private pruneDaily(now: number): void {
+    while (this.dailyHead < this.daily.length && now - this.daily[this.dailyHead]! >= DAILY_WINDOW_MS) {
+      this.dailyHead += 1
+    }
+    if (this.dailyHead > 1024 && this.dailyHead * 2 > this.daily.length) {
+      this.daily.splice(0, this.dailyHead)
+      this.dailyHead = 0
+    }
+  }
+}

@@ -1,0 +1,85 @@
+/** The controller's record of a live node (SPEC "Controller state") and its outward views. */
+import type { CertRef, ControllerSnapshot, NodeRange, PlanNodeView } from './types.js'
+import type { CheckinBody } from './schemas.js'
+
+/** Mutable state of one live node; the range lives in the plan, the drain flag in the drain set. */
+export interface NodeRecord {
+  readonly nodeId: string
+  capacity: number
+  lastSeen: number
+  reportedGeneration: number | null
+  certSerial: string
+  certNotBefore: number
+  readyShards: number
+  startingShards: number
+  backoffShards: number
+  fatalShards: number
+}
+
+/** A fresh record from a node's first check-in. */
+export function newNodeRecord(now: number, body: CheckinBody, cert: CertRef): NodeRecord {
+  return {
+    nodeId: body.node_id,
+    capacity: body.capacity,
+    lastSeen: now,
+    reportedGeneration: body.generation ?? null,
+    certSerial: cert.serial,
+    certNotBefore: cert.notBefore,
+    readyShards: body.ready_shards,
+    startingShards: body.starting_shards,
+    backoffShards: body.backoff_shards,
+    fatalShards: body.fatal_shards,
+  }
+}
+
+type SnapshotNode = ControllerSnapshot['nodes'][number]
+
+/** A record restored from a snapshot; its lease counts from `now` (the restart). */
+export function restoredNodeRecord(now: number, node: SnapshotNode): NodeRecord {
+  return {
+    nodeId: node.nodeId,
+    capacity: node.capacity,
+    lastSeen: now,
+    reportedGeneration: node.reportedGeneration,
+    certSerial: node.certSerial,
+    certNotBefore: node.certNotBefore,
+    readyShards: node.readyShards,
+    startingShards: node.startingShards,
+    backoffShards: node.backoffShards,
+    fatalShards: node.fatalShards,
+  }
+}
+
+/** The persisted form of a record and its range. */
+export function snapshotNode(record: NodeRecord, range: NodeRange): SnapshotNode {
+  return {
+    nodeId: record.nodeId,
+    capacity: record.capacity,
+    rangeStart: range.rangeStart,
+    rangeCount: range.rangeCount,
+    reportedGeneration: record.reportedGeneration,
+    certSerial: record.certSerial,
+    certNotBefore: record.certNotBefore,
+    readyShards: record.readyShards,
+    startingShards: record.startingShards,
+    backoffShards: record.backoffShards,
+    fatalShards: record.fatalShards,
+  }
+}
+
+/** The operator's view of a record (GET /v1/plan). */
+export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean): PlanNodeView {
+  return {
+    nodeId: record.nodeId,
+    capacity: record.capacity,
+    draining,
+    rangeStart: range.rangeStart,
+    rangeCount: range.rangeCount,
+    lastSeen: record.lastSeen,
+    generation: record.reportedGeneration,
+    readyShards: record.readyShards,
+    startingShards: record.startingShards,
+    backoffShards: record.backoffShards,
+    fatalShards: record.fatalShards,
+  }
+}

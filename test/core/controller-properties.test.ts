@@ -1,0 +1,73 @@
+import t from 'tap'
+import { Controller } from '../../src/core/controller.js'
+import { controllerSnapshotSchema } from '../../src/core/snapshot-schema.js'
+import { body, cert, seededRandom, SETTINGS, T0 } from './fixtures.js'
+
+const NAMES = ['a', 'B', 'c-1', 'C.2', 'd_3', '9z']
+const SEQUENCES = 300
+const STEPS = 60
+
+/** Checks the controller's own consistency; returns the first problem, or null. */
+function problem(c: Controller, now: number, lastGeneration: number): string | null {
+  const view = c.plan(now)
+  if (view.generation < lastGeneration) return 'generation went backwards'
+  const owned = new Map<number, string>()
+  for (const node of view.nodes) {
+    for (let s = node.rangeStart; s < node.rangeStart + node.rangeCount; s++) owned.set(s, node.nodeId)
+    if (node.draining && node.rangeCount > 0) return `draining ${node.nodeId} owns shards`
+  }
+  for (let s = 0; s < view.totalShards; s++) if (c.ownerOf(s) !== (owned.get(s) ?? null)) return `ownerOf(${s}) disagrees`
+  const live = new Set(view.nodes.map((n) => n.nodeId))
+  const snapshot = c.snapshot()
+  if (snapshot.handoffs.length > view.totalShards) return 'more handoffs than shards'
+  for (const h of snapshot.handoffs) {
+    if (!live.has(h.fromNode)) return `handoff of shard ${h.shardId} waits for ${h.fromNode}, who is not live`
+    if (c.ownerOf(h.shardId) === h.fromNode) return `handoff of shard ${h.shardId} waits for its own owner`
+    if (h.generation > view.generation) return 'handoff from the future'
+  }
+  return null
+}
+
+t.test(`controller invariants over ${SEQUENCES} random operation sequences`, async (t) => {
+  const random = seededRandom(42)
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
+  let failures = 0
+  for (let run = 0; run < SEQUENCES && failures === 0; run++) {
+    const totalShards = pick([1, 2, 7, 16, 64])
+    const settings = { ...SETTINGS, totalShards, maxConcurrency: 1, identifyIntervalMs: 0 }
+    const c = new Controller(settings)
+    let now = T0
+    let lastGeneration = 0
+    for (let step = 0; step < STEPS && failures === 0; step++) {
+      now += Math.floor(random() * 12_000)
+      const nodeId = pick(NAMES)
+      const roll = random()
+      try {
+        if (roll < 0.5) {
+          const reported = random() < 0.5 ? undefined : Math.floor(random() * (c.generation + 1))
+          c.checkIn(now, body(nodeId, 1 + Math.floor(random() * 32), { generation: reported }), cert(`${NAMES.indexOf(nodeId)}`))
+        } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.5)
+        else if (roll < 0.7) c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
+        else c.claimIdentify(now, { node_id: nodeId, shard_id: Math.floor(random() * totalShards) })
+      } catch (error) {
+        if ((error as { code?: string }).code !== 'not_owner') throw error
+      }
+      const found = problem(c, now, lastGeneration)
+      if (found !== null) {
+        failures += 1
+        t.fail(`run ${run}, step ${step}: ${found}`)
+      }
+      if (step % 10 === 9) {
+        // A restart at this point restores exactly the same state (and moves no shard).
+        const snapshot = controllerSnapshotSchema.parse(JSON.parse(JSON.stringify(c.snapshot())))
+        const restored = new Controller(settings, { snapshot, now })
+        if (JSON.stringify(restored.snapshot()) !== JSON.stringify(c.snapshot())) {
+          failures += 1
+          t.fail(`run ${run}, step ${step}: the restored state differs`)
+        }
+      }
+      lastGeneration = c.generation
+    }
+  }
+  t.equal(failures, 0, 'every step of every sequence is consistent')
+})

@@ -1,0 +1,53 @@
+/** Shared test fixtures for the core: settings, check-in bodies, certificates, a seeded PRNG. */
+import t from 'tap'
+import { Controller } from '../../src/core/controller.js'
+import type { CheckinBody } from '../../src/core/schemas.js'
+import type { CertRef, ControllerSettings } from '../../src/core/types.js'
+
+/** Settings like the SPEC's example config. */
+export const SETTINGS: ControllerSettings = {
+  totalShards: 64,
+  maxConcurrency: 16,
+  leaseSeconds: 30,
+  identifyIntervalMs: 5100,
+  dailyIdentifyLimit: null,
+}
+
+export const LEASE_MS = 30_000
+export const T0 = 1_700_000_000_000
+
+/** A valid check-in body for `nodeId`. */
+export function body(nodeId: string, capacity: number, extra: Partial<CheckinBody> = {}): CheckinBody {
+  return { node_id: nodeId, capacity, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...extra }
+}
+
+/** A certificate reference; one serial per node by default. */
+export function cert(serial: string, notBefore = T0 - 86_400_000): CertRef {
+  return { serial, notBefore }
+}
+
+/** A controller with these nodes checked in at `now`, in order, each with its own serial. */
+export function controllerWith(
+  nodes: readonly [string, number][],
+  settings: Partial<ControllerSettings> = {},
+  now = T0,
+): Controller {
+  const controller = new Controller({ ...SETTINGS, ...settings })
+  nodes.forEach(([nodeId, capacity], i) => controller.checkIn(now, body(nodeId, capacity), cert(`a${i}`)))
+  return controller
+}
+
+/** mulberry32: a small seeded PRNG, so the property tests are reproducible. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let x = state
+    x = Math.imul(x ^ (x >>> 15), x | 1)
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61)
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+// This module sits under test/, so tap runs it as a file of its own too.
+t.pass('fixtures load')
