@@ -1,0 +1,185 @@
+/** The command table of `pxe-pki`: usage, help text, flags and a thin handler over the toolkit per command. */
+import { readFile } from 'node:fs/promises'
+import { expectPositionals, listFlag, stringFlag } from './args.js'
+import type { OptionDefs, ParsedArgs } from './args.js'
+import { initPki, issueServerCert, issueBundle, signCsr, revoke, writeCrl, listCerts, rotatePlanKey, exportController } from './toolkit.js'
+import type { CertEntry } from './toolkit.js'
+import { REVOCATION_REASONS } from './crl.js'
+import { checkRole, parseIntFlag } from './validate.js'
+import { PkiError, UsageError } from './errors.js'
+import { verifyAuditFile } from '../src/audit/verify-file.js'
+
+/** Where a command writes its normal output (stdout in the CLI). */
+export interface CommandContext {
+  readonly dir: string
+  readonly print: (text: string) => void
+}
+
+/** One command of the CLI. */
+export interface Command {
+  readonly usage: string
+  readonly summary: string
+  readonly details: string
+  readonly options: OptionDefs
+  /** False for commands that need no PKI directory (audit-verify). */
+  readonly usesDir: boolean
+  readonly run: (args: ParsedArgs, ctx: CommandContext) => Promise<void>
+}
+
+const s = { type: 'string' } as const
+const many = { type: 'string', multiple: true } as const
+const flag = { type: 'boolean' } as const
+
+function intFlag(args: ParsedArgs, name: string): number | undefined {
+  const value = stringFlag(args, name)
+  return value === undefined ? undefined : parseIntFlag(value, `--${name}`)
+}
+
+async function readCsrFile(path: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8')
+  } catch (err) {
+    throw new PkiError(`cannot read CSR file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+function listTable(certs: readonly CertEntry[]): string {
+  const rows = certs.map((c) => `${c.serial}  ${c.status.padEnd(7)}  ${c.role.padEnd(8)}  ${c.not_after}  ${c.name}`)
+  return [`${'serial'.padEnd(32)}  status   role      not_after                 name`, ...rows].join('\n')
+}
+
+/** Every command, by its name on the command line. */
+export const COMMANDS: Readonly<Record<string, Command>> = {
+  init: {
+    usage: 'init [--ca-days N]',
+    summary: 'create the CA, an empty CRL and the first plan key; refuses to overwrite',
+    details: 'Creates the PKI directory (mode 0700) with an RSA 3072 CA (10 years by default; key ca-key.pem, mode 0600),\nCRL number 1 and the first Ed25519 plan key. Refuses a directory that is not empty.',
+    options: { 'ca-days': s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('init', args, 0, 0, 'no argument')
+      await initPki(ctx.dir, { caDays: intFlag(args, 'ca-days') })
+      ctx.print(`created PKI in ${ctx.dir} (CA certificate ${ctx.dir}/ca.pem; keep ca-key.pem offline if you can)`)
+    },
+  },
+  'server-cert': {
+    usage: 'server-cert --dns H[,H] --ip A[,A] [--days N] [--key-bits N]',
+    summary: "issue the controller's TLS certificate (serverAuth) with those SANs",
+    details: 'Writes server.pem and server-key.pem (mode 0600), replacing the previous ones (which stay valid\nuntil they expire or are revoked by serial). --dns and --ip may be repeated or comma-separated; 90 days by default.',
+    options: { dns: many, ip: many, days: s, 'key-bits': s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('server-cert', args, 0, 0, 'no argument')
+      const r = await issueServerCert(ctx.dir, { dns: listFlag(args, 'dns'), ip: listFlag(args, 'ip'), days: intFlag(args, 'days'), keyBits: intFlag(args, 'key-bits') })
+      ctx.print(`issued server certificate ${r.serial}: ${ctx.dir}/server.pem, key ${ctx.dir}/server-key.pem`)
+    },
+  },
+  issue: {
+    usage: 'issue <name> --role node|operator [--days N] [--out DIR] [--key-bits N]',
+    summary: 'issue a certificate and write the bundle folder DIR/<name>/',
+    details: 'Makes a new key pair and a certificate with subject CN=<name>, OU=<role> (clientAuth, 90 days by default)\nand writes DIR/<name>/ (DIR defaults to <pki>/bundles, folder mode 0700): key.pem (0600), cert.pem, ca.pem,\nplan-jwks.json. Refuses to overwrite an existing bundle. The name follows the name rule: 1-64 of A-Z a-z 0-9 - _ .,\nstarting with a letter or digit.',
+    options: { role: s, days: s, out: s, 'key-bits': s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('issue', args, 1, 1, 'a name')
+      const role = checkRole(stringFlag(args, 'role'))
+      const r = await issueBundle(ctx.dir, args.positionals[0]!, role, { days: intFlag(args, 'days'), keyBits: intFlag(args, 'key-bits'), outDir: stringFlag(args, 'out') })
+      ctx.print(`issued ${role} certificate ${r.serial}; bundle ${r.bundleDir}`)
+    },
+  },
+  'sign-csr': {
+    usage: 'sign-csr <file> --role node|operator [--days N] [--out FILE]',
+    summary: 'sign a CSR made on the device (its key never leaves it)',
+    details: "Checks the CSR's own signature (RSA 2048+ keys), takes only its CN (which must pass the name rule) and its\npublic key; the role comes from --role and every extension is set by the CA. Prints the certificate, or writes\nit to FILE (never overwritten).",
+    options: { role: s, days: s, out: s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('sign-csr', args, 1, 1, 'a CSR file')
+      const role = checkRole(stringFlag(args, 'role'))
+      const out = stringFlag(args, 'out')
+      const csr = await readCsrFile(args.positionals[0]!)
+      const r = await signCsr(ctx.dir, csr, role, { days: intFlag(args, 'days'), out })
+      ctx.print(out === undefined ? r.certPem.trimEnd() : `issued ${role} certificate ${r.serial} to ${out}`)
+    },
+  },
+  revoke: {
+    usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N]',
+    summary: 'revoke every unexpired certificate of a name, or one certificate; rewrites crl.pem at once',
+    details: `Marks the certificates revoked in the index and writes the next CRL to <pki>/crl.pem (7 days by default).\nReasons: ${Object.keys(REVOCATION_REASONS).join(', ')} (default unspecified).\nSerials are hex; case and colons are ignored.`,
+    options: { serial: s, reason: s, 'crl-days': s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      const serial = stringFlag(args, 'serial')
+      expectPositionals('revoke', args, serial === undefined ? 1 : 0, serial === undefined ? 1 : 0, 'a name or --serial HEX (not both)')
+      const target = serial === undefined ? { name: args.positionals[0]! } : { serial }
+      const r = await revoke(ctx.dir, target, { reason: stringFlag(args, 'reason'), crlDays: intFlag(args, 'crl-days') })
+      ctx.print(`revoked ${r.revoked.join(', ')}; wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem`)
+    },
+  },
+  list: {
+    usage: 'list [--json]',
+    summary: 'every issued certificate with its status (reads only)',
+    details: 'Prints serial, status (valid, revoked, expired), role, expiry and name of every certificate of this PKI.\n--json prints an array of {serial, name, role, not_before, not_after, status}.',
+    options: { json: flag },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('list', args, 0, 0, 'no argument')
+      const certs = await listCerts(ctx.dir)
+      ctx.print(args.values.json === true ? JSON.stringify(certs, null, 2) : listTable(certs))
+    },
+  },
+  crl: {
+    usage: 'crl [--out FILE] [--crl-days N]',
+    summary: 'write a fresh CRL to <pki>/crl.pem (and FILE)',
+    details: 'Signs the next CRL (X.509 v2, PEM label "X509 CRL", CRL number incremented) valid for 7 days by default.\nRun it before nextUpdate passes: OpenSSL refuses every client once the CRL in force has expired.',
+    options: { out: s, 'crl-days': s },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('crl', args, 0, 0, 'no argument')
+      const out = stringFlag(args, 'out')
+      const r = await writeCrl(ctx.dir, { out, crlDays: intFlag(args, 'crl-days') })
+      ctx.print(`wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem${out === undefined ? '' : ` and ${out}`}`)
+    },
+  },
+  'plan-key': {
+    usage: 'plan-key rotate',
+    summary: 'new Ed25519 plan key; the previous public key stays published until the next rotation',
+    details: 'Rewrites plan-keys.json (0600) and plan-jwks.json. Bundles issued later carry both public keys; give nodes\nthe new plan-jwks.json before the one after this rotation.',
+    options: {},
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('plan-key', args, 1, 1, 'the action "rotate"')
+      if (args.positionals[0] !== 'rotate') throw new UsageError('unknown plan-key action; the only one is "rotate"')
+      const r = await rotatePlanKey(ctx.dir)
+      ctx.print(`new current plan key ${r.kid}`)
+    },
+  },
+  'export-controller': {
+    usage: 'export-controller <dir> [--force]',
+    summary: 'the files a controller host needs, without the CA key',
+    details: 'Writes exactly ca.pem, server.pem, server-key.pem (0600), crl.pem and plan-keys.json (0600) into <dir>\n(created with mode 0700 if missing). Needs a server certificate (run server-cert first). Refuses to overwrite\nexisting files unless --force.',
+    options: { force: flag },
+    usesDir: true,
+    run: async (args, ctx) => {
+      expectPositionals('export-controller', args, 1, 1, 'a target directory')
+      const written = await exportController(ctx.dir, args.positionals[0]!, { force: args.values.force === true })
+      ctx.print(`wrote ${written.join(', ')}`)
+    },
+  },
+  'audit-verify': {
+    usage: 'audit-verify <file>',
+    summary: "check the audit log's hash chain; names the first broken line",
+    details: 'Reads the controller audit log (one JSON line per event, each with seq and prev = SHA-256 of the previous\nline) and checks the whole chain. Exit 0 when intact; otherwise names the first broken line (1-based) and\nexits 1. Only reads; needs no PKI directory.',
+    options: {},
+    usesDir: false,
+    run: async (args, ctx) => {
+      expectPositionals('audit-verify', args, 1, 1, 'the audit log file')
+      const file = args.positionals[0]!
+      const result = await verifyAuditFile(file).catch((err: NodeJS.ErrnoException) => {
+        throw new PkiError(`cannot read audit log ${file} (${err.code ?? 'error'})`)
+      })
+      if (!result.ok) throw new PkiError(`audit log ${file} is broken at line ${result.line}: ${result.reason}`)
+      ctx.print(`ok: ${result.lines} lines, chain intact`)
+    },
+  },
+}

@@ -1,0 +1,60 @@
+import t from 'tap'
+import { X509Certificate } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { runCli as runCliInProcess } from '../../pki/cli-main.js'
+import { readIndex } from '../../pki/toolkit.js'
+import { openssl } from './helpers.js'
+import { runCli } from './run-cli.js'
+
+const root = t.testdir()
+const dir = join(root, 'pki')
+
+/** Runs the CLI in this process (same code path as the binary, minus process start-up). */
+async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = ''
+  let err = ''
+  const code = await runCliInProcess([...args, '--dir', dir], { out: (s) => (out += `${s}\n`), err: (s) => (err += `${s}\n`) })
+  return { code, out, err }
+}
+
+t.test("the operator's walk-through: init, server-cert, issue, list, revoke, crl", async (t) => {
+  t.match(await cli('init', '--ca-days', '365'), { code: 0, out: /created PKI/ })
+  t.match(await cli('server-cert', '--dns', 'localhost,controller.lan', '--ip', '127.0.0.1', '--days', '30'), { code: 0, out: /issued server certificate [0-9a-f]{32}/ })
+  const issued = await cli('issue', 'node-1', '--role', 'node', '--key-bits', '2048')
+  t.match(issued, { code: 0, out: /issued node certificate ([0-9a-f]{32}); bundle .*bundles\/node-1/ })
+  t.notMatch(issued.out, /PRIVATE KEY/)
+  t.match(await cli('issue', 'ops.alice', '--role', 'operator', '--days', '7'), { code: 0 })
+
+  const listed = await runCli(['list', '--json', '--dir', dir])
+  t.equal(listed.code, 0, listed.stderr)
+  const list = JSON.parse(listed.stdout) as Array<Record<string, string>>
+  t.same(list.map((c) => [c.name, c.role, c.status]), [
+    [list[0]!.name, 'ca', 'valid'], ['localhost', 'server', 'valid'], ['node-1', 'node', 'valid'], ['ops.alice', 'operator', 'valid'],
+  ])
+  t.same(Object.keys(list[2]!), ['serial', 'name', 'role', 'not_before', 'not_after', 'status'])
+
+  t.match(await cli('revoke', 'node-1', '--reason', 'cessationOfOperation'), { code: 0, out: /revoked [0-9a-f]{32}; wrote CRL number 2/ })
+  t.match(await cli('crl', '--crl-days', '3'), { code: 0, out: /wrote CRL number 3/ })
+  t.match(await cli('list'), { code: 0, out: /revoked\s+node\s+\S+\s+node-1/ })
+  const crl = await openssl(['crl', '-in', join(dir, 'crl.pem'), '-noout', '-text', '-CAfile', join(dir, 'ca.pem'), '-verify'])
+  t.match(crl.out, /verify OK/)
+  t.match(crl.out, /CRL Number:\s*3[\s\S]*Cessation Of Operation/)
+  const ca = new X509Certificate(await readFile(join(dir, 'ca.pem')))
+  t.equal((Date.parse(ca.validTo) - Date.parse(ca.validFrom)) / 86_400_000, 365)
+
+  const history = (await readIndex(dir)).history.map((h) => h.command)
+  t.same(history, ['init', 'server-cert', 'issue', 'issue', 'revoke', 'crl'], 'every command is recorded in the index')
+})
+
+t.test('more usage errors exit 2 with one line', async (t) => {
+  t.match(await cli('revoke'), { code: 2, err: /^pxe-pki: error: "revoke" needs a name or --serial HEX/ })
+  t.match(await cli('revoke', 'node-1', '--reason', 'bored'), { code: 2, err: /invalid reason "bored"/ })
+  t.match(await cli('issue', 'n', '--role', 'node', '--days', '12x'), { code: 2, err: /invalid --days "12x"/ })
+  t.match(await cli('issue', 'n', '--role', 'node', '--key-bits', '1024'), { code: 2, err: /invalid key size 1024/ })
+  t.match(await cli('issue', 'n', '--role', 'node', '--days', '400'), { code: 2, err: /would outlive the CA/ })
+  t.match(await cli('server-cert'), { code: 2, err: /at least one --dns name or --ip address/ })
+  t.match(await cli('server-cert', '--ip', '300.1.1.1'), { code: 2, err: /invalid IP address "300\.1\.1\.1"/ })
+  t.match(await cli('plan-key', 'spin'), { code: 2, err: /only one is "rotate"/ })
+  t.match(await cli('issue', 'n', '--role'), { code: 2, err: /option --role of "issue" needs a value/ })
+})

@@ -1,0 +1,78 @@
+import t from 'tap'
+import { X509Certificate, createPrivateKey } from 'node:crypto'
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { initPki, signCsr, readIndex } from '../../pki/toolkit.js'
+import { fingerprint, openssl } from './helpers.js'
+import { runCli } from './run-cli.js'
+
+const root = t.testdir()
+const dir = join(root, 'pki')
+const work = join(root, 'device')
+
+/** Makes a key and CSR with `openssl req` (as on a device); returns the CSR path. */
+async function makeCsr(name: string, subj: string, extra: string[] = ['-newkey', 'rsa:2048']): Promise<string> {
+  const csr = join(work, `${name}.csr`)
+  const res = await openssl(['req', '-new', ...extra, '-nodes', '-keyout', join(work, `${name}.key`), '-out', csr, '-subj', subj])
+  if (!res.ok) throw new Error(res.out)
+  return csr
+}
+
+t.before(async () => {
+  await initPki(dir)
+  const { mkdir } = await import('node:fs/promises')
+  await mkdir(work)
+})
+
+t.test('a CSR made by openssl req is signed; role and extensions come from the CA, not the CSR', async (t) => {
+  const csrPath = await makeCsr('node-7', '/CN=node-7/OU=operator/O=Evil', [
+    '-newkey', 'rsa:2048', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'extendedKeyUsage=serverAuth',
+  ])
+  const out = join(work, 'node-7.pem')
+  const { certPem, serial } = await signCsr(dir, await readFile(csrPath, 'utf8'), 'node', { out })
+  t.equal(await readFile(out, 'utf8'), certPem)
+  const cert = new X509Certificate(certPem)
+  t.equal(cert.subject, 'CN=node-7\nOU=node', 'only the CN is taken; OU is the --role')
+  t.equal(cert.ca, false, 'CA:TRUE asked by the CSR is ignored')
+  t.same((cert as unknown as { extKeyUsage?: string[] }).extKeyUsage ?? cert.keyUsage, ['1.3.6.1.5.5.7.3.2'])
+  t.equal(cert.serialNumber.toLowerCase(), serial)
+  t.ok(cert.checkPrivateKey(createPrivateKey(await readFile(join(work, 'node-7.key'), 'utf8'))), 'the device key is the certified key')
+  const verify = await openssl(['verify', '-x509_strict', '-purpose', 'sslclient', '-CAfile', join(dir, 'ca.pem'), out])
+  t.ok(verify.ok, verify.out)
+  const record = (await readIndex(dir)).certs.find((c) => c.serial === serial)
+  t.match(record, { name: 'node-7', role: 'node', command: 'sign-csr' })
+})
+
+t.test('the CLI prints the signed certificate on stdout, never a key', async (t) => {
+  const csrPath = await makeCsr('op-1', '/CN=op-1')
+  const res = await runCli(['sign-csr', csrPath, '--role', 'operator', '--dir', dir])
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, /^-----BEGIN CERTIFICATE-----\n[\s\S]+-----END CERTIFICATE-----\n$/)
+  t.notMatch(res.stdout, /PRIVATE KEY/)
+  t.equal(new X509Certificate(res.stdout).subject, 'CN=op-1\nOU=operator')
+})
+
+t.test('refused CSRs change nothing', async (t) => {
+  const good = await readFile(await makeCsr('node-9', '/CN=node-9'), 'utf8')
+  const der = Buffer.from(good.replace(/-----[^-]+-----|\s/g, ''), 'base64')
+  const at = der.indexOf('node-9')
+  der.write('node-8', at) // same length: the DER still parses, the signature no longer matches
+  const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`
+  const cases: Array<[string, string, RegExp]> = [
+    ['tampered', tampered, /signature does not verify/],
+    ['bad CN', await readFile(await makeCsr('bad', '/CN=a b'), 'utf8'), /CN is not a valid name/],
+    ['two CNs', await readFile(await makeCsr('two', '/CN=a/CN=b'), 'utf8'), /exactly one CN/],
+    ['no CN', await readFile(await makeCsr('nocn', '/OU=node'), 'utf8'), /exactly one CN/],
+    ['EC key', await readFile(await makeCsr('ec', '/CN=ec-1', ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256']), 'utf8'), /RSA keys only/],
+    ['a certificate', await readFile(join(dir, 'ca.pem'), 'utf8'), /not a PEM certificate signing request/],
+    ['garbage', '-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n', /not a valid certificate signing request/],
+  ]
+  for (const [what, csr, message] of cases) {
+    const before = await fingerprint(dir)
+    await t.rejects(signCsr(dir, csr, 'node'), message, what)
+    t.same(await fingerprint(dir), before, `${what}: PKI unchanged`)
+  }
+  await writeFile(join(work, 'exists.pem'), 'x')
+  await t.rejects(signCsr(dir, good, 'node', { out: join(work, 'exists.pem') }), /refuses to overwrite/)
+  t.equal(await readFile(join(work, 'exists.pem'), 'utf8'), 'x')
+})
