@@ -1,0 +1,126 @@
+/**
+ * The controller's configuration file (SPEC "Running"): zod-validated, unknown keys refused, every
+ * error naming its key, relative paths resolved against the file's folder.
+ */
+import { readFile, stat } from 'node:fs/promises'
+import { hostname } from 'node:os'
+import { dirname, resolve } from 'node:path'
+import { z } from 'zod'
+import type { ControllerSettings } from './core/types.js'
+
+const pathSchema = z.string().min(1, 'must be a non-empty path')
+const int = (min: number, max: number) => z.number().int().min(min).max(max)
+
+export const configFileSchema = z
+  .object({
+    listen: z.object({ host: z.string().min(1), port: int(0, 65535) }).strict(),
+    tls: z.object({ ca: pathSchema, cert: pathSchema, key: pathSchema, crl: pathSchema }).strict(),
+    plan_keys: pathSchema,
+    state_dir: pathSchema,
+    audit_log: pathSchema,
+    controller_id: z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters').optional(),
+    total_shards: int(1, 65536),
+    max_concurrency: int(1, 65536).default(1),
+    lease_seconds: int(1, 3600).default(30),
+    // Discord's window is 5 s and grants at exactly 5 s draw INVALID_SESSION: below 5000 is refused.
+    identify_interval_ms: int(5000, 600_000).default(5100),
+    daily_identify_limit: int(1, 1_000_000).optional(),
+  })
+  .strict()
+  .superRefine((c, ctx) => {
+    if (c.max_concurrency > 1 && c.total_shards % c.max_concurrency !== 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['total_shards'],
+        message: `must be a multiple of max_concurrency (${c.max_concurrency}) when max_concurrency is above 1, as Discord requires`,
+      })
+    }
+  })
+
+/** The validated, resolved configuration the process runs with. */
+export interface Config {
+  readonly listen: { readonly host: string; readonly port: number }
+  readonly tls: { readonly ca: string; readonly cert: string; readonly key: string; readonly crl: string }
+  readonly planKeys: string
+  readonly stateDir: string
+  readonly auditLog: string
+  readonly controllerId: string
+  readonly settings: ControllerSettings
+}
+
+/** A configuration problem; its message names the key and is meant for the operator. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError'
+}
+
+/** Formats zod issues as `key "a.b": problem` lines. */
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const at = issue.path.join('.')
+      if (issue.code === 'unrecognized_keys') {
+        const keys = issue.keys.map((k) => (at ? `${at}.${k}` : k))
+        return `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`
+      }
+      return `key "${at || '(root)'}": ${issue.message}`
+    })
+    .join('; ')
+}
+
+/** Validates a parsed config object; `baseDir` resolves relative paths. */
+export function parseConfig(raw: unknown, baseDir: string, source = 'config'): Config {
+  const parsed = configFileSchema.safeParse(raw)
+  if (!parsed.success) throw new ConfigError(`${source}: ${describeIssues(parsed.error)}`)
+  const c = parsed.data
+  const at = (p: string) => resolve(baseDir, p)
+  return Object.freeze({
+    listen: Object.freeze({ ...c.listen }),
+    tls: Object.freeze({ ca: at(c.tls.ca), cert: at(c.tls.cert), key: at(c.tls.key), crl: at(c.tls.crl) }),
+    planKeys: at(c.plan_keys),
+    stateDir: at(c.state_dir),
+    auditLog: at(c.audit_log),
+    controllerId: c.controller_id ?? hostname(),
+    settings: Object.freeze({
+      totalShards: c.total_shards,
+      maxConcurrency: c.max_concurrency,
+      leaseSeconds: c.lease_seconds,
+      identifyIntervalMs: c.identify_interval_ms,
+      dailyIdentifyLimit: c.daily_identify_limit ?? null,
+    }),
+  })
+}
+
+/** Refuses a private key file that group or others can read or write. */
+export async function assertPrivateKeyFile(path: string, key: string): Promise<void> {
+  let mode: number
+  try {
+    mode = (await stat(path)).mode
+  } catch (err) {
+    throw new ConfigError(`key "${key}": cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  if ((mode & 0o077) !== 0) {
+    const octal = (mode & 0o777).toString(8).padStart(4, '0')
+    throw new ConfigError(`key "${key}": private key ${path} is accessible by group or others (mode ${octal}); run chmod 600 on it`)
+  }
+}
+
+/** Reads, validates and resolves the config file, and checks the private key files' modes. */
+export async function loadConfig(path: string): Promise<Config> {
+  const file = resolve(path)
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (err) {
+    throw new ConfigError(`cannot read config ${file} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch (err) {
+    throw new ConfigError(`config ${file} is not valid JSON: ${(err as Error).message}`)
+  }
+  const config = parseConfig(raw, dirname(file), `config ${file}`)
+  await assertPrivateKeyFile(config.tls.key, 'tls.key')
+  await assertPrivateKeyFile(config.planKeys, 'plan_keys')
+  return config
+}

@@ -1,0 +1,81 @@
+/**
+ * The embedded development default: a PKI under `<var>/pki` made once with the operator toolkit
+ * (CA, server cert for localhost, a node and an operator bundle) and a loopback-only config.
+ */
+import { access } from 'node:fs/promises'
+import { isIP } from 'node:net'
+import { join, relative, resolve } from 'node:path'
+import { initPki } from '../pki/init-pki.js'
+import { issueBundle, issueServerCert } from '../pki/issue-certs.js'
+import { BUNDLE_FILES, PKI_FILES } from '../pki/layout.js'
+import { parseConfig, type Config } from './config.js'
+
+export const DEV_NODE = 'dev-node-1'
+export const DEV_OPERATOR = 'dev-operator'
+export const DEV_DEFAULT_PORT = 8443
+const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
+
+async function exists(path: string): Promise<boolean> {
+  return access(path).then(
+    () => true,
+    () => false,
+  )
+}
+
+/** Development mode listens on loopback only: anything else is refused. */
+export function assertLoopback(host: string): void {
+  if (!LOOPBACK.has(host) && !(isIP(host) === 4 && host.startsWith('127.'))) {
+    throw new Error(`development mode listens on loopback only; refusing host "${host}" (use --config for a production deployment)`)
+  }
+}
+
+/** Creates whatever part of the development PKI is missing; reuses what exists. */
+async function ensureDevPki(pkiDir: string, progress: (line: string) => void): Promise<void> {
+  if (!(await exists(join(pkiDir, PKI_FILES.index)))) {
+    progress(`creating a development CA in ${pkiDir} (once)`)
+    await initPki(pkiDir)
+  }
+  if (!(await exists(join(pkiDir, PKI_FILES.serverCert)))) {
+    progress('issuing the development server certificate (localhost, 127.0.0.1, ::1)')
+    await issueServerCert(pkiDir, { dns: ['localhost'], ip: ['127.0.0.1', '::1'] })
+  }
+  for (const [name, role] of [[DEV_NODE, 'node'], [DEV_OPERATOR, 'operator']] as const) {
+    if (!(await exists(join(pkiDir, PKI_FILES.bundles, name, BUNDLE_FILES.cert)))) {
+      progress(`issuing the development ${role} bundle ${name}`)
+      await issueBundle(pkiDir, name, role)
+    }
+  }
+}
+
+/** Prepares `<varDir>` and returns the development config. */
+export async function prepareDevDefault(varDir: string, host: string, port: number, progress: (line: string) => void): Promise<Config> {
+  assertLoopback(host)
+  const pkiDir = resolve(varDir, 'pki')
+  await ensureDevPki(pkiDir, progress)
+  return parseConfig(
+    {
+      listen: { host, port },
+      tls: { ca: 'pki/ca.pem', cert: 'pki/server.pem', key: 'pki/server-key.pem', crl: 'pki/crl.pem' },
+      plan_keys: 'pki/plan-keys.json',
+      state_dir: 'state',
+      audit_log: 'audit.log',
+      controller_id: 'pxe-controller-dev',
+      total_shards: 16,
+      max_concurrency: 1,
+    },
+    resolve(varDir),
+    'development config',
+  )
+}
+
+/** A ready-to-paste curl command that checks in as the development node. */
+export function devCurlCommand(varDir: string, host: string, port: number): string {
+  const bundle = relative(process.cwd(), resolve(varDir, 'pki', PKI_FILES.bundles, DEV_NODE)) || '.'
+  const urlHost = host === '::1' ? '[::1]' : host
+  const body = JSON.stringify({ node_id: DEV_NODE, capacity: 16, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0 })
+  return [
+    `curl --cacert ${bundle}/${BUNDLE_FILES.ca} --cert ${bundle}/${BUNDLE_FILES.cert} --key ${bundle}/${BUNDLE_FILES.key} \\`,
+    `  -H 'content-type: application/json' -d '${body}' \\`,
+    `  https://${urlHost}:${port}/v1/checkin`,
+  ].join('\n')
+}

@@ -1,0 +1,57 @@
+/**
+ * One onRequest hook: the TLS peer becomes a principal (cached per socket), is re-checked on every
+ * request against the live revocation set and its validity period, then the policy table decides.
+ */
+import type { TLSSocket } from 'node:tls'
+import type { FastifyInstance } from 'fastify'
+import { AppError } from '../errors.js'
+import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal } from '../identity/principal.js'
+import { rolesFor } from '../identity/policy.js'
+import type { AuditSink } from '../service/audit-sink.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    principal: Principal
+  }
+}
+
+export interface AuthDeps {
+  readonly isRevoked: (serial: string) => boolean
+  readonly wallClock: () => number
+  readonly audit: AuditSink
+  /** Limits audit lines for refused requests so a flood cannot fill the disk. */
+  readonly allowAudit: (key: string) => boolean
+}
+
+/** Resolves the caller of a request, or why it gets no service. */
+export function authenticateSocket(socket: TLSSocket, deps: AuthDeps): Principal | IdentityFailure {
+  if (typeof socket.getPeerCertificate !== 'function') return { reason: 'not a TLS connection' }
+  const found = principalOfSocket(socket)
+  if (!isPrincipal(found)) return found
+  if (deps.isRevoked(found.serial)) return { reason: 'the certificate is revoked' }
+  const now = deps.wallClock()
+  if (now < found.notBefore || now > found.notAfter) return { reason: 'the certificate is outside its validity period' }
+  return found
+}
+
+/** Installs authentication and authorization for every route, the 404 route included. */
+export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
+  app.decorateRequest('principal', null as unknown as Principal)
+  app.addHook('onRequest', async (request, reply) => {
+    const socket = request.raw.socket as TLSSocket
+    const who = authenticateSocket(socket, deps)
+    if (!isPrincipal(who)) {
+      const peer = socket.remoteAddress ?? 'unknown'
+      if (deps.allowAudit(`unauthenticated:${peer}`)) {
+        deps.audit.record('unauthenticated', { peer, reason: who.reason, method: request.method, path: request.routeOptions.url ?? null })
+      }
+      void reply.header('connection', 'close')
+      throw new AppError('unauthenticated', 'a valid client certificate issued by this controller is required')
+    }
+    request.principal = who
+    const pattern = request.routeOptions.url
+    const roles = pattern === undefined ? null : rolesFor(request.method, pattern)
+    if (roles === null) throw new AppError('not_found', 'no such endpoint')
+    if (!roles.includes(who.role)) throw new AppError('forbidden', `role "${who.role}" may not call ${request.method} ${pattern}`)
+  })
+}

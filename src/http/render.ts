@@ -1,0 +1,37 @@
+/** Core views → the SPEC's JSON shapes (snake_case, ISO 8601 times). */
+import type { IdentifyOutcome, PlanView } from '../core/types.js'
+
+/** The shard IDs of a contiguous range. */
+export function shardList(start: number, count: number): number[] {
+  const out = new Array<number>(count)
+  for (let i = 0; i < count; i++) out[i] = start + i
+  return out
+}
+
+export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
+  if (out.granted) return { granted: true, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
+  return { granted: false, retry_after_ms: out.retryAfterMs, reason: out.reason }
+}
+
+export function renderPlan(view: PlanView): Record<string, unknown> {
+  return {
+    generation: view.generation,
+    total_shards: view.totalShards,
+    max_concurrency: view.maxConcurrency,
+    lease_seconds: view.leaseSeconds,
+    unassigned: view.unassigned,
+    nodes: view.nodes.map((n) => ({
+      node_id: n.nodeId,
+      capacity: n.capacity,
+      draining: n.draining,
+      range_start: n.rangeStart,
+      range_count: n.rangeCount,
+      last_seen: new Date(n.lastSeen).toISOString(),
+      generation: n.generation,
+      ready_shards: n.readyShards,
+      starting_shards: n.startingShards,
+      backoff_shards: n.backoffShards,
+      fatal_shards: n.fatalShards,
+    })),
+  }
+}

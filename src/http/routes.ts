@@ -1,0 +1,98 @@
+/** The SPEC's endpoints: decode → validate → call the service → render. */
+import type { FastifyInstance } from 'fastify'
+import { z } from 'zod'
+import { AppError } from '../errors.js'
+import { nameSchema } from '../core/names.js'
+import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/schemas.js'
+import type { ControllerService } from '../service/controller-service.js'
+import type { AuditSink } from '../service/audit-sink.js'
+import type { PlanSigner } from '../signing/plan-signer.js'
+import { parseOr400 } from './parse.js'
+import { renderIdentify, renderPlan, shardList } from './render.js'
+
+export interface RouteDeps {
+  readonly service: ControllerService
+  readonly signer: PlanSigner
+  readonly controllerId: string
+  readonly wallClock: () => number
+  readonly audit: AuditSink
+}
+
+const guildParamsSchema = z.object({ guild_id: z.string() }).strict()
+const nodeParamsSchema = z.object({ node_id: nameSchema }).strict()
+
+/** A node may only act as itself: the body's node_id must equal the certificate CN. */
+function assertSelf(bodyNodeId: string, certName: string, audit: AuditSink, endpoint: string): void {
+  if (bodyNodeId === certName) return
+  audit.record('identity_mismatch', { endpoint, cert_name: certName, body_node_id: bodyNodeId })
+  throw new AppError('identity_mismatch', 'node_id does not match the client certificate')
+}
+
+/** Registers every endpoint on the app. */
+export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
+  const { service, signer, audit } = deps
+
+  app.post('/v1/checkin', async (request) => {
+    const body = parseOr400(checkinBodySchema, request.body, 'check-in body')
+    const me = request.principal
+    assertSelf(body.node_id, me.name, audit, 'checkin')
+    const out = service.checkIn(body, { serial: me.serial, notBefore: me.notBefore })
+    await service.durable()
+    const assigned = shardList(out.rangeStart, out.rangeCount)
+    const iat = Math.floor(deps.wallClock() / 1000)
+    const plan_jws = await signer.sign({
+      iss: deps.controllerId,
+      sub: body.node_id,
+      iat,
+      exp: iat + out.leaseSeconds,
+      generation: out.generation,
+      total_shards: out.totalShards,
+      range_start: out.rangeStart,
+      range_count: out.rangeCount,
+      assigned,
+      lease_seconds: out.leaseSeconds,
+      max_concurrency: out.maxConcurrency,
+    })
+    return {
+      generation: out.generation,
+      total_shards: out.totalShards,
+      assigned,
+      range_start: out.rangeStart,
+      range_count: out.rangeCount,
+      lease_seconds: out.leaseSeconds,
+      max_concurrency: out.maxConcurrency,
+      plan_jws,
+    }
+  })
+
+  app.post('/v1/identify', async (request) => {
+    const body = parseOr400(identifyBodySchema, request.body, 'identify body')
+    assertSelf(body.node_id, request.principal.name, audit, 'identify')
+    const out = service.claimIdentify(body)
+    await service.durable()
+    return renderIdentify(out)
+  })
+
+  app.get('/v1/route/:guild_id', async (request) => {
+    const { guild_id } = parseOr400(guildParamsSchema, request.params, 'guild id')
+    const out = service.route(guild_id)
+    await service.durable()
+    return { guild_id: out.guildId, shard_id: out.shardId, node_id: out.nodeId, generation: out.generation }
+  })
+
+  app.get('/v1/keys', async () => signer.jwks)
+
+  app.get('/v1/plan', async () => {
+    const view = service.plan()
+    await service.durable()
+    return renderPlan(view)
+  })
+
+  app.post('/v1/nodes/:node_id/drain', async (request) => {
+    const { node_id } = parseOr400(nodeParamsSchema, request.params, 'node id')
+    const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
+    const out = service.setDraining(node_id, draining, request.principal.name)
+    await service.durable()
+    return { node_id: out.nodeId, draining: out.draining, generation: out.generation }
+  })
+}

@@ -1,0 +1,16 @@
+/** Authorization as data: which roles may call which endpoint. Anything not listed is denied. */
+import type { Role } from './principal.js'
+
+export const ENDPOINT_ROLES: Readonly<Record<string, readonly Role[]>> = {
+  'POST /v1/checkin': ['node'],
+  'POST /v1/identify': ['node'],
+  'GET /v1/route/:guild_id': ['node', 'operator'],
+  'GET /v1/keys': ['node', 'operator'],
+  'GET /v1/plan': ['operator'],
+  'POST /v1/nodes/:node_id/drain': ['operator'],
+}
+
+/** Roles allowed on a route (method + route pattern), or null when the route is not in the table. */
+export function rolesFor(method: string, routePattern: string): readonly Role[] | null {
+  return ENDPOINT_ROLES[`${method} ${routePattern}`] ?? null
+}

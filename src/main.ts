@@ -1,0 +1,87 @@
+/** Process entry: parse flags → config (file or development default) → start → stop on signals. */
+import { parseArgs } from 'node:util'
+import { pino } from 'pino'
+import { ConfigError, loadConfig, type Config } from './config.js'
+import { DEV_DEFAULT_PORT, devCurlCommand, prepareDevDefault } from './dev-default.js'
+import { startController } from './runtime.js'
+
+const HELP = `Usage: pxe-controller [--config FILE]
+       npm start -- [--config FILE]
+
+Starts the Discord-PXE controller (mutual TLS only).
+
+  --config FILE   production: a JSON config (see deploy/controller.example.json); relative
+                  paths in it are relative to FILE
+  --var DIR       development default only: where the dev PKI, state and audit log live (./var)
+  --host HOST     development default only: loopback address to listen on (127.0.0.1)
+  --port PORT     development default only: port (${DEV_DEFAULT_PORT}; 0 picks a free one)
+  -h, --help      this text
+
+Without --config the controller runs on its embedded development default: a PKI created once
+under ./var/pki, listening on 127.0.0.1 only, and it prints a curl command that checks in as
+the development node.`
+
+function fail(message: string): never {
+  process.stderr.write(`pxe-controller: ${message}\n`)
+  process.exit(1)
+}
+
+function parseFlags() {
+  try {
+    return parseArgs({
+      options: {
+        config: { type: 'string' },
+        var: { type: 'string' },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values
+  } catch (err) {
+    return fail(`${(err as Error).message} (see --help)`)
+  }
+}
+
+async function main(): Promise<void> {
+  const flags = parseFlags()
+  if (flags.help) {
+    process.stdout.write(`${HELP}\n`)
+    return
+  }
+  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'pxe-controller' } })
+  let config: Config
+  const dev = flags.config === undefined
+  const varDir = flags.var ?? 'var'
+  if (dev) {
+    const port = flags.port === undefined ? DEV_DEFAULT_PORT : Number(flags.port)
+    if (!Number.isInteger(port) || port < 0 || port > 65535) fail(`--port must be an integer 0..65535, got "${flags.port}"`)
+    config = await prepareDevDefault(varDir, flags.host ?? '127.0.0.1', port, (line) => logger.info(line))
+  } else {
+    if (flags.var || flags.host || flags.port) fail('--var, --host and --port are for the development default; set listen in the config file')
+    config = await loadConfig(flags.config as string)
+  }
+  const running = await startController(config, { logger })
+  logger.info({ host: config.listen.host, port: running.port, mode: dev ? 'development' : 'production' }, 'controller listening (mTLS)')
+  if (dev) {
+    process.stdout.write(`\nDevelopment controller on https://${config.listen.host}:${running.port} — check in as the dev node:\n\n${devCurlCommand(varDir, config.listen.host, running.port)}\n\n`)
+  }
+  let stopping = false
+  const stop = (signal: string) => {
+    if (stopping) return
+    stopping = true
+    logger.info({ signal }, 'stopping')
+    running.stop().then(
+      () => process.exit(0),
+      (err: Error) => fail(`stop failed: ${err.message}`),
+    )
+  }
+  process.on('SIGTERM', () => stop('SIGTERM'))
+  process.on('SIGINT', () => stop('SIGINT'))
+}
+
+main().catch((err: unknown) => {
+  if (err instanceof ConfigError || err instanceof Error) fail(err.message)
+  fail(String(err))
+})

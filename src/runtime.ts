@@ -1,0 +1,161 @@
+/**
+ * Starts a controller from a validated Config: files → CRL, plan keys, audit log, state → core →
+ * mTLS app → listen, plus the CRL watcher and the lease timer. Used by main.ts and by the e2e tests.
+ */
+import { readFile } from 'node:fs/promises'
+import { X509Certificate } from 'node:crypto'
+import type { FastifyInstance } from 'fastify'
+import type { Logger } from 'pino'
+import { buildApp } from './app.js'
+import type { Config } from './config.js'
+import { AuditLog } from './audit/audit-log.js'
+import { WindowRateLimiter } from './audit/rate-limiter.js'
+import { Controller } from './core/controller.js'
+import { controllerSnapshotSchema } from './core/snapshot-schema.js'
+import type { ControllerSnapshot } from './core/types.js'
+import { parseCrl, verifyCrl, type ParsedCrl } from './identity/crl.js'
+import { CrlWatcher } from './identity/crl-watcher.js'
+import { TlsServer } from './server/tls-server.js'
+import { ControllerService } from './service/controller-service.js'
+import { loadPlanKeys } from './signing/plan-keys.js'
+import { PlanSigner } from './signing/plan-signer.js'
+import { FileStateStore } from './state/file-state-store.js'
+
+export interface RunningController {
+  readonly app: FastifyInstance
+  readonly port: number
+  readonly service: ControllerService
+  readonly tls: TlsServer
+  stop(): Promise<void>
+}
+
+export interface RuntimeOptions {
+  readonly logger?: Logger
+  /** Period of the CRL file check and of lease expiry (ms). */
+  readonly tickMs?: number
+}
+
+/** A clock that never runs backwards (leases must not jump with the wall clock), anchored at epoch ms. */
+function monotonicEpochClock(): () => number {
+  const anchor = Date.now() - performance.now()
+  return () => Math.floor(anchor + performance.now())
+}
+
+/** Reads a file, naming the config key when it cannot be read. */
+async function readConfigured(path: string, key: string): Promise<string> {
+  try {
+    return await readFile(path, 'utf8')
+  } catch (err) {
+    throw new Error(`key "${key}": cannot read ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+/** Loads and checks the CRL the config names: it is enforced from the first handshake. */
+function loadInitialCrl(pem: string, ca: X509Certificate, path: string): ParsedCrl {
+  try {
+    const crl = parseCrl(pem)
+    verifyCrl(crl, ca)
+    return crl
+  } catch (err) {
+    throw new Error(`key "tls.crl": ${path} is not a CRL signed by the configured CA (${(err as Error).message})`)
+  }
+}
+
+/** Starts the controller and returns once it listens. */
+export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
+  const { logger } = opts
+  const [caPem, certPem, keyPem, crlPem] = await Promise.all([
+    readConfigured(config.tls.ca, 'tls.ca'),
+    readConfigured(config.tls.cert, 'tls.cert'),
+    readConfigured(config.tls.key, 'tls.key'),
+    readConfigured(config.tls.crl, 'tls.crl'),
+  ])
+  const ca = new X509Certificate(caPem)
+  let crl = loadInitialCrl(crlPem, ca, config.tls.crl)
+  const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
+  const store = new FileStateStore<ControllerSnapshot>(config.stateDir, controllerSnapshotSchema)
+  const snapshot = await store.load() // a damaged state file stops the start here, untouched
+  const audit = await AuditLog.open(config.auditLog)
+  const now = monotonicEpochClock()
+  const limiter = new WindowRateLimiter({ maxPerWindow: 5, windowMs: 60_000, maxKeys: 1024 })
+  const allowAudit = (key: string) => limiter.allow(now(), key)
+
+  const controller = new Controller(config.settings, snapshot ? { snapshot, now: now() } : undefined)
+  const service = new ControllerService(controller, {
+    now,
+    audit,
+    persist: (s) =>
+      store.save(s).catch((err: Error) => {
+        logger?.error({ err: err.message }, 'state save failed')
+        throw err
+      }),
+  })
+  const isRevoked = (serial: string) => crl.revokedSerials.has(serial)
+  service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
+
+  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, { audit, logger, allowAudit })
+  const app = await buildApp({
+    service,
+    signer,
+    controllerId: config.controllerId,
+    wallClock: Date.now,
+    audit,
+    isRevoked,
+    allowAudit,
+    logger,
+    serverFactory: tls.factory,
+  })
+
+  const watcher = new CrlWatcher({
+    path: config.tls.crl,
+    ca,
+    intervalMs: opts.tickMs ?? 1000,
+    onLoaded: (next: ParsedCrl) => {
+      crl = next
+      tls.updateCrl(next.pem)
+      const closed = tls.closeConnections((p) => next.revokedSerials.has(p.serial))
+      const removed = service.removeRevoked(isRevoked)
+      audit.record('crl_loaded', { crl_number: next.crlNumber?.toString() ?? null, revoked: next.revokedSerials.size, closed_connections: closed, removed_nodes: removed })
+      logger?.info({ crlNumber: next.crlNumber?.toString(), closed, removed }, 'CRL reloaded')
+    },
+    onRefused: (reason: string) => {
+      audit.record('crl_refused', { path: config.tls.crl, reason })
+      logger?.warn({ reason }, 'new CRL refused; the previous CRL stays in force')
+    },
+    onExpiring: (c: ParsedCrl, msLeft: number) => {
+      const next_update = c.nextUpdate?.toISOString() ?? null
+      audit.record('crl_expiring', { next_update, ms_left: msLeft })
+      logger?.warn({ nextUpdate: next_update }, 'the CRL nextUpdate is less than a day away or past: OpenSSL will refuse every client once it passes; publish a fresh CRL (pxe-pki crl)')
+    },
+  })
+
+  await app.listen({ host: config.listen.host, port: config.listen.port })
+  watcher.start(crl)
+  const tick = setInterval(() => {
+    service.expireStaleNodes()
+    for (const s of limiter.takeSuppressed(now())) audit.record('tls_rejected', { peer: s.key, suppressed: s.count, since: new Date(s.since).toISOString(), until: new Date(s.until).toISOString() })
+  }, opts.tickMs ?? 1000)
+  tick.unref()
+  const address = app.server.address()
+  const port = typeof address === 'object' && address ? address.port : config.listen.port
+  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: controller.generation, restored: snapshot !== null })
+
+  let stopped = false
+  return {
+    app,
+    port,
+    service,
+    tls,
+    async stop() {
+      if (stopped) return
+      stopped = true
+      watcher.stop()
+      clearInterval(tick)
+      await app.close()
+      await store.save(service.snapshot())
+      await store.close?.()
+      audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })
+      await audit.close()
+    },
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The mTLS HTTPS server under fastify: trusts only our CA, TLS ≥ 1.2 with ECDHE + AEAD suites, no
+ * renegotiation. It logs refused handshakes with OpenSSL's own reason, tracks open connections so a
+ * revocation can close them, and swaps its secure context when the CRL changes.
+ */
+import https from 'node:https'
+import { constants } from 'node:crypto'
+import type { Socket } from 'node:net'
+import type { TLSSocket } from 'node:tls'
+import type { FastifyServerFactory } from 'fastify'
+import type { Logger } from 'pino'
+import { buildSecureContextOptions } from '../identity/tls-crl.js'
+import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
+import type { AuditSink } from '../service/audit-sink.js'
+
+export interface TlsMaterial {
+  readonly ca: string
+  readonly cert: string
+  readonly key: string
+  readonly crlPem: string
+}
+
+export interface TlsServerDeps {
+  readonly audit: AuditSink
+  readonly logger?: Logger
+  /** Rate limit for audit lines about refused handshakes, keyed by peer address. */
+  readonly allowAudit: (key: string) => boolean
+}
+
+/** The peer address of a socket whose handshake failed (primed on 'connection', see below). */
+function peerOf(socket: TLSSocket): string {
+  const raw = (socket as TLSSocket & { _parent?: Socket })._parent
+  return socket.remoteAddress ?? raw?.remoteAddress ?? 'unknown'
+}
+
+/** Owns the HTTPS server: hand `factory` to fastify, then use the methods at run time. */
+export class TlsServer {
+  private server: https.Server | undefined
+  private readonly open = new Set<TLSSocket>()
+  private material: TlsMaterial
+
+  constructor(material: TlsMaterial, private readonly deps: TlsServerDeps) {
+    this.material = material
+  }
+
+  private contextOptions(): https.ServerOptions {
+    return {
+      ...buildSecureContextOptions({ ca: this.material.ca, cert: this.material.cert, key: this.material.key, crlPem: this.material.crlPem }),
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
+    }
+  }
+
+  /** fastify's serverFactory: builds the HTTPS server with client certificates required. */
+  readonly factory: FastifyServerFactory = (handler) => {
+    const server = https.createServer(
+      {
+        ...this.contextOptions(),
+        requestCert: true,
+        rejectUnauthorized: true,
+        handshakeTimeout: 10_000,
+        maxHeaderSize: 8192,
+      },
+      handler,
+    )
+    // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
+    // socket is already destroyed and can no longer tell where it came from.
+    server.on('connection', (raw: Socket) => void raw.remoteAddress)
+    server.on('secureConnection', (socket: TLSSocket) => {
+      socket.disableRenegotiation()
+      this.open.add(socket)
+      socket.once('close', () => this.open.delete(socket))
+    })
+    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
+      const reason = socket.authorizationError?.toString() ?? err.code ?? err.message
+      const peer = peerOf(socket)
+      if (this.deps.allowAudit(`tls_rejected:${peer}`)) this.deps.audit.record('tls_rejected', { peer, reason })
+      this.deps.logger?.warn({ peer, reason }, 'TLS client rejected')
+    })
+    this.server = server
+    return server as unknown as ReturnType<FastifyServerFactory>
+  }
+
+  /** Installs a new CRL for new handshakes; fresh ticket keys, so old sessions cannot resume. */
+  updateCrl(crlPem: string): void {
+    this.material = { ...this.material, crlPem }
+    this.server?.setSecureContext(this.contextOptions())
+  }
+
+  /** Closes every open connection whose principal matches; returns how many were closed. */
+  closeConnections(match: (principal: Principal) => boolean): number {
+    let closed = 0
+    for (const socket of this.open) {
+      const who = principalOfSocket(socket)
+      if (isPrincipal(who) && match(who)) {
+        socket.destroy()
+        closed++
+      }
+    }
+    return closed
+  }
+
+  /** How many TLS connections are open (for tests and the stop log). */
+  get openConnections(): number {
+    return this.open.size
+  }
+}

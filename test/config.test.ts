@@ -1,0 +1,82 @@
+// The config file: every bad key is named, relative paths resolve against the file, key modes checked.
+import t from 'tap'
+import { chmodSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { ConfigError, loadConfig, parseConfig } from '../src/config.js'
+
+const good = {
+  listen: { host: '0.0.0.0', port: 8443 },
+  tls: { ca: 'ca.pem', cert: 'server.pem', key: 'server-key.pem', crl: 'crl.pem' },
+  plan_keys: 'plan-keys.json',
+  state_dir: 'state',
+  audit_log: 'audit.log',
+  controller_id: 'pxe-controller-1',
+  total_shards: 64,
+  max_concurrency: 16,
+  lease_seconds: 30,
+  identify_interval_ms: 5100,
+}
+
+t.test('a good config resolves relative paths against the file folder', async (t) => {
+  const c = parseConfig(good, '/etc/pxe')
+  t.equal(c.tls.crl, '/etc/pxe/crl.pem')
+  t.equal(c.planKeys, '/etc/pxe/plan-keys.json')
+  t.same(c.settings, { totalShards: 64, maxConcurrency: 16, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null })
+  t.ok(Object.isFrozen(c))
+  const defaults = parseConfig({ ...good, max_concurrency: undefined, lease_seconds: undefined, identify_interval_ms: undefined, controller_id: undefined }, '/x')
+  t.equal(defaults.settings.leaseSeconds, 30)
+  t.equal(defaults.settings.identifyIntervalMs, 5100)
+  t.equal(defaults.settings.maxConcurrency, 1)
+  t.ok(defaults.controllerId.length > 0, 'controller_id defaults to the host name')
+})
+
+t.test('each bad key is named in the error', async (t) => {
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ['unknown top-level key', { ...good, colour: 'blue' }, /unknown key "colour"/],
+    ['unknown nested key', { ...good, tls: { ...good.tls, pass: 'x' } }, /unknown key "tls\.pass"/],
+    ['missing total_shards', { ...good, total_shards: undefined }, /key "total_shards"/],
+    ['total_shards 0', { ...good, total_shards: 0 }, /key "total_shards"/],
+    ['total_shards 65537', { ...good, total_shards: 65537 }, /key "total_shards"/],
+    ['total_shards not a multiple', { ...good, total_shards: 100, max_concurrency: 16 }, /key "total_shards": must be a multiple of max_concurrency/],
+    ['max_concurrency fraction', { ...good, max_concurrency: 1.5 }, /key "max_concurrency"/],
+    ['port out of range', { ...good, listen: { host: 'x', port: 70000 } }, /key "listen\.port"/],
+    ['port as string', { ...good, listen: { host: 'x', port: '8443' } }, /key "listen\.port"/],
+    ['lease_seconds 0', { ...good, lease_seconds: 0 }, /key "lease_seconds"/],
+    ['identify interval below Discord window', { ...good, identify_interval_ms: 4999 }, /key "identify_interval_ms"/],
+    ['daily limit 0', { ...good, daily_identify_limit: 0 }, /key "daily_identify_limit"/],
+    ['empty crl path', { ...good, tls: { ...good.tls, crl: '' } }, /key "tls\.crl"/],
+    ['missing plan_keys', { ...good, plan_keys: undefined }, /key "plan_keys"/],
+    ['controller_id with spaces', { ...good, controller_id: 'a b' }, /key "controller_id"/],
+  ]
+  for (const [label, raw, pattern] of cases) {
+    t.throws(() => parseConfig(raw, '/x'), ConfigError, label)
+    try {
+      parseConfig(raw, '/x')
+    } catch (err) {
+      t.match((err as Error).message, pattern, label)
+    }
+  }
+})
+
+t.test('loadConfig: not JSON, missing file, and private keys readable by others stop the start', async (t) => {
+  const dir = t.testdir({
+    'ca.pem': 'x',
+    'server.pem': 'x',
+    'server-key.pem': 'x',
+    'crl.pem': 'x',
+    'plan-keys.json': '{}',
+    'bad.json': '{"listen": ',
+  })
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(good))
+  chmodSync(join(dir, 'server-key.pem'), 0o600)
+  chmodSync(join(dir, 'plan-keys.json'), 0o600)
+  const ok = await loadConfig(join(dir, 'config.json'))
+  t.equal(ok.tls.key, join(dir, 'server-key.pem'))
+  await t.rejects(loadConfig(join(dir, 'bad.json')), /not valid JSON/)
+  await t.rejects(loadConfig(join(dir, 'nope.json')), /cannot read config/)
+  chmodSync(join(dir, 'server-key.pem'), 0o640)
+  await t.rejects(loadConfig(join(dir, 'config.json')), /key "tls\.key": private key .* accessible by group or others \(mode 0640\)/)
+  chmodSync(join(dir, 'server-key.pem'), 0o600)
+  chmodSync(join(dir, 'plan-keys.json'), 0o604)
+  await t.rejects(loadConfig(join(dir, 'config.json')), /key "plan_keys"/)
+})

@@ -1,0 +1,47 @@
+// The embedded default: from an empty var/, `npm start` makes a dev PKI, listens on loopback only,
+// and the curl command it prints checks in successfully.
+import t from 'tap'
+import { execFileSync } from 'node:child_process'
+import { existsSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { runController, spawnController } from './process.js'
+
+t.test('starts from an empty var/ and the printed curl command succeeds', async (t) => {
+  const cwd = t.testdir({})
+  const ctl = await spawnController(['--port', '0'], cwd, 90_000)
+  t.teardown(() => void ctl.child.kill('SIGKILL'))
+  await new Promise((r) => setTimeout(r, 200)) // the curl block is printed right after the ready line
+  const block = /^curl [\s\S]*?\/v1\/checkin$/m.exec(ctl.stdout())
+  t.ok(block, 'a curl command is printed')
+  t.match(block![0], `https://127.0.0.1:${ctl.port}/v1/checkin`)
+  const answer = execFileSync('bash', ['-c', block![0].replace(/^curl /, 'curl -sS --fail-with-body ')], { cwd, encoding: 'utf8' })
+  const json = JSON.parse(answer)
+  t.match(json, { generation: 1, total_shards: 16, range_start: 0, range_count: 16 })
+  t.type(json.plan_jws, 'string')
+  t.equal(statSync(join(cwd, 'var', 'pki', 'ca-key.pem')).mode & 0o777, 0o600)
+  t.ok(existsSync(join(cwd, 'var', 'audit.log')))
+  ctl.child.kill('SIGTERM')
+  t.equal(await ctl.exited, 0, 'SIGTERM stops it cleanly')
+
+  // A second start reuses the PKI (no new CA) and keeps the plan.
+  const ca1 = statSync(join(cwd, 'var', 'pki', 'ca.pem')).mtimeMs
+  const again = await spawnController(['--port', '0'], cwd, 60_000)
+  t.notMatch(again.stdout(), /creating a development CA/)
+  t.equal(statSync(join(cwd, 'var', 'pki', 'ca.pem')).mtimeMs, ca1)
+  again.child.kill('SIGTERM')
+  await again.exited
+})
+
+t.test('development mode refuses a non-loopback address, and bad flags', async (t) => {
+  const cwd = t.testdir({})
+  const res = await runController(['--host', '0.0.0.0', '--port', '0'], cwd)
+  t.equal(res.code, 1)
+  t.match(res.stderr, /loopback only; refusing host "0\.0\.0\.0"/)
+  t.notOk(existsSync(join(cwd, 'var')), 'nothing created')
+  const bad = await runController(['--frobnicate'], cwd)
+  t.equal(bad.code, 1)
+  t.match(bad.stderr, /Unknown option '--frobnicate'/)
+  const help = await runController(['--help'], cwd)
+  t.equal(help.code, 0)
+  t.match(help.stdout, /Usage: pxe-controller/)
+})

@@ -1,0 +1,53 @@
+/** Starts the compiled controller (dist/, built by `npm test`) as a child process and waits for it. */
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { fileURLToPath } from 'node:url'
+
+export const MAIN = fileURLToPath(new URL('../../dist/src/main.js', import.meta.url))
+
+export interface ChildController {
+  readonly child: ChildProcess
+  readonly port: number
+  stdout(): string
+  stderr(): string
+  /** Resolves with the exit code (or signal) once the process ended. */
+  exited: Promise<number | string>
+}
+
+/** Spawns `node dist/src/main.js ...args` and resolves once it listens (or rejects when it exits). */
+export function spawnController(args: string[], cwd: string, timeoutMs = 60_000): Promise<ChildController> {
+  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" (npm test does it first)`)
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } })
+  let out = ''
+  let err = ''
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`controller did not start in ${timeoutMs} ms\n${out}\n${err}`))
+    }, timeoutMs)
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString()
+      const m = /"port":(\d+),"mode":"[a-z]+","msg":"controller listening/.exec(out)
+      if (m) {
+        clearTimeout(timer)
+        resolve({ child, port: Number(m[1]), stdout: () => out, stderr: () => err, exited })
+      }
+    })
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()))
+    void exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`controller exited (${code}) before listening\n${out}\n${err}`))
+    })
+  })
+}
+
+/** Runs the controller to completion (for starts that must fail); returns exit code and output. */
+export function runController(args: string[], cwd: string): Promise<{ code: number | string; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code: code ?? signal ?? -1, stdout, stderr })))
+}

@@ -1,0 +1,126 @@
+// Live revocation end to end with the real CLI, refused CRLs, and every audit event from real actions.
+import t from 'tap'
+import { spawnSync } from 'node:child_process'
+import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
+import https from 'node:https'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+
+const CLI = fileURLToPath(new URL('../../dist/pki/cli.js', import.meta.url))
+const pkiCli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' })
+const root = t.testdir()
+const pki = await makePki(root)
+const foreign = await makePki(join(root, 'foreign'))
+const nodeA = await bundle(pki, 'node-a', 'node')
+const nodeB = await bundle(pki, 'node-b', 'node')
+const op = await bundle(pki, 'ops', 'operator')
+const ctl = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 30 })
+t.teardown(() => ctl.running.stop())
+const crlPath = join(pki.dir, 'crl.pem')
+const oldCrl = join(root, 'crl-before.pem')
+copyFileSync(crlPath, oldCrl)
+
+/** Polls until `check` holds or the deadline passes; returns the elapsed ms or -1. */
+async function within(ms: number, check: () => Promise<boolean> | boolean): Promise<number> {
+  const start = Date.now()
+  while (Date.now() - start < ms) {
+    if (await check()) return Date.now() - start
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return -1
+}
+
+t.test('revoking a node with pki revoke: connection closed, handshake refused, gone from the plan, within 2 s', async (t) => {
+  const agent = new https.Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const a = await request(ctl.port, pki.ca, nodeA, '/v1/checkin', { body: checkinBody('node-a'), agent })
+  t.equal(a.status, 200)
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/checkin', { body: checkinBody('node-b') })).status, 200)
+  const sockets = Object.values(agent.freeSockets).flat()
+  t.equal(sockets.length, 1, 'one idle keep-alive connection')
+  let closed = false
+  sockets[0]!.once('close', () => (closed = true))
+
+  const res = pkiCli('revoke', 'node-a', '--dir', pki.dir)
+  t.equal(res.status, 0, res.stderr)
+  const elapsed = await within(2000, async () => {
+    const plan = await request(ctl.port, pki.ca, op, '/v1/plan')
+    return closed && !plan.json.nodes.some((n: { node_id: string }) => n.node_id === 'node-a')
+  })
+  t.ok(elapsed >= 0, `connection closed and node removed within 2 s (took ${elapsed} ms)`)
+  await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), 'a new handshake with the revoked certificate fails')
+  const b = await request(ctl.port, pki.ca, nodeB, '/v1/checkin', { body: checkinBody('node-b') })
+  t.equal(b.status, 200, 'other nodes are unaffected')
+  t.equal(b.json.range_count, 16)
+})
+
+t.test('a CRL from a foreign CA and an older CRL are refused; the current one stays in force', async (t) => {
+  const current = readFileSync(crlPath)
+  const countRefused = () => (readFileSync(join(root, 'audit.log'), 'utf8').match(/"event":"crl_refused"/g) ?? []).length
+  const refusedBefore = countRefused()
+  copyFileSync(join(foreign.dir, 'crl.pem'), crlPath)
+  t.ok((await within(2500, () => countRefused() > refusedBefore)) >= 0, 'foreign CRL refused and audited')
+  await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), 'revocation still in force')
+  copyFileSync(oldCrl, crlPath)
+  t.ok((await within(2500, () => countRefused() > refusedBefore + 1)) >= 0, 'older CRL refused and audited')
+  await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), 'revocation still in force')
+  writeFileSync(crlPath, current)
+})
+
+t.test('every audit event kind comes from a real action, and audit-verify checks the chain', async (t) => {
+  const older = await bundle(pki, 'node-c', 'node', { notBefore: new Date(Date.now() - 7_200_000), outDir: join(root, 'c-old') })
+  const current = await bundle(pki, 'node-c', 'node', { notBefore: new Date(Date.now() - 3_600_000), outDir: join(root, 'c-cur') })
+  const newer = await bundle(pki, 'node-c', 'node', { notBefore: new Date(Date.now() - 60_000), outDir: join(root, 'c-new') })
+  const post = (id: typeof op, path: string, body: unknown) => request(ctl.port, pki.ca, id, path, { body })
+  await post(current, '/v1/checkin', checkinBody('node-c'))
+  await post(older, '/v1/checkin', checkinBody('node-c')) // identity_conflict
+  await post(newer, '/v1/checkin', checkinBody('node-c')) // identity_rotated
+  await post(nodeB, '/v1/checkin', checkinBody('node-c')) // identity_mismatch
+  await post(nodeB, '/v1/checkin', checkinBody('node-b'))
+  await post(newer, '/v1/checkin', checkinBody('node-c'))
+  const plan = await request(ctl.port, pki.ca, op, '/v1/plan')
+  const range = (id: string) => plan.json.nodes.find((n: { node_id: string }) => n.node_id === id)
+  const granted = await post(nodeB, '/v1/identify', { node_id: 'node-b', shard_id: range('node-b').range_start })
+  t.equal(granted.json.granted, true, `identify_granted: ${granted.text}`)
+  const stolen = await post(nodeB, '/v1/identify', { node_id: 'node-b', shard_id: range('node-c').range_start })
+  t.equal(stolen.json.error, 'not_owner')
+  await post(op, '/v1/nodes/node-b/drain', { draining: false }) // drain_set
+  const noCert = await request(ctl.port, pki.ca, null, '/v1/keys').catch(() => null) // tls_rejected
+  t.equal(noCert, null)
+  await ctl.running.stop() // controller_stop
+  // A restart on the same files continues the audit chain; with 1 s leases the restored nodes expire.
+  const short = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 1 })
+  await new Promise((r) => setTimeout(r, 1600))
+  await request(short.port, pki.ca, op, '/v1/plan') // node_expired
+  await short.running.stop()
+  const log = readFileSync(join(root, 'audit.log'), 'utf8')
+  const events = new Set(log.trim().split('\n').map((l) => JSON.parse(l).event as string))
+  for (const kind of ['controller_start', 'tls_rejected', 'identity_conflict', 'identity_rotated', 'identity_mismatch', 'identify_granted', 'not_owner', 'plan_generation_changed', 'drain_set', 'crl_loaded', 'crl_refused', 'node_removed', 'node_expired', 'controller_stop']) {
+    t.ok(events.has(kind), `audit has ${kind}`)
+  }
+  t.notMatch(log, /PRIVATE KEY/, 'no key material in the audit log')
+
+  const logPath = join(root, 'audit.log')
+  const ok = pkiCli('audit-verify', logPath)
+  t.equal(ok.status, 0, ok.stderr)
+  const lines = log.trimEnd().split('\n')
+  const variant = (name: string, ls: string[]) => {
+    const p = join(root, name)
+    writeFileSync(p, ls.join('\n') + '\n')
+    return pkiCli('audit-verify', p)
+  }
+  const deleted = variant('deleted.log', [...lines.slice(0, 3), ...lines.slice(4)])
+  t.not(deleted.status, 0)
+  t.match(deleted.stdout + deleted.stderr, /line 4\b/, 'deletion named at the line after the gap')
+  const edited = [...lines]
+  edited[2] = edited[2]!.replace('"event":"', '"event":"x')
+  const ed = variant('edited.log', edited)
+  t.not(ed.status, 0)
+  t.match(ed.stdout + ed.stderr, /line [34]\b/, 'edit named')
+  const swapped = [...lines]
+  ;[swapped[4], swapped[5]] = [swapped[5]!, swapped[4]!]
+  const sw = variant('swapped.log', swapped)
+  t.not(sw.status, 0)
+  t.match(sw.stdout + sw.stderr, /line 5\b/, 'swap named')
+})
