@@ -14,13 +14,14 @@ const privateJwkSchema = z.object({
   kid: z.string().min(1),
   alg: z.literal('EdDSA'),
   use: z.literal('sig'),
-})
+}).strict()
 /** One private plan key as stored in plan-keys.json. */
 export type PlanPrivateJwk = z.infer<typeof privateJwkSchema>
 
-/** zod schema of plan-keys.json: `current` must name one of the keys. */
+/** zod schema of plan-keys.json (the one format: the toolkit writes it, the controller reads it). */
 export const planKeysFileSchema = z
   .object({ current: z.string().min(1), keys: z.array(privateJwkSchema).min(1).max(2) })
+  .strict()
   .refine((file) => file.keys.some((k) => k.kid === file.current), { message: 'current must be the kid of one of the keys' })
 export type PlanKeysFile = z.infer<typeof planKeysFileSchema>
 

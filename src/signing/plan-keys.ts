@@ -5,39 +5,13 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { calculateJwkThumbprint } from 'jose'
-import { z } from 'zod'
-
-const privateJwkSchema = z
-  .object({
-    kty: z.literal('OKP'),
-    crv: z.literal('Ed25519'),
-    x: z.string().min(1),
-    d: z.string().min(1),
-    kid: z.string().min(1),
-    alg: z.literal('EdDSA').optional(),
-    use: z.literal('sig').optional(),
-  })
-  .strict()
-
-export const planKeysFileSchema = z
-  .object({ current: z.string().min(1), keys: z.array(privateJwkSchema).min(1).max(2) })
-  .strict()
-
-/** A public JWK as published in the JWKS. */
-export interface PublicPlanJwk {
-  readonly kty: 'OKP'
-  readonly crv: 'Ed25519'
-  readonly x: string
-  readonly kid: string
-  readonly alg: 'EdDSA'
-  readonly use: 'sig'
-}
+import { planKeysFileSchema, publicJwks, type PlanPublicJwk } from '../../pki/plan-keys.js'
 
 /** The signing key in force and the public keys to publish (current first, then the previous one). */
 export interface PlanKeys {
   readonly kid: string
   readonly privateKey: KeyObject
-  readonly jwks: { readonly keys: readonly PublicPlanJwk[] }
+  readonly jwks: { readonly keys: readonly PlanPublicJwk[] }
 }
 
 /** Parses and checks a plan-keys document: every kid must be the RFC 7638 thumbprint of its key. */
@@ -45,16 +19,14 @@ export async function parsePlanKeys(raw: unknown, source: string): Promise<PlanK
   const parsed = planKeysFileSchema.safeParse(raw)
   if (!parsed.success) throw new Error(`${source}: not a plan-keys file (${parsed.error.issues[0]?.message ?? 'invalid'})`)
   const { current, keys } = parsed.data
-  const published: PublicPlanJwk[] = []
   for (const jwk of keys) {
     const thumbprint = await calculateJwkThumbprint({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'sha256')
     if (thumbprint !== jwk.kid) throw new Error(`${source}: key ${jwk.kid} has a kid that is not its RFC 7638 thumbprint`)
-    published.push({ kty: 'OKP', crv: 'Ed25519', x: jwk.x, kid: jwk.kid, alg: 'EdDSA', use: 'sig' })
   }
-  const currentJwk = keys.find((k) => k.kid === current)
-  if (!currentJwk) throw new Error(`${source}: "current" names no key in "keys"`)
+  const currentJwk = keys.find((k) => k.kid === current)! // the schema guarantees `current` names a key
   const privateKey = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: currentJwk.x, d: currentJwk.d }, format: 'jwk' })
-  published.sort((a, b) => (a.kid === current ? -1 : b.kid === current ? 1 : 0))
+  // Current key first, then the previous one still published during a rotation.
+  const published = publicJwks(parsed.data).keys.sort((a, b) => Number(b.kid === current) - Number(a.kid === current))
   return { kid: current, privateKey, jwks: { keys: published } }
 }
 

@@ -1,0 +1,28 @@
+// The controller reads plan-keys.json exactly as the toolkit writes it, and refuses anything else.
+import t from 'tap'
+import { newPlanKey, rotatedPlanKeys } from '../../pki/plan-keys.js'
+import { parsePlanKeys } from '../../src/signing/plan-keys.js'
+
+const first = await newPlanKey()
+const second = await newPlanKey()
+const file = rotatedPlanKeys(rotatedPlanKeys(null, first), second)
+
+t.test('a rotated file: signs with the current key, publishes current then previous, no private part', async (t) => {
+  const keys = await parsePlanKeys(file, 'plan-keys.json')
+  t.equal(keys.kid, second.kid)
+  t.same(keys.jwks.keys.map((k) => k.kid), [second.kid, first.kid])
+  for (const k of keys.jwks.keys) t.notOk('d' in k, 'no private member published')
+  t.equal(keys.privateKey.asymmetricKeyType, 'ed25519')
+})
+
+t.test('bad plan-keys files are refused with the source named', async (t) => {
+  const cases: [string, unknown, RegExp][] = [
+    ['unknown top-level field', { ...file, extra: 1 }, /plan-keys\.json: not a plan-keys file/],
+    ['unknown JWK field', { ...file, keys: [{ ...second, p: 'x' }] }, /not a plan-keys file/],
+    ['current names no key', { ...file, current: 'nope' }, /not a plan-keys file/],
+    ['three keys', { ...file, keys: [second, first, first] }, /not a plan-keys file/],
+    ['not Ed25519', { ...file, keys: [{ ...second, crv: 'X25519' }] }, /not a plan-keys file/],
+    ['kid that is not the thumbprint', { current: 'forged', keys: [{ ...second, kid: 'forged' }] }, /not its RFC 7638 thumbprint/],
+  ]
+  for (const [label, raw, pattern] of cases) await t.rejects(parsePlanKeys(raw, 'plan-keys.json'), pattern, label)
+})
