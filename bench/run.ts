@@ -1,8 +1,20 @@
-/** `npm run bench`: prints every benchmark section. */
+/** `npm run bench [-- --only core|mtls]`: prints every benchmark section (or the one named). */
+import { parseArgs } from 'node:util'
 import { runCoreBench } from './core-bench.js'
+import { runMtlsBench } from './mtls-bench.js'
+
+const SECTIONS = { core: runCoreBench, mtls: runMtlsBench } as const
 
 const log = (line: string): void => {
   process.stdout.write(`${line}\n`)
 }
 
-await runCoreBench(log)
+const { values } = parseArgs({ options: { only: { type: 'string' } }, strict: true, allowPositionals: false })
+const only = values.only
+if (only !== undefined && !(only in SECTIONS)) {
+  process.stderr.write(`bench: --only must be one of ${Object.keys(SECTIONS).join(', ')}, got "${only}"\n`)
+  process.exit(2)
+}
+for (const [name, run] of Object.entries(SECTIONS)) {
+  if (only === undefined || only === name) await run(log)
+}

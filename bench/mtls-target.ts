@@ -1,0 +1,135 @@
+/**
+ * Child process of the mTLS check-in bench: serves one target on 127.0.0.1 until its parent disconnects.
+ *
+ *   node dist/bench/mtls-target.js controller <root>   the real controller (production code path)
+ *   node dist/bench/mtls-target.js ceiling <root>      the ceiling: raw node:https + node:crypto
+ *
+ * Each target runs in its own process so that it owns one core and the load generator the other;
+ * it reports `{ port }` over IPC once it listens.
+ */
+import { constants, sign } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import https from 'node:https'
+import { join } from 'node:path'
+import { pino } from 'pino'
+import { parseConfig } from '../src/config.js'
+import { buildSecureContextOptions } from '../src/identity/tls-crl.js'
+import { startController } from '../src/runtime.js'
+import { loadPlanKeys } from '../src/signing/plan-keys.js'
+import { PLAN_JWS_TYPE } from '../src/signing/plan-signer.js'
+import { BENCH_LEASE_SECONDS, BENCH_MAX_CONCURRENCY, BENCH_NODES, BENCH_TOTAL_SHARDS, benchNodeIndex } from './mtls-shared.js'
+
+/** The files both targets use, all under `<root>/pki` (made by the bench with our toolkit). */
+function pkiFile(root: string, name: string): string {
+  return join(root, 'pki', name)
+}
+
+async function startRealController(root: string): Promise<{ port: number; stop: () => Promise<void> }> {
+  const config = parseConfig(
+    {
+      listen: { host: '127.0.0.1', port: 0 },
+      tls: { ca: pkiFile(root, 'ca.pem'), cert: pkiFile(root, 'server.pem'), key: pkiFile(root, 'server-key.pem'), crl: pkiFile(root, 'crl.pem') },
+      plan_keys: pkiFile(root, 'plan-keys.json'),
+      state_dir: join(root, 'state'),
+      audit_log: join(root, 'audit.log'),
+      controller_id: 'bench-controller',
+      total_shards: BENCH_TOTAL_SHARDS,
+      max_concurrency: BENCH_MAX_CONCURRENCY,
+      lease_seconds: BENCH_LEASE_SECONDS,
+    },
+    root,
+  )
+  // The production logger (main.ts) at its production level; the parent discards stdout.
+  const running = await startController(config, { logger: pino({ level: 'info', base: { service: 'pxe-controller' } }) })
+  return { port: running.port, stop: () => running.stop() }
+}
+
+const b64url = (text: string): string => Buffer.from(text, 'utf8').toString('base64url')
+
+/**
+ * The ceiling: the same TLS settings and the same answer shape, with nothing but JSON.parse, a plan
+ * lookup and an Ed25519 signature by node:crypto (key object made once) per request.
+ */
+async function startCeiling(root: string): Promise<{ port: number; stop: () => Promise<void> }> {
+  const keys = await loadPlanKeys(pkiFile(root, 'plan-keys.json'))
+  const header = b64url(JSON.stringify({ alg: 'EdDSA', typ: PLAN_JWS_TYPE, kid: keys.kid }))
+  const perNode = BENCH_TOTAL_SHARDS / BENCH_NODES
+  const server = https.createServer(
+    {
+      ...buildSecureContextOptions({
+        ca: readFileSync(pkiFile(root, 'ca.pem')),
+        cert: readFileSync(pkiFile(root, 'server.pem')),
+        key: readFileSync(pkiFile(root, 'server-key.pem')),
+        crlPem: readFileSync(pkiFile(root, 'crl.pem')),
+      }),
+      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
+      requestCert: true,
+      rejectUnauthorized: true,
+      keepAliveTimeout: 65_000,
+    },
+    (req, res) => {
+      const chunks: Buffer[] = []
+      req.on('data', (c: Buffer) => chunks.push(c))
+      req.on('end', () => {
+        let body: unknown
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+        } catch {
+          res.writeHead(400).end()
+          return
+        }
+        const field = typeof body === 'object' && body !== null ? (body as { node_id?: unknown }).node_id : undefined
+        const nodeId = typeof field === 'string' ? field : ''
+        const index = benchNodeIndex(nodeId)
+        if (req.method !== 'POST' || req.url !== '/v1/checkin' || index < 0) {
+          res.writeHead(400).end()
+          return
+        }
+        const rangeStart = index * perNode
+        const assigned = Array.from({ length: perNode }, (_, i) => rangeStart + i)
+        const iat = Math.floor(Date.now() / 1000)
+        const plain = { generation: 1, total_shards: BENCH_TOTAL_SHARDS, assigned, range_start: rangeStart, range_count: perNode, lease_seconds: BENCH_LEASE_SECONDS, max_concurrency: BENCH_MAX_CONCURRENCY }
+        const payload = b64url(JSON.stringify({ iss: 'bench-ceiling', sub: nodeId, iat, exp: iat + BENCH_LEASE_SECONDS, ...plain }))
+        const signature = sign(null, Buffer.from(`${header}.${payload}`), keys.privateKey).toString('base64url')
+        const text = JSON.stringify({ ...plain, plan_jws: `${header}.${payload}.${signature}` })
+        res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) }).end(text)
+      })
+    },
+  )
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', resolve)
+  })
+  const address = server.address()
+  const port = typeof address === 'object' && address ? address.port : 0
+  return {
+    port,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections()
+        server.close(() => resolve())
+      }),
+  }
+}
+
+async function main(): Promise<void> {
+  const [kind, root] = process.argv.slice(2)
+  if (!root || (kind !== 'controller' && kind !== 'ceiling')) {
+    process.stderr.write('usage: mtls-target.js controller|ceiling <root>\n')
+    process.exit(2)
+  }
+  if (!process.send) throw new Error('mtls-target must be started by the bench (IPC channel missing)')
+  const target = kind === 'controller' ? await startRealController(root) : await startCeiling(root)
+  process.send({ port: target.port })
+  process.once('disconnect', () => {
+    target.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    )
+  })
+}
+
+main().catch((err: Error) => {
+  process.stderr.write(`mtls-target: ${err.message}\n`)
+  process.exit(1)
+})
