@@ -3,8 +3,10 @@ import fastify, { LogController, type FastifyInstance, type FastifyServerFactory
 import helmet from '@fastify/helmet'
 import type { Logger } from 'pino'
 import { installAuth, type AuthDeps } from './http/authenticate.js'
+import { handleClientError } from './http/client-error.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
+import { HSTS_MAX_AGE_SECONDS } from './http/security-headers.js'
 
 export const BODY_LIMIT_BYTES = 4096
 
@@ -22,18 +24,21 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
     exposeHeadRoutes: false,
-    return503OnClosing: true,
-    requestTimeout: 10_000,
-    connectionTimeout: 15_000,
-    keepAliveTimeout: 65_000,
+    // fastify's 503 fast path answers in its own shape without helmet; stop() closes every
+    // connection instead (forceCloseConnections), so a request is either served whole or not at all.
+    return503OnClosing: false,
+    // Timeouts are set on the server by its factory (src/server/http-limits.ts): fastify ignores its
+    // timeout options when it does not create the server itself.
     forceCloseConnections: true,
+    clientErrorHandler: handleClientError,
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
   }) as unknown as FastifyInstance
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.
   app.removeContentTypeParser('text/plain')
   await app.register(helmet, {
-    hsts: { maxAge: 31_536_000, includeSubDomains: true },
-    contentSecurityPolicy: { directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+    hsts: { maxAge: HSTS_MAX_AGE_SECONDS, includeSubDomains: true },
+    // A JSON API loads nothing: helmet's default directives (scripts, styles, fonts) do not apply.
+    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
   })
   installErrorHandling(app)
   installAuth(app, deps)

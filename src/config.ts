@@ -62,6 +62,9 @@ function describeIssues(error: z.ZodError): string {
         const keys = issue.keys.map((k) => (at ? `${at}.${k}` : k))
         return `unknown key${keys.length > 1 ? 's' : ''} ${keys.map((k) => `"${k}"`).join(', ')}`
       }
+      // zod words a missing key as a type error ("expected string, received undefined")
+      const missing = issue.code === 'invalid_type' ? /expected (\w+), received undefined$/.exec(issue.message) : null
+      if (missing) return `key "${at}": is required (a ${missing[1]})`
       return `key "${at || '(root)'}": ${issue.message}`
     })
     .join('; ')

@@ -7,9 +7,11 @@ export const ERROR_STATUS = {
   identity_mismatch: 403,
   not_owner: 403,
   not_found: 404,
+  request_timeout: 408, // headers or body too slow (src/server/http-limits.ts)
   identity_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  headers_too_large: 431,
   rate_limited: 429,
   internal_error: 500,
 } as const

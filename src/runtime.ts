@@ -7,9 +7,9 @@ import { X509Certificate } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import type { Config } from './config.js'
+import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
-import { WindowRateLimiter } from './audit/rate-limiter.js'
+import { PeerAuditLimiter } from './audit/peer-audit-limiter.js'
 import { Controller } from './core/controller.js'
 import { controllerSnapshotSchema } from './core/snapshot-schema.js'
 import type { ControllerSnapshot } from './core/types.js'
@@ -64,6 +64,9 @@ function loadInitialCrl(pem: string, ca: X509Certificate, path: string): ParsedC
 /** Starts the controller and returns once it listens. */
 export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
   const { logger } = opts
+  // Here, not only in loadConfig: every start (the development default included) passes through.
+  await assertPrivateKeyFile(config.tls.key, 'tls.key')
+  await assertPrivateKeyFile(config.planKeys, 'plan_keys')
   const [caPem, certPem, keyPem, crlPem] = await Promise.all([
     readConfigured(config.tls.ca, 'tls.ca'),
     readConfigured(config.tls.cert, 'tls.cert'),
@@ -77,8 +80,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const snapshot = await store.load() // a damaged state file stops the start here, untouched
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
-  const limiter = new WindowRateLimiter({ maxPerWindow: 5, windowMs: 60_000, maxKeys: 1024 })
-  const allowAudit = (key: string) => limiter.allow(now(), key)
+  const peerAudit = new PeerAuditLimiter(audit, now, { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024 })
 
   const controller = new Controller(config.settings, snapshot ? { snapshot, now: now() } : undefined)
   const service = new ControllerService(controller, {
@@ -93,7 +95,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const isRevoked = (serial: string) => crl.revokedSerials.has(serial)
   service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
 
-  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, { audit, logger, allowAudit })
+  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, { logger, peerAudit })
   const app = await buildApp({
     service,
     signer,
@@ -101,7 +103,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     wallClock: Date.now,
     audit,
     isRevoked,
-    allowAudit,
+    peerAudit,
     logger,
     serverFactory: tls.factory,
   })
@@ -133,7 +135,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   watcher.start(crl)
   const tick = setInterval(() => {
     service.expireStaleNodes()
-    for (const s of limiter.takeSuppressed(now())) audit.record('tls_rejected', { peer: s.key, suppressed: s.count, since: new Date(s.since).toISOString(), until: new Date(s.until).toISOString() })
+    peerAudit.flushSuppressed()
   }, opts.tickMs ?? 1000)
   tick.unref()
   const address = app.server.address()

@@ -1,6 +1,7 @@
 // The config file: every bad key is named, relative paths resolve against the file, key modes checked.
 import t from 'tap'
 import { chmodSync, writeFileSync } from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ConfigError, loadConfig, parseConfig } from '../src/config.js'
 
@@ -56,6 +57,56 @@ t.test('each bad key is named in the error', async (t) => {
       t.match((err as Error).message, pattern, label)
     }
   }
+})
+
+/** A copy of `good` with the key at dotted `path` removed (absent, as in a JSON file), or set to `value`. */
+function edit(path: string, ...value: [unknown?]): Record<string, unknown> {
+  const copy = structuredClone(good) as Record<string, any>
+  const keys = path.split('.')
+  const last = keys.pop()!
+  const parent = keys.reduce((o, k) => o[k], copy)
+  if (value.length === 0) delete parent[last]
+  else parent[last] = value[0]
+  return copy
+}
+const without = (path: string) => edit(path)
+
+t.test('each required key, when missing or null, stops the parse with an error naming that key', async (t) => {
+  const required = ['listen', 'listen.host', 'listen.port', 'tls', 'tls.ca', 'tls.cert', 'tls.key', 'tls.crl', 'plan_keys', 'state_dir', 'audit_log', 'total_shards']
+  const all = [...required, 'max_concurrency', 'lease_seconds', 'identify_interval_ms', 'controller_id', 'daily_identify_limit']
+  for (const key of required) {
+    for (const [how, raw] of [
+      ['missing', edit(key)],
+      ['null', edit(key, null)],
+    ] as const) {
+      let message = ''
+      try {
+        parseConfig(raw, '/x')
+        t.fail(`${key} ${how}: accepted`)
+      } catch (err) {
+        t.type(err, ConfigError, `${key} ${how}: a ConfigError`)
+        message = (err as Error).message
+      }
+      t.match(message, `key "${key}"`, `${key} ${how}: the error names the key`)
+      if (how === 'missing') t.match(message, `key "${key}": is required (a `, `${key} missing: said so in plain words`)
+      const others = all.filter((k) => k !== key && !key.startsWith(`${k}.`) && !k.startsWith(`${key}.`))
+      t.notOk(others.some((k) => message.includes(`"${k}"`)), `${key} ${how}: the error names no other key (${message})`)
+    }
+  }
+})
+
+t.test('each optional key, when missing, takes its documented default', async (t) => {
+  const at = (raw: Record<string, unknown>) => parseConfig(raw, '/x')
+  t.equal(at(without('max_concurrency')).settings.maxConcurrency, 1, 'max_concurrency defaults to 1')
+  t.equal(at({ ...without('max_concurrency'), total_shards: 7 }).settings.totalShards, 7, 'with max_concurrency defaulted to 1 any total_shards is a multiple')
+  t.equal(at(without('lease_seconds')).settings.leaseSeconds, 30, 'lease_seconds defaults to 30')
+  t.equal(at(without('identify_interval_ms')).settings.identifyIntervalMs, 5100, 'identify_interval_ms defaults to 5100')
+  t.equal(at(without('controller_id')).controllerId, hostname(), 'controller_id defaults to the host name')
+  t.equal(at(without('daily_identify_limit')).settings.dailyIdentifyLimit, null, 'no daily Identify budget unless set')
+  t.equal(at({ ...good, daily_identify_limit: 1000 }).settings.dailyIdentifyLimit, 1000, 'daily_identify_limit when set')
+  // Every default at once: the smallest valid file.
+  const { max_concurrency: _m, lease_seconds: _l, identify_interval_ms: _i, controller_id: _c, ...minimal } = good
+  t.same(at(minimal).settings, { totalShards: 64, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null }, 'the smallest valid config')
 })
 
 t.test('loadConfig: not JSON, missing file, and private keys readable by others stop the start', async (t) => {

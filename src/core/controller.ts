@@ -66,7 +66,9 @@ export class Controller {
     }
     const { snapshot, now } = restore
     // Every bucket counts as granted at the restart: no burst of IDENTIFYs after a restart.
-    const grants = snapshot.dailyGrants.filter((t) => t <= now && now - t < DAILY_WINDOW_MS)
+    // A grant stamped after `now` means the clock went back across the restart: count it as made now
+    // (held a little longer) rather than drop it, which would undercount the budget.
+    const grants = snapshot.dailyGrants.map((t) => Math.min(t, now)).filter((t) => now - t < DAILY_WINDOW_MS)
     this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit, now, grants)
     this.restoreState(snapshot, now)
   }

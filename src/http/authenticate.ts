@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { AppError } from '../errors.js'
 import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal } from '../identity/principal.js'
 import { rolesFor } from '../identity/policy.js'
+import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import type { AuditSink } from '../service/audit-sink.js'
 
 declare module 'fastify' {
@@ -19,8 +20,8 @@ export interface AuthDeps {
   readonly isRevoked: (serial: string) => boolean
   readonly wallClock: () => number
   readonly audit: AuditSink
-  /** Limits audit lines for refused requests so a flood cannot fill the disk. */
-  readonly allowAudit: (key: string) => boolean
+  /** Audits refused requests, limited per peer so a flood cannot fill the disk. */
+  readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
 }
 
 /** Resolves the caller of a request, or why it gets no service. */
@@ -42,9 +43,7 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
     const who = authenticateSocket(socket, deps)
     if (!isPrincipal(who)) {
       const peer = socket.remoteAddress ?? 'unknown'
-      if (deps.allowAudit(`unauthenticated:${peer}`)) {
-        deps.audit.record('unauthenticated', { peer, reason: who.reason, method: request.method, path: request.routeOptions.url ?? null })
-      }
+      deps.peerAudit.record('unauthenticated', peer, { reason: who.reason, method: request.method, path: request.routeOptions.url ?? null })
       void reply.header('connection', 'close')
       throw new AppError('unauthenticated', 'a valid client certificate issued by this controller is required')
     }

@@ -10,8 +10,9 @@ import type { TLSSocket } from 'node:tls'
 import type { FastifyServerFactory } from 'fastify'
 import type { Logger } from 'pino'
 import { buildSecureContextOptions } from '../identity/tls-crl.js'
+import { HTTP_LIMITS } from './http-limits.js'
 import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
-import type { AuditSink } from '../service/audit-sink.js'
+import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 
 export interface TlsMaterial {
   readonly ca: string
@@ -21,10 +22,9 @@ export interface TlsMaterial {
 }
 
 export interface TlsServerDeps {
-  readonly audit: AuditSink
   readonly logger?: Logger
-  /** Rate limit for audit lines about refused handshakes, keyed by peer address. */
-  readonly allowAudit: (key: string) => boolean
+  /** Audits refused handshakes, limited per peer address. */
+  readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
 }
 
 /** The peer address of a socket whose handshake failed (primed on 'connection', see below). */
@@ -57,11 +57,16 @@ export class TlsServer {
         ...this.contextOptions(),
         requestCert: true,
         rejectUnauthorized: true,
-        handshakeTimeout: 10_000,
-        maxHeaderSize: 8192,
+        handshakeTimeout: HTTP_LIMITS.handshakeTimeoutMs,
+        maxHeaderSize: HTTP_LIMITS.maxHeaderBytes,
+        connectionsCheckingInterval: HTTP_LIMITS.checkIntervalMs,
       },
       handler,
     )
+    server.headersTimeout = HTTP_LIMITS.headersTimeoutMs
+    server.requestTimeout = HTTP_LIMITS.requestTimeoutMs
+    server.keepAliveTimeout = HTTP_LIMITS.keepAliveTimeoutMs
+    server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
     // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
     // socket is already destroyed and can no longer tell where it came from.
     server.on('connection', (raw: Socket) => void raw.remoteAddress)
@@ -73,7 +78,7 @@ export class TlsServer {
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
       const reason = socket.authorizationError?.toString() ?? err.code ?? err.message
       const peer = peerOf(socket)
-      if (this.deps.allowAudit(`tls_rejected:${peer}`)) this.deps.audit.record('tls_rejected', { peer, reason })
+      this.deps.peerAudit.record('tls_rejected', peer, { reason })
       this.deps.logger?.warn({ peer, reason }, 'TLS client rejected')
     })
     this.server = server

@@ -4,7 +4,7 @@
  * save(): write `<file>.tmp-<random>` (0600) and fsync it, keep the current good file as `<file>.prev`,
  * rename the temp file over `<file>`, fsync the directory. A crash at any point leaves either the old
  * or the new file whole. load() never modifies, deletes or replaces a damaged file: it throws
- * StateFileError. One store (one process) per directory: leftover temp files are deleted on the first save.
+ * StateFileError, also when the file is gone but `<file>.prev` is there. One store (one process) per directory: leftover temp files are deleted on the first save.
  */
 import { mkdir, readFile, rename, stat, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -130,7 +130,12 @@ export class FileStateStore<T> implements StateStore<T> {
       bytes = await readFile(this.path)
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code
-      if (code === 'ENOENT') return null
+      if (code === 'ENOENT') {
+        // Our writes never remove the file once it exists, so a lone .prev means someone deleted or
+        // moved it: starting empty would send the generation back to 0 and later overwrite .prev.
+        if (await exists(this.prevPath)) throw await this.error('it is missing, but its previous copy exists (deleted or moved by hand?)')
+        return null
+      }
       throw await this.error(`it cannot be read (${code ?? String(err)})`)
     }
     const decoded = decodeStateFile(bytes)
@@ -141,12 +146,15 @@ export class FileStateStore<T> implements StateStore<T> {
   }
 
   private async error(problem: string): Promise<StateFileError> {
-    const prevExists = await stat(this.prevPath).then(
-      () => true,
-      () => false,
-    )
-    return new StateFileError(this.path, problem, this.prevPath, prevExists)
+    return new StateFileError(this.path, problem, this.prevPath, await exists(this.prevPath))
   }
+}
+
+function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  )
 }
 
 /** The first few zod issues as `path: message`, without echoing values. */

@@ -65,6 +65,10 @@ t.test('the daily budget survives a restart; grants outside the window are dropp
   t.same(later.snapshot().dailyGrants, [])
   const limited = new Controller({ ...settings, dailyIdentifyLimit: 1 }, { snapshot, now: T0 + 10_000 })
   t.match(limited.claimIdentify(T0 + 20_000, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 20_000 })
+  // The clock went back across the restart: the grant still counts (as made at the restart), never dropped.
+  const earlier = new Controller({ ...settings, dailyIdentifyLimit: 1 }, { snapshot, now: T0 - 5000 })
+  t.same(earlier.snapshot().dailyGrants, [T0 - 5000])
+  t.match(earlier.claimIdentify(T0, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 5000 })
 })
 
 t.test('a changed total_shards re-plans with a higher generation', async (t) => {

@@ -1,6 +1,6 @@
 // A damaged state file stops a real process start with a clear message and is left exactly as it was.
 import t from 'tap'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { bundle, checkinBody, makePki, request } from './harness.js'
 import { runController, spawnController } from './process.js'
@@ -62,6 +62,15 @@ for (const [label, damaged] of variants) {
     t.same(readFileSync(auditPath), auditBefore, 'nothing was audited: the start stopped before the log was opened')
   })
 }
+
+t.test('state file deleted while its previous copy is there: the start stops instead of starting over', async (t) => {
+  rmSync(statePath)
+  const run = await runController(['--config', configPath], root)
+  t.not(run.code, 0, 'non-zero exit')
+  t.match(run.stderr, /state file .*state\.json is unusable: it is missing, but its previous copy exists/)
+  t.same(readdirSync(stateDir), ['state.json.prev'], 'no fresh state at generation 0')
+  t.same(readFileSync(prevPath), prev, 'the previous good copy is untouched')
+})
 
 t.test('with the good file restored by hand, the controller starts on the saved generation', async (t) => {
   writeFileSync(statePath, good)

@@ -2,7 +2,7 @@
 // and the curl command it prints checks in successfully.
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
-import { existsSync, statSync } from 'node:fs'
+import { chmodSync, existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { runController, spawnController } from './process.js'
 
@@ -30,6 +30,14 @@ t.test('starts from an empty var/ and the printed curl command succeeds', async 
   t.equal(statSync(join(cwd, 'var', 'pki', 'ca.pem')).mtimeMs, ca1)
   again.child.kill('SIGTERM')
   await again.exited
+
+  // The key-mode rule holds in development too: a group-readable key stops the start.
+  const serverKey = join(cwd, 'var', 'pki', 'server-key.pem')
+  chmodSync(serverKey, 0o640)
+  const refused = await runController(['--port', '0'], cwd)
+  t.equal(refused.code, 1)
+  t.match(refused.stderr, /key "tls\.key": private key .*server-key\.pem is accessible by group or others \(mode 0640\)/)
+  chmodSync(serverKey, 0o600)
 })
 
 t.test('development mode refuses a non-loopback address, and bad flags', async (t) => {

@@ -1,5 +1,5 @@
 // Live revocation end to end with the real CLI, refused CRLs, and every audit event from real actions.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
@@ -61,12 +61,18 @@ t.test('a CRL from a foreign CA and an older CRL are refused; the current one st
   const current = readFileSync(crlPath)
   const countRefused = () => (readFileSync(join(root, 'audit.log'), 'utf8').match(/"event":"crl_refused"/g) ?? []).length
   const refusedBefore = countRefused()
+  // Both checks matter: had the foreign CRL been installed, OpenSSL would find no CRL for our CA and
+  // refuse everyone (node-b too); had the older one been installed, node-a would get in again.
+  const stillInForce = async (t: Test, what: string) => {
+    await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), `${what}: node-a's revocation still in force`)
+    t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, `${what}: node-b still served`)
+  }
   copyFileSync(join(foreign.dir, 'crl.pem'), crlPath)
   t.ok((await within(2500, () => countRefused() > refusedBefore)) >= 0, 'foreign CRL refused and audited')
-  await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), 'revocation still in force')
+  await stillInForce(t, 'after the foreign CRL')
   copyFileSync(oldCrl, crlPath)
   t.ok((await within(2500, () => countRefused() > refusedBefore + 1)) >= 0, 'older CRL refused and audited')
-  await t.rejects(request(ctl.port, pki.ca, nodeA, '/v1/keys'), 'revocation still in force')
+  await stillInForce(t, 'after the older CRL')
   writeFileSync(crlPath, current)
 })
 
@@ -115,6 +121,10 @@ t.test('every audit event kind comes from a real action, and audit-verify checks
   const lineOf = (kind: string) => log.split('\n').map((l) => (l ? JSON.parse(l) : {})).find((e) => e.event === kind)
   t.match(lineOf('unauthenticated'), { peer: '127.0.0.1', reason: /OU=\\?"?admin/, path: '/v1/plan' }, 'unauthenticated names the peer, why and what')
   t.match(lineOf('crl_expiring'), { next_update: String, ms_left: Number }, 'crl_expiring gives nextUpdate')
+  // Refused handshakes carry OpenSSL's own reason and the peer address.
+  const rejected = log.split('\n').filter(Boolean).map((l) => JSON.parse(l)).filter((e) => e.event === 'tls_rejected' && e.reason !== undefined)
+  t.ok(rejected.some((e) => e.reason === 'CERT_REVOKED' && e.peer === '127.0.0.1'), 'the revoked certificate: CERT_REVOKED from 127.0.0.1')
+  t.ok(rejected.some((e) => /CERTIFICATE|PEER_DID_NOT_RETURN/i.test(e.reason) && e.peer === '127.0.0.1'), `no certificate: ${rejected.map((e) => e.reason).join(', ')}`)
   t.ok(lineOf('crl_expiring').ms_left < 86_400_000, 'less than a day left')
   t.notMatch(log, /PRIVATE KEY/, 'no key material in the audit log')
 

@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
@@ -108,6 +108,20 @@ t.test('other unusable files', async (t) => {
   await expectDamaged(t, dir, Buffer.from(encodeStateFile({ generation: -1, nodes: [] })), /does not match the state schema: generation/)
   const asDir = t.testdir({ 'state.json': {} })
   await t.rejects(store(asDir).load(), { name: 'StateFileError', message: /cannot be read \(EISDIR\)/ })
+})
+
+t.test('a missing file beside its previous copy stops the load; nothing is written', async (t) => {
+  const dir = t.testdir()
+  const s = store(dir)
+  await s.save(stateAt(1))
+  await s.save(stateAt(2))
+  await s.close()
+  rmSync(join(dir, 'state.json'))
+  const prev = readFileSync(join(dir, 'state.json.prev'))
+  await t.rejects(store(dir).load(), { name: 'StateFileError', message: /is missing, but its previous copy exists.*previous good copy is at .*state\.json\.prev/ })
+  await t.rejects(store(dir).save(stateAt(0)), StateFileError, 'a fresh store will not start over at generation 0 either')
+  t.same(readdirSync(dir), ['state.json.prev'])
+  t.same(readFileSync(join(dir, 'state.json.prev')), prev, 'the previous copy is untouched')
 })
 
 t.test('leftover temp files are ignored, then cleaned up', async (t) => {

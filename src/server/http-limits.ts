@@ -1,0 +1,20 @@
+/**
+ * Connection limits of the HTTPS server. They live here, not in fastify's options, because fastify
+ * applies its timeout options only to a server it creates itself; ours comes from a serverFactory.
+ */
+export const HTTP_LIMITS = {
+  /** A TLS handshake must finish in this time. */
+  handshakeTimeoutMs: 10_000,
+  /** All request headers must arrive in this time (slowloris bound). */
+  headersTimeoutMs: 5_000,
+  /** The whole request, body included, must arrive in this time. */
+  requestTimeoutMs: 10_000,
+  /** An idle keep-alive connection is closed after this; a node checking in more often keeps its connection. */
+  keepAliveTimeoutMs: 30_000,
+  /** Any socket without traffic for this long is closed (above keep-alive, so that one decides idling). */
+  socketIdleTimeoutMs: 35_000,
+  /** How often Node checks the header and request deadlines (its default, 30 s, would blunt them). */
+  checkIntervalMs: 1_000,
+  /** Request headers larger than this are refused with 431. */
+  maxHeaderBytes: 8192,
+} as const
