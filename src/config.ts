@@ -64,7 +64,7 @@ function describeIssues(error: z.ZodError): string {
       }
       // zod words a missing key as a type error ("expected string, received undefined")
       const missing = issue.code === 'invalid_type' ? /expected (\w+), received undefined$/.exec(issue.message) : null
-      if (missing) return `key "${at}": is required (a ${missing[1]})`
+      if (missing) return `key "${at}": is required (expected ${missing[1]})`
       return `key "${at || '(root)'}": ${issue.message}`
     })
     .join('; ')

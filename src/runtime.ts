@@ -9,7 +9,7 @@ import type { Logger } from 'pino'
 import { buildApp } from './app.js'
 import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
-import { PeerAuditLimiter } from './audit/peer-audit-limiter.js'
+import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
 import { Controller } from './core/controller.js'
 import { controllerSnapshotSchema } from './core/snapshot-schema.js'
 import type { ControllerSnapshot } from './core/types.js'
@@ -33,7 +33,12 @@ export interface RuntimeOptions {
   readonly logger?: Logger
   /** Period of the CRL file check and of lease expiry (ms). */
   readonly tickMs?: number
+  /** Audit limits for peer-triggered events (tests that count such lines raise them). */
+  readonly peerAuditLimits?: PeerAuditLimits
 }
+
+/** 5 lines a minute per peer and kind, then one summary: a flood cannot fill the disk. */
+const DEFAULT_PEER_AUDIT_LIMITS: PeerAuditLimits = { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024 }
 
 /** A clock that never runs backwards (leases must not jump with the wall clock), anchored at epoch ms. */
 function monotonicEpochClock(): () => number {
@@ -80,7 +85,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const snapshot = await store.load() // a damaged state file stops the start here, untouched
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
-  const peerAudit = new PeerAuditLimiter(audit, now, { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024 })
+  const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS)
 
   const controller = new Controller(config.settings, snapshot ? { snapshot, now: now() } : undefined)
   const service = new ControllerService(controller, {
@@ -153,7 +158,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       stopped = true
       watcher.stop()
       clearInterval(tick)
+      tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
       await app.close()
+      peerAudit.flushSuppressed(true) // what open windows held back is still reported
       await store.save(service.snapshot())
       await store.close?.()
       audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })

@@ -88,7 +88,7 @@ t.test('each required key, when missing or null, stops the parse with an error n
         message = (err as Error).message
       }
       t.match(message, `key "${key}"`, `${key} ${how}: the error names the key`)
-      if (how === 'missing') t.match(message, `key "${key}": is required (a `, `${key} missing: said so in plain words`)
+      if (how === 'missing') t.match(message, `key "${key}": is required (expected `, `${key} missing: said so in plain words`)
       const others = all.filter((k) => k !== key && !key.startsWith(`${k}.`) && !k.startsWith(`${key}.`))
       t.notOk(others.some((k) => message.includes(`"${k}"`)), `${key} ${how}: the error names no other key (${message})`)
     }

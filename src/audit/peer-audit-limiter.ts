@@ -37,16 +37,19 @@ export class PeerAuditLimiter {
     return true
   }
 
-  /** Writes one summary line per event kind and peer whose ended window held events back. */
-  flushSuppressed(): void {
-    const now = this.now()
+  /**
+   * Writes one summary line per event kind and peer whose ended window held events back; with
+   * `endAll` (at stop) every open window counts as ended, so nothing held back goes unreported.
+   */
+  flushSuppressed(endAll = false): void {
+    const now = endAll ? Number.POSITIVE_INFINITY : this.now()
     for (const [event, limiter] of this.limiters) {
       for (const s of limiter.takeSuppressed(now)) {
         this.audit.record(event, {
           peer: s.key === OVERFLOW_KEY ? 'other peers' : s.key,
           suppressed: s.count,
           since: new Date(s.since).toISOString(),
-          until: new Date(s.until).toISOString(),
+          until: new Date(Math.min(s.until, this.now())).toISOString(), // an early end (stop) is now
         })
       }
     }

@@ -39,7 +39,9 @@ export function clientErrorResponse(err: NodeJS.ErrnoException): string {
 export function handleClientError(err: NodeJS.ErrnoException, socket: Duplex): void {
   // A reset connection, or one already gone, has nobody left to answer.
   if (err.code === 'ECONNRESET' || socket.destroyed) return
-  if (!socket.writable) {
+  // As Node's own handler: once a response has started on this socket, another one would corrupt it.
+  const current = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage
+  if (!socket.writable || current?.headersSent) {
     socket.destroy()
     return
   }

@@ -37,6 +37,10 @@ function peerOf(socket: TLSSocket): string {
 export class TlsServer {
   private server: https.Server | undefined
   private readonly open = new Set<TLSSocket>()
+  /** Raw sockets whose TLS handshake has not finished (the HTTP layer does not know them yet). */
+  private readonly handshaking = new Set<Socket>()
+  /** Set at stop: handshakes we cut ourselves are not a peer's fault and are not audited. */
+  private stopping = false
   private material: TlsMaterial
 
   constructor(material: TlsMaterial, private readonly deps: TlsServerDeps) {
@@ -69,13 +73,20 @@ export class TlsServer {
     server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
     // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
     // socket is already destroyed and can no longer tell where it came from.
-    server.on('connection', (raw: Socket) => void raw.remoteAddress)
+    server.on('connection', (raw: Socket) => {
+      void raw.remoteAddress
+      this.handshaking.add(raw)
+      raw.once('close', () => this.handshaking.delete(raw))
+    })
     server.on('secureConnection', (socket: TLSSocket) => {
+      const raw = (socket as TLSSocket & { _parent?: Socket })._parent
+      if (raw) this.handshaking.delete(raw)
       socket.disableRenegotiation()
       this.open.add(socket)
       socket.once('close', () => this.open.delete(socket))
     })
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
+      if (this.stopping) return
       const reason = socket.authorizationError?.toString() ?? err.code ?? err.message
       const peer = peerOf(socket)
       this.deps.peerAudit.record('tls_rejected', peer, { reason })
@@ -102,6 +113,19 @@ export class TlsServer {
       }
     }
     return closed
+  }
+
+  /**
+   * At stop: destroys connections still in their TLS handshake. fastify closes the HTTP connections it
+   * knows; a socket that never finished its handshake would otherwise hold the close for up to the
+   * handshake timeout. Handshakes failing from here on are ours, not refusals, so they are not audited.
+   */
+  destroyUnverified(): number {
+    this.stopping = true
+    const count = this.handshaking.size
+    for (const raw of this.handshaking) raw.destroy()
+    this.handshaking.clear()
+    return count
   }
 
   /** How many TLS connections are open (for tests and the stop log). */

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { initPki } from '../../pki/init-pki.js'
 import { issueBundle, issueServerCert } from '../../pki/issue-certs.js'
 import { parseConfig } from '../../src/config.js'
-import { startController, type RunningController } from '../../src/runtime.js'
+import { startController, type RunningController, type RuntimeOptions } from '../../src/runtime.js'
 
 export interface Identity {
   readonly cert: string
@@ -58,7 +58,7 @@ export interface TestController {
 }
 
 /** Starts a controller over the PKI's files in-process. */
-export async function startTestController(pki: Pki, root: string, overrides: Record<string, unknown> = {}): Promise<TestController> {
+export async function startTestController(pki: Pki, root: string, overrides: Record<string, unknown> = {}, runtime: RuntimeOptions = {}): Promise<TestController> {
   const config = parseConfig(
     {
       listen: { host: '127.0.0.1', port: 0 },
@@ -73,7 +73,7 @@ export async function startTestController(pki: Pki, root: string, overrides: Rec
     },
     root,
   )
-  const running = await startController(config, { tickMs: 200 })
+  const running = await startController(config, { tickMs: 200, ...runtime })
   return { running, port: running.port, root }
 }
 

@@ -42,12 +42,26 @@ export function spawnController(args: string[], cwd: string, timeoutMs = 60_000)
   })
 }
 
-/** Runs the controller to completion (for starts that must fail); returns exit code and output. */
-export function runController(args: string[], cwd: string): Promise<{ code: number | string; stdout: string; stderr: string }> {
+/**
+ * Runs the controller to completion (for starts that must fail); returns exit code and output. A start
+ * that does not end within `timeoutMs` (a regression that let a bad config listen) is killed and
+ * reported as code 'timeout', so the test fails fast instead of hanging.
+ */
+export function runController(args: string[], cwd: string, timeoutMs = 30_000): Promise<{ code: number | string; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
+  let timedOut = false
+  const timer = setTimeout(() => {
+    timedOut = true
+    child.kill('SIGKILL')
+  }, timeoutMs)
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
-  return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code: code ?? signal ?? -1, stdout, stderr })))
+  return new Promise((resolve) =>
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code: timedOut ? 'timeout' : (code ?? signal ?? -1), stdout, stderr })
+    }),
+  )
 }

@@ -17,7 +17,11 @@ const foreign = await makePki(join(root, 'foreign'))
 const nodeA = await bundle(pki, 'node-a', 'node')
 const nodeB = await bundle(pki, 'node-b', 'node')
 const op = await bundle(pki, 'ops', 'operator')
-const ctl = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 30 })
+// This file counts audit lines of refused handshakes: the per-peer limit (5 a minute) is raised so that
+// a refusal added later cannot push an expected line into a summary. test/e2e/audit-flood.test.ts
+// covers the limit itself.
+const UNLIMITED = { peerAuditLimits: { maxPerWindow: 1000, windowMs: 60_000, maxPeers: 1024 } }
+const ctl = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 30 }, UNLIMITED)
 t.teardown(() => ctl.running.stop())
 const crlPath = join(pki.dir, 'crl.pem')
 const oldCrl = join(root, 'crl-before.pem')
@@ -109,7 +113,7 @@ t.test('every audit event kind comes from a real action, and audit-verify checks
   t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'the expiring CRL is in force and still lets valid nodes in')
   await ctl.running.stop() // controller_stop
   // A restart on the same files continues the audit chain; with 1 s leases the restored nodes expire.
-  const short = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 1 })
+  const short = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 1 }, UNLIMITED)
   await new Promise((r) => setTimeout(r, 1600))
   await request(short.port, pki.ca, op, '/v1/plan') // node_expired
   await short.running.stop()
