@@ -136,7 +136,12 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     },
   })
 
-  await app.listen({ host: config.listen.host, port: config.listen.port })
+  await app.listen({
+    host: config.listen.host,
+    port: config.listen.port,
+    // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
+    listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
+  })
   watcher.start(crl)
   const tick = setInterval(() => {
     service.expireStaleNodes()

@@ -13,6 +13,8 @@ t.test('starts from an empty var/ and the printed curl command succeeds', async 
   await new Promise((r) => setTimeout(r, 200)) // the curl block is printed right after the ready line
   const block = /^curl [\s\S]*?\/v1\/checkin$/m.exec(ctl.stdout())
   t.ok(block, 'a curl command is printed')
+  t.match(ctl.stdout(), /server listening at https:\/\/127\.0\.0\.1:\d+ \(mutual TLS\)/, 'the log says https')
+  t.notMatch(ctl.stdout(), /listening at http:\/\//, 'never plain http')
   t.match(block![0], `https://127.0.0.1:${ctl.port}/v1/checkin`)
   const answer = execFileSync('bash', ['-c', block![0].replace(/^curl /, 'curl -sS --fail-with-body ')], { cwd, encoding: 'utf8' })
   const json = JSON.parse(answer)
