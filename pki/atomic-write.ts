@@ -1,34 +1,18 @@
 /** Crash-safe file writes: temp file in the same directory, fsync, rename, fsync of the directory. */
 import { randomBytes } from 'node:crypto'
-import { open, rename, unlink, chmod, mkdir, stat } from 'node:fs/promises'
+import { rename, unlink, chmod, mkdir } from 'node:fs/promises'
 import { dirname, basename, join } from 'node:path'
+import { fsyncDir, writeNewFileSynced } from '../src/state/durable-fs.js'
 
-/** Flushes a directory entry change (a rename or a new file) to disk. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const handle = await open(dir, 'r')
-  try {
-    await handle.sync()
-  } finally {
-    await handle.close()
-  }
-}
+// One implementation of the low-level steps, shared with the controller's state store.
+export { fsyncDir, pathExists } from '../src/state/durable-fs.js'
 
 /** Writes `data` to `path` atomically with `mode`; readers see the old file or the new one, never half. */
 export async function writeFileAtomic(path: string, data: string | Uint8Array, mode = 0o644): Promise<void> {
   const dir = dirname(path)
   const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${randomBytes(6).toString('hex')}`)
-  // 'wx' + mode at creation: a private key is never readable by others, not even for an instant.
-  const handle = await open(tmp, 'wx', mode)
   try {
-    await handle.writeFile(data)
-    await handle.sync()
-  } catch (err) {
-    await handle.close()
-    await unlink(tmp).catch(() => undefined)
-    throw err
-  }
-  await handle.close()
-  try {
+    await writeNewFileSynced(tmp, data, mode)
     await chmod(tmp, mode) // the umask may have narrowed a public file's mode at creation
     await rename(tmp, path)
   } catch (err) {
@@ -42,15 +26,4 @@ export async function writeFileAtomic(path: string, data: string | Uint8Array, m
 export async function ensurePrivateDir(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true, mode: 0o700 })
   await chmod(dir, 0o700)
-}
-
-/** True when `path` exists (any type). */
-export async function pathExists(path: string): Promise<boolean> {
-  try {
-    await stat(path)
-    return true
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
-    throw err
-  }
 }

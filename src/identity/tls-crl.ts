@@ -1,6 +1,6 @@
 /**
- * What the TLS server needs from a CRL: the revoked set for per-request checks, and the complete options
- * for a fresh secure context whenever the CRL changes.
+ * The complete options for a fresh secure context, built whenever the CRL changes. (Per-request
+ * revocation checks use `ParsedCrl.revokedSerials` against the principal's normalised serial.)
  *
  * Why fresh ticket keys: `server.setSecureContext(opts)` builds the new context with `opts.ticketKeys`,
  * or, when absent, with the ticket keys the server was created with (`this.ticketKeys` is kept across
@@ -10,7 +10,6 @@
  */
 import { constants, randomBytes } from 'node:crypto'
 import type { SecureContextOptions } from 'node:tls'
-import { normalizeSerial, type ParsedCrl } from './crl.js'
 
 /** ECDHE key exchange with AEAD ciphers only, for TLS 1.2; the TLS 1.3 suites are all AEAD. */
 export const TLS12_CIPHERS = [
@@ -34,16 +33,6 @@ export interface SecureContextMaterial {
   readonly cert: string | Buffer
   readonly key: string | Buffer
   readonly crlPem: string | Buffer
-}
-
-/** The revoked serials of a CRL, normalised; compare with `isRevoked`. */
-export function revokedSet(crl: ParsedCrl): ReadonlySet<string> {
-  return crl.revokedSerials
-}
-
-/** True when a certificate serial (as `X509Certificate.serialNumber` or `getPeerCertificate().serialNumber` print it) is in `revoked`. */
-export function isRevoked(serialNumber: string, revoked: ReadonlySet<string>): boolean {
-  return revoked.has(normalizeSerial(serialNumber))
 }
 
 /**

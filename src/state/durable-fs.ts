@@ -1,22 +1,33 @@
-/** Small crash-safe file steps used by the file state store (Linux/macOS semantics). */
+/** Small crash-safe file steps used by the file state store and the PKI toolkit (Linux/macOS semantics). */
 import { randomBytes } from 'node:crypto'
 import { constants } from 'node:fs'
 import { join } from 'node:path'
-import { copyFile, link, open, readdir, rename, unlink } from 'node:fs/promises'
+import { copyFile, link, open, readdir, rename, stat, unlink } from 'node:fs/promises'
 
 /** A unique sibling name for a temporary file (CSPRNG suffix, so concurrent writers never collide). */
 export function tempName(path: string, tag: string): string {
   return `${path}.${tag}-${randomBytes(8).toString('hex')}`
 }
 
-/** Creates `path` exclusively with mode 0600, writes `text` and fsyncs it. */
-export async function writeNewFileSynced(path: string, text: string): Promise<void> {
-  const fh = await open(path, 'wx', 0o600)
+/** Creates `path` exclusively with `mode` (set at creation: never readable by others, not even for an instant), writes `data` and fsyncs it. */
+export async function writeNewFileSynced(path: string, data: string | Uint8Array, mode = 0o600): Promise<void> {
+  const fh = await open(path, 'wx', mode)
   try {
-    await fh.writeFile(text, 'utf8')
+    await fh.writeFile(data)
     await fh.sync()
   } finally {
     await fh.close()
+  }
+}
+
+/** True when `path` exists (any type); errors other than ENOENT are thrown. */
+export async function pathExists(path: string): Promise<boolean> {
+  try {
+    await stat(path)
+    return true
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false
+    throw err
   }
 }
 

@@ -6,10 +6,10 @@
  * or the new file whole. load() never modifies, deletes or replaces a damaged file: it throws
  * StateFileError, also when the file is gone but `<file>.prev` is there. One store (one process) per directory: leftover temp files are deleted on the first save.
  */
-import { mkdir, readFile, rename, stat, unlink } from 'node:fs/promises'
+import { mkdir, readFile, rename, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { z } from 'zod'
-import { fsyncDir, keepCopy, removeLeftoverTemps, tempName, writeNewFileSynced } from './durable-fs.js'
+import { fsyncDir, keepCopy, pathExists, removeLeftoverTemps, tempName, writeNewFileSynced } from './durable-fs.js'
 import { StateFileError } from './state-file-error.js'
 import { decodeStateFile, encodeStateFile } from './state-file-format.js'
 import type { StateStore } from './state-store.js'
@@ -133,7 +133,7 @@ export class FileStateStore<T> implements StateStore<T> {
       if (code === 'ENOENT') {
         // Our writes never remove the file once it exists, so a lone .prev means someone deleted or
         // moved it: starting empty would send the generation back to 0 and later overwrite .prev.
-        if (await exists(this.prevPath)) throw await this.error('it is missing, but its previous copy exists (deleted or moved by hand?)')
+        if (await pathExists(this.prevPath)) throw await this.error('it is missing, but its previous copy exists (deleted or moved by hand?)')
         return null
       }
       throw await this.error(`it cannot be read (${code ?? String(err)})`)
@@ -146,15 +146,9 @@ export class FileStateStore<T> implements StateStore<T> {
   }
 
   private async error(problem: string): Promise<StateFileError> {
-    return new StateFileError(this.path, problem, this.prevPath, await exists(this.prevPath))
+    // Only for the message: a .prev we cannot even stat counts as absent.
+    return new StateFileError(this.path, problem, this.prevPath, await pathExists(this.prevPath).catch(() => false))
   }
-}
-
-function exists(path: string): Promise<boolean> {
-  return stat(path).then(
-    () => true,
-    () => false,
-  )
 }
 
 /** The first few zod issues as `path: message`, without echoing values. */

@@ -7,6 +7,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, statSync, 
 import { join } from 'node:path'
 import { makePki } from './harness.js'
 import { runController, spawnController } from './process.js'
+import { withEdit } from '../support/with-edit.js'
 
 const root = t.testdir()
 const pki = await makePki(root)
@@ -26,16 +27,8 @@ const good = {
   max_concurrency: 16,
 }
 
-/** A copy of `good` with the key at dotted `path` removed, or set to `value`. */
-function edit(path: string, ...value: [unknown?]): Record<string, unknown> {
-  const copy = structuredClone(good) as Record<string, any>
-  const keys = path.split('.')
-  const last = keys.pop()!
-  const parent = keys.reduce((o, k) => o[k], copy)
-  if (value.length === 0) delete parent[last]
-  else parent[last] = value[0]
-  return copy
-}
+/** `good` with the key at dotted `path` removed, or set to `value`. */
+const edit = (path: string, ...value: [unknown?]) => withEdit(good, path, ...value)
 
 interface BadConfig {
   readonly label: string

@@ -2,25 +2,13 @@
 import t from 'tap'
 import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { bundle, checkinBody, makePki, request } from './harness.js'
+import { bundle, checkinBody, makePki, request, writeTestConfig } from './harness.js'
 import { runController, spawnController } from './process.js'
 
 const root = t.testdir()
 const pki = await makePki(root)
 const node = await bundle(pki, 'rack1-a', 'node')
-const configPath = join(root, 'controller.json')
-writeFileSync(
-  configPath,
-  JSON.stringify({
-    listen: { host: '127.0.0.1', port: 0 },
-    tls: { ca: 'pki/ca.pem', cert: 'pki/server.pem', key: 'pki/server-key.pem', crl: 'pki/crl.pem' },
-    plan_keys: 'pki/plan-keys.json',
-    state_dir: 'state',
-    audit_log: 'audit.log',
-    total_shards: 32,
-    max_concurrency: 16,
-  }),
-)
+const configPath = writeTestConfig(pki, root, { total_shards: 32 })
 const stateDir = join(root, 'state')
 const statePath = join(stateDir, 'state.json')
 const prevPath = `${statePath}.prev`

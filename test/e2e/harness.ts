@@ -57,22 +57,31 @@ export interface TestController {
   readonly root: string
 }
 
+/** A controller config over the PKI's files, with state and audit log under `root`, on a free loopback port. */
+export function testConfig(pki: Pki, root: string, overrides: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    tls: { ca: join(pki.dir, 'ca.pem'), cert: join(pki.dir, 'server.pem'), key: join(pki.dir, 'server-key.pem'), crl: join(pki.dir, 'crl.pem') },
+    plan_keys: join(pki.dir, 'plan-keys.json'),
+    state_dir: join(root, 'state'),
+    audit_log: join(root, 'audit.log'),
+    controller_id: 'test-controller',
+    total_shards: 64,
+    max_concurrency: 16,
+    ...overrides,
+  }
+}
+
+/** Writes testConfig to `<root>/controller.json` for child-process tests; returns its path. */
+export function writeTestConfig(pki: Pki, root: string, overrides: Record<string, unknown> = {}): string {
+  const path = join(root, 'controller.json')
+  writeFileSync(path, JSON.stringify(testConfig(pki, root, overrides)))
+  return path
+}
+
 /** Starts a controller over the PKI's files in-process. */
 export async function startTestController(pki: Pki, root: string, overrides: Record<string, unknown> = {}, runtime: RuntimeOptions = {}): Promise<TestController> {
-  const config = parseConfig(
-    {
-      listen: { host: '127.0.0.1', port: 0 },
-      tls: { ca: join(pki.dir, 'ca.pem'), cert: join(pki.dir, 'server.pem'), key: join(pki.dir, 'server-key.pem'), crl: join(pki.dir, 'crl.pem') },
-      plan_keys: join(pki.dir, 'plan-keys.json'),
-      state_dir: join(root, 'state'),
-      audit_log: join(root, 'audit.log'),
-      controller_id: 'test-controller',
-      total_shards: 64,
-      max_concurrency: 16,
-      ...overrides,
-    },
-    root,
-  )
+  const config = parseConfig(testConfig(pki, root, overrides), root)
   const running = await startController(config, { tickMs: 200, ...runtime })
   return { running, port: running.port, root }
 }
