@@ -4,6 +4,7 @@ import { chmodSync, writeFileSync } from 'node:fs'
 import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ConfigError, loadConfig, parseConfig } from '../src/config.js'
+import { withEdit } from './support/with-edit.js'
 
 const good = {
   listen: { host: '0.0.0.0', port: 8443 },
@@ -39,7 +40,11 @@ t.test('each bad key is named in the error', async (t) => {
     ['total_shards 0', { ...good, total_shards: 0 }, /key "total_shards"/],
     ['total_shards 65537', { ...good, total_shards: 65537 }, /key "total_shards"/],
     ['total_shards not a multiple', { ...good, total_shards: 100, max_concurrency: 16 }, /key "total_shards": must be a multiple of max_concurrency/],
+    ['total_shards fraction', { ...good, total_shards: 64.5 }, /key "total_shards"/],
+    ['total_shards as string', { ...good, total_shards: '64' }, /key "total_shards"/],
     ['max_concurrency fraction', { ...good, max_concurrency: 1.5 }, /key "max_concurrency"/],
+    ['max_concurrency 0', { ...good, max_concurrency: 0 }, /key "max_concurrency"/],
+    ['max_concurrency 65537', { ...good, total_shards: 65536, max_concurrency: 65537 }, /key "max_concurrency"/],
     ['port out of range', { ...good, listen: { host: 'x', port: 70000 } }, /key "listen\.port"/],
     ['port as string', { ...good, listen: { host: 'x', port: '8443' } }, /key "listen\.port"/],
     ['lease_seconds 0', { ...good, lease_seconds: 0 }, /key "lease_seconds"/],
@@ -59,16 +64,8 @@ t.test('each bad key is named in the error', async (t) => {
   }
 })
 
-/** A copy of `good` with the key at dotted `path` removed (absent, as in a JSON file), or set to `value`. */
-function edit(path: string, ...value: [unknown?]): Record<string, unknown> {
-  const copy = structuredClone(good) as Record<string, any>
-  const keys = path.split('.')
-  const last = keys.pop()!
-  const parent = keys.reduce((o, k) => o[k], copy)
-  if (value.length === 0) delete parent[last]
-  else parent[last] = value[0]
-  return copy
-}
+/** `good` with the key at dotted `path` removed, or set to `value`. */
+const edit = (path: string, ...value: [unknown?]) => withEdit(good, path, ...value)
 const without = (path: string) => edit(path)
 
 t.test('each required key, when missing or null, stops the parse with an error naming that key', async (t) => {

@@ -15,7 +15,7 @@ t.test('deploy/controller.example.json parses with parseConfig', async (t) => {
   t.equal(config.stateDir, '/var/lib/pxe-controller/state', 'state lives under the unit StateDirectory')
   t.equal(config.auditLog, '/var/log/pxe-controller/audit.log', 'audit log lives under the unit LogsDirectory')
   t.equal(config.listen.port, 8443, 'matches the Dockerfile EXPOSE')
-  t.equal(config.settings.totalShards % config.settings.maxConcurrency, 0)
+  t.equal(config.settings.identifyIntervalMs, 5100, 'the example keeps the safe Identify interval (exactly 5 s draws INVALID_SESSION)')
 })
 
 t.test('every key of the example is documented in controller.example.md', async (t) => {

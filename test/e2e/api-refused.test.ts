@@ -26,6 +26,13 @@ const twoCn = opensslCert(pki, work, 'twocn', '/CN=node-1/CN=node-2/OU=node', cl
 const newlineCn = opensslCert(pki, work, 'nlcn', '/CN=node\na/OU=node', client)
 const noEku = opensslCert(pki, work, 'noeku', '/CN=node-n/OU=node', ['basicConstraints=CA:false'])
 const twoOu = opensslCert(pki, work, 'twoou', '/CN=node-o/OU=node/OU=operator', client)
+const noOu = opensslCert(pki, work, 'noou', '/CN=node-q', client)
+const caTrue = opensslCert(pki, work, 'catrue', '/CN=node-c/OU=node', ['extendedKeyUsage=clientAuth', 'keyUsage=digitalSignature,keyCertSign', 'basicConstraints=critical,CA:true'])
+const notYetValid = await bundle(pki, 'node-future', 'node', { notBefore: new Date(Date.now() + 86_400_000) })
+// An intermediate CA under ours (pathlen:0 forbids it) and a node certificate it signed, sent with its chain.
+const intermediate = opensslCert(pki, work, 'intermediate', '/CN=Rogue Intermediate', ['basicConstraints=critical,CA:true', 'keyUsage=critical,keyCertSign,cRLSign'])
+const viaIntermediateLeaf = opensslCert(pki, work, 'via-intermediate', '/CN=node-i/OU=node', client, { caKey: join(work, 'intermediate.key'), caCert: join(work, 'intermediate.pem') })
+const viaIntermediate: Identity = { cert: viaIntermediateLeaf.cert + intermediate.cert, key: viaIntermediateLeaf.key }
 // A long lease: a slow machine must not expire node-a mid-file and make "unchanged" fail for the wrong reason.
 const ctl = await startTestController(pki, root, { lease_seconds: 3600 })
 
@@ -93,7 +100,9 @@ t.test('failed handshakes', async (t) => {
     ['a certificate from another CA', foreignNode],
     ['a certificate of our CA with only serverAuth', serverOnly],
     ['an expired certificate', expired],
+    ['a certificate not yet valid', notYetValid],
     ['a certificate in the CRL', revoked],
+    ['a certificate issued by an intermediate CA (pathlen:0)', viaIntermediate],
   ] as const) {
     await t.rejects(request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody('node-a') }), label)
     await unchanged(t, label)
@@ -108,6 +117,8 @@ t.test('401 unauthenticated for identities the SPEC refuses', async (t) => {
     ['a CN with a newline', newlineCn],
     ['no EKU at all', noEku],
     ['two OUs', twoOu],
+    ['no OU (no role)', noOu],
+    ['a CA certificate (CA:TRUE) as a client', caTrue],
   ] as const) {
     const res = await request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody('node-x') })
     t.equal(res.status, 401, label)

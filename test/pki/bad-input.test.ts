@@ -41,6 +41,15 @@ const cases: BadCase[] = [
   { what: 'a CSR that is not a CSR', args: ['sign-csr', join(root, 'csr', 'not-a-csr.pem'), '--role', 'node'], code: 1, message: /not a PEM certificate signing request/ },
   { what: 'unknown serial', args: ['revoke', '--serial', '0123ABCD'], code: 1, message: /no certificate with serial 123abcd was issued by this PKI/ },
   { what: 'init over an existing PKI', args: ['init'], code: 1, message: /already holds a PKI; init refuses to overwrite it/ },
+  { what: 'serial that is not hex', args: ['revoke', '--serial', 'zz12'], code: 2, message: /invalid serial "zz12": expected hexadecimal digits/ },
+  { what: 'serial of colons only', args: ['revoke', '--serial', '::'], code: 2, message: /invalid serial "::": expected hexadecimal digits/ },
+  { what: 'revoke a name that breaks the rule', args: ['revoke', '../evil'], code: 2, message: /invalid name "\.\.\/evil"/ },
+  { what: 'revoke a name never issued', args: ['revoke', 'never-issued'], code: 1, message: /nothing to revoke: no certificate was issued to "never-issued"/ },
+  { what: 'sign-csr with an unknown role', args: ['sign-csr', join(root, 'csr', 'not-a-csr.pem'), '--role', 'admin'], code: 2, message: /invalid role "admin": use node or operator/ },
+  { what: 'sign-csr without a role', args: ['sign-csr', join(root, 'csr', 'not-a-csr.pem')], code: 2, message: /missing --role/ },
+  { what: '--days 0', args: ['issue', 'node-1', '--role', 'node', '--days', '0'], code: 2, message: /invalid --days 0: expected a whole number of days from 1/ },
+  { what: '--days=-1', args: ['issue', 'node-1', '--role', 'node', '--days=-1'], code: 2, message: /invalid --days "-1": expected a whole number/ },
+  { what: 'server-cert with a bad DNS name', args: ['server-cert', '--dns', 'bad_host!'], code: 2, message: /invalid DNS name "bad_host!"/ },
 ]
 
 /** Runs `tasks` two at a time: the machine is shared and each CLI start compiles TypeScript. */
