@@ -4,6 +4,7 @@ import helmet from '@fastify/helmet'
 import type { Logger } from 'pino'
 import { installAuth, type AuthDeps } from './http/authenticate.js'
 import { handleClientError } from './http/client-error.js'
+import { frameworkErrorHandler } from './http/early-answers.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
 import { HSTS_MAX_AGE_SECONDS } from './http/security-headers.js'
@@ -31,6 +32,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     // timeout options when it does not create the server itself.
     forceCloseConnections: true,
     clientErrorHandler: handleClientError,
+    // Router refusals (bad URL, over-long parameter) run before any hook: answered in our shape, 401 first.
+    frameworkErrors: frameworkErrorHandler(deps),
     ...(deps.serverFactory ? { serverFactory: deps.serverFactory } : {}),
   }) as unknown as FastifyInstance
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.

@@ -11,6 +11,14 @@ import type { ControllerSettings } from './core/types.js'
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
+/** One role's token bucket: `per_second` tokens refill continuously up to `burst`. */
+const bucketSchema = z
+  .object({ per_second: z.number().positive().max(1_000_000), burst: int(1, 1_000_000) })
+  .strict()
+
+/** SPEC "Rate limits" defaults: a node checks in every few seconds and claims a few Identifies a second. */
+export const DEFAULT_RATE_LIMITS = { node: { per_second: 5, burst: 20 }, operator: { per_second: 20, burst: 40 } } as const
+
 export const configFileSchema = z
   .object({
     listen: z.object({ host: z.string().min(1), port: int(0, 65535) }).strict(),
@@ -23,8 +31,14 @@ export const configFileSchema = z
     max_concurrency: int(1, 65536).default(1),
     lease_seconds: int(1, 3600).default(30),
     // Discord's window is 5 s and grants at exactly 5 s draw INVALID_SESSION: below 5000 is refused.
-    identify_interval_ms: int(5000, 600_000).default(5100),
+    identify_interval_ms: int(5000, 60_000).default(5100),
     daily_identify_limit: int(1, 1_000_000).optional(),
+    rate_limits: z
+      .object({ node: bucketSchema.default(DEFAULT_RATE_LIMITS.node), operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator) })
+      .strict()
+      .default(DEFAULT_RATE_LIMITS),
+    max_connections_per_address: int(1, 1_000_000).default(64),
+    max_connections: int(1, 10_000_000).default(20_000),
   })
   .strict()
   .superRefine((c, ctx) => {
@@ -46,6 +60,20 @@ export interface Config {
   readonly auditLog: string
   readonly controllerId: string
   readonly settings: ControllerSettings
+  readonly limits: Limits
+}
+
+/** A token bucket's refill rate and size. */
+export interface RateLimit {
+  readonly perSecond: number
+  readonly burst: number
+}
+
+/** Request and connection limits (SPEC "Rate limits"). */
+export interface Limits {
+  readonly rate: { readonly node: RateLimit; readonly operator: RateLimit }
+  readonly maxConnectionsPerAddress: number
+  readonly maxConnections: number
 }
 
 /** A configuration problem; its message names the key and is meant for the operator. */
@@ -89,6 +117,14 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       leaseSeconds: c.lease_seconds,
       identifyIntervalMs: c.identify_interval_ms,
       dailyIdentifyLimit: c.daily_identify_limit ?? null,
+    }),
+    limits: Object.freeze({
+      rate: Object.freeze({
+        node: Object.freeze({ perSecond: c.rate_limits.node.per_second, burst: c.rate_limits.node.burst }),
+        operator: Object.freeze({ perSecond: c.rate_limits.operator.per_second, burst: c.rate_limits.operator.burst }),
+      }),
+      maxConnectionsPerAddress: c.max_connections_per_address,
+      maxConnections: c.max_connections,
     }),
   })
 }

@@ -11,9 +11,14 @@ export const ERROR_STATUS = {
   identity_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  uri_too_long: 414,
   headers_too_large: 431,
   rate_limited: 429,
+  expectation_failed: 417,
   internal_error: 500,
+  not_leader: 503, // HA: another replica leads (its controller_id is in the message)
+  unavailable: 503, // state cannot be made durable, or an HA leader lost etcd
+
 } as const
 
 export type ErrorCode = keyof typeof ERROR_STATUS
@@ -21,7 +26,16 @@ export type ErrorCode = keyof typeof ERROR_STATUS
 /** A domain error with a stable code; thrown anywhere, rendered as `{error, message}` by one handler. */
 export class AppError extends Error {
   readonly statusCode: number
-  constructor(readonly code: ErrorCode, message: string) {
+  /**
+   * @param extra fields added to the body beside `error` and `message` (e.g. `retry_after_ms`)
+   * @param headers response headers (e.g. `retry-after`)
+   */
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly extra: Readonly<Record<string, unknown>> = {},
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
     super(message)
     this.name = 'AppError'
     this.statusCode = ERROR_STATUS[code]

@@ -16,6 +16,8 @@ import type { ControllerSnapshot } from './core/types.js'
 import { parseCrl, verifyCrl, type ParsedCrl } from './identity/crl.js'
 import { CrlWatcher } from './identity/crl-watcher.js'
 import { TlsServer } from './server/tls-server.js'
+import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
+import { expectationHandler } from './http/early-answers.js'
 import { ControllerService } from './service/controller-service.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
@@ -38,7 +40,7 @@ export interface RuntimeOptions {
 }
 
 /** 5 lines a minute per peer and kind, then one summary: a flood cannot fill the disk. */
-const DEFAULT_PEER_AUDIT_LIMITS: PeerAuditLimits = { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024 }
+const DEFAULT_PEER_AUDIT_LIMITS: PeerAuditLimits = { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024, perEvent: { connection_refused: 1 } }
 
 /** A clock that never runs backwards (leases must not jump with the wall clock), anchored at epoch ms. */
 function monotonicEpochClock(): () => number {
@@ -85,30 +87,47 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const snapshot = await store.load() // a damaged state file stops the start here, untouched
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
-  const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS)
+  // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
+  const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS, (event, fields) =>
+    logger?.warn(fields, `refused: ${event}`),
+  )
 
   const controller = new Controller(config.settings, snapshot ? { snapshot, now: now() } : undefined)
   const service = new ControllerService(controller, {
     now,
     audit,
-    persist: (s) =>
-      store.save(s).catch((err: Error) => {
-        logger?.error({ err: err.message }, 'state save failed')
-        throw err
-      }),
+    persist: (s) => store.save(s),
+    writes: {
+      onFailure: (err, consecutive) => {
+        // Every failure while it lasts would flood the log: the first, then every 10th.
+        if (consecutive === 1 || consecutive % 10 === 0) {
+          logger?.error({ err: err.message, consecutive }, 'state write failed: answering 503 unavailable until a retry succeeds')
+        }
+      },
+      onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
+    },
   })
   const isRevoked = (serial: string) => crl.revokedSerials.has(serial)
   service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
 
-  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, { logger, peerAudit })
+  const authDeps = {
+    isRevoked,
+    wallClock: Date.now,
+    audit,
+    peerAudit,
+    rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
+  }
+  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
+    logger,
+    peerAudit,
+    connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
+    onUnmetExpectation: expectationHandler(authDeps),
+  })
   const app = await buildApp({
+    ...authDeps,
     service,
     signer,
     controllerId: config.controllerId,
-    wallClock: Date.now,
-    audit,
-    isRevoked,
-    peerAudit,
     logger,
     serverFactory: tls.factory,
   })
@@ -166,7 +185,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
       await app.close()
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
-      await store.save(service.snapshot())
+      await service.flushFinal()
       await store.close?.()
       audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })
       await audit.close()

@@ -3,6 +3,7 @@
 /** Every event name the audit log accepts, in the SPEC's order. */
 export const AUDIT_EVENTS = [
   'tls_rejected', // a TLS client was refused (bad, missing, revoked or expired certificate)
+  'connection_refused', // a connection dropped at accept time: over the per-address or total cap
   'unauthenticated', // a request without a usable client identity
   'identity_mismatch', // a node spoke for another node's ID
   'identity_conflict', // a second certificate claimed a live node's ID
@@ -10,6 +11,7 @@ export const AUDIT_EVENTS = [
   'not_owner', // an Identify claim for a shard the node does not own
   'identify_granted',
   'plan_generation_changed',
+  'reshard', // restarted with another total_shards or max_concurrency than the state was written with
   'drain_set', // with the operator who set it
   'crl_loaded',
   'crl_refused', // bad signature, foreign CA or older CRL number; the old CRL stays

@@ -5,7 +5,8 @@
 import type { TLSSocket } from 'node:tls'
 import type { FastifyInstance } from 'fastify'
 import { AppError } from '../errors.js'
-import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal } from '../identity/principal.js'
+import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal, type Role } from '../identity/principal.js'
+import type { PrincipalRateLimiter } from './principal-rate-limiter.js'
 import { rolesFor } from '../identity/policy.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import type { AuditSink } from '../service/audit-sink.js'
@@ -22,6 +23,20 @@ export interface AuthDeps {
   readonly audit: AuditSink
   /** Audits refused requests, limited per peer so a flood cannot fill the disk. */
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
+  /** Per-certificate token buckets, checked right after authentication (before any body is read). */
+  readonly rateLimiter: Pick<PrincipalRateLimiter<Role>, 'take'>
+  /** Told about every rate-limited request (metrics). */
+  readonly onRateLimited?: (role: Role) => void
+}
+
+/** The 429 answer: `retry_after_ms` in the body, `Retry-After` in whole seconds rounded up. */
+export function rateLimited(retryAfterMs: number): AppError {
+  return new AppError(
+    'rate_limited',
+    'too many requests from this certificate; wait before retrying',
+    { retry_after_ms: retryAfterMs },
+    { 'retry-after': String(Math.ceil(retryAfterMs / 1000)) },
+  )
 }
 
 /** Resolves the caller of a request, or why it gets no service. */
@@ -48,6 +63,11 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
       throw new AppError('unauthenticated', 'a valid client certificate issued by this controller is required')
     }
     request.principal = who
+    const limited = deps.rateLimiter.take(who.role, who.serial)
+    if (limited !== null) {
+      deps.onRateLimited?.(who.role)
+      throw rateLimited(limited.retryAfterMs)
+    }
     const pattern = request.routeOptions.url
     const roles = pattern === undefined ? null : rolesFor(request.method, pattern)
     if (roles === null) throw new AppError('not_found', 'no such endpoint')

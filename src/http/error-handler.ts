@@ -25,8 +25,8 @@ function fromFrameworkError(err: FastifyError): AppError {
 export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appError = err instanceof AppError ? err : fromFrameworkError(err)
-    if (appError.statusCode >= 500) request.log.error({ err }, 'request failed')
-    void reply.code(appError.statusCode).send({ error: appError.code, message: appError.message })
+    if (appError.statusCode >= 500 && appError.code === 'internal_error') request.log.error({ err }, 'request failed')
+    void reply.headers(appError.headers).code(appError.statusCode).send({ error: appError.code, message: appError.message, ...appError.extra })
   })
   app.setNotFoundHandler((_request, reply) => {
     void reply.code(404).send({ error: 'not_found', message: 'no such endpoint' })

@@ -7,6 +7,8 @@ import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/
 import type { ControllerService } from '../service/controller-service.js'
 import type { AuditSink } from '../service/audit-sink.js'
 import type { PlanSigner } from '../signing/plan-signer.js'
+import type { PeerAuditLimiter, PrincipalEvent } from '../audit/peer-audit-limiter.js'
+import type { Principal } from '../identity/principal.js'
 import { parseOr400 } from './parse.js'
 import { renderIdentify, renderPlan, shardList } from './render.js'
 
@@ -16,27 +18,42 @@ export interface RouteDeps {
   readonly controllerId: string
   readonly wallClock: () => number
   readonly audit: AuditSink
+  /** Audits refusals a valid certificate can repeat at will, limited per certificate serial. */
+  readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
 }
 
 const guildParamsSchema = z.object({ guild_id: z.string() }).strict()
 const nodeParamsSchema = z.object({ node_id: nameSchema }).strict()
 
+type LimitedAudit = RouteDeps['peerAudit']
+
 /** A node may only act as itself: the body's node_id must equal the certificate CN. */
-function assertSelf(bodyNodeId: string, certName: string, audit: AuditSink, endpoint: string): void {
-  if (bodyNodeId === certName) return
-  audit.record('identity_mismatch', { endpoint, cert_name: certName, body_node_id: bodyNodeId })
+function assertSelf(bodyNodeId: string, me: Principal, audit: LimitedAudit, endpoint: string): void {
+  if (bodyNodeId === me.name) return
+  audit.record('identity_mismatch', me.serial, { endpoint, cert_name: me.name, body_node_id: bodyNodeId })
   throw new AppError('identity_mismatch', 'node_id does not match the client certificate')
+}
+
+/** Runs `op`; a refusal of kind `event` is audited (limited per principal) and rethrown. */
+function auditRefusal<T>(event: PrincipalEvent, me: Principal, audit: LimitedAudit, fields: Record<string, unknown>, op: () => T): T {
+  try {
+    return op()
+  } catch (err) {
+    if (err instanceof AppError && err.code === event) audit.record(event, me.serial, { ...fields, detail: err.message })
+    throw err
+  }
 }
 
 /** Registers every endpoint on the app. */
 export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
-  const { service, signer, audit } = deps
+  const { service, signer, peerAudit } = deps
 
   app.post('/v1/checkin', async (request) => {
     const body = parseOr400(checkinBodySchema, request.body, 'check-in body')
     const me = request.principal
-    assertSelf(body.node_id, me.name, audit, 'checkin')
-    const out = service.checkIn(body, { serial: me.serial, notBefore: me.notBefore })
+    assertSelf(body.node_id, me, peerAudit, 'checkin')
+    const cert = { serial: me.serial, notBefore: me.notBefore }
+    const out = auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => service.checkIn(body, cert))
     await service.durable()
     const assigned = shardList(out.rangeStart, out.rangeCount)
     const iat = Math.floor(deps.wallClock() / 1000)
@@ -67,8 +84,10 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
 
   app.post('/v1/identify', async (request) => {
     const body = parseOr400(identifyBodySchema, request.body, 'identify body')
-    assertSelf(body.node_id, request.principal.name, audit, 'identify')
-    const out = service.claimIdentify(body)
+    const me = request.principal
+    assertSelf(body.node_id, me, peerAudit, 'identify')
+    const fields = { node_id: body.node_id, shard_id: body.shard_id }
+    const out = auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
     await service.durable()
     return renderIdentify(out)
   })

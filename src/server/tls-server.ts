@@ -4,6 +4,7 @@
  * revocation can close them, and swaps its secure context when the CRL changes.
  */
 import https from 'node:https'
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import { constants } from 'node:crypto'
 import type { Socket } from 'node:net'
 import type { TLSSocket } from 'node:tls'
@@ -13,6 +14,7 @@ import { buildSecureContextOptions } from '../identity/tls-crl.js'
 import { HTTP_LIMITS } from './http-limits.js'
 import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
+import { ConnectionCaps, type ConnectionLimits } from './connection-caps.js'
 
 export interface TlsMaterial {
   readonly ca: string
@@ -25,12 +27,20 @@ export interface TlsServerDeps {
   readonly logger?: Logger
   /** Audits refused handshakes, limited per peer address. */
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
+  /** Open connections allowed per source address and in total (dropped at accept time). */
+  readonly connectionLimits: ConnectionLimits
+  /** Answers a request whose `Expect` header Node cannot meet (instead of Node's bare 417). */
+  readonly onUnmetExpectation?: (req: IncomingMessage, res: ServerResponse) => void
+}
+
+/** The raw TCP socket under a TLS socket. */
+function rawOf(socket: TLSSocket): Socket | undefined {
+  return (socket as TLSSocket & { _parent?: Socket })._parent
 }
 
 /** The peer address of a socket whose handshake failed (primed on 'connection', see below). */
 function peerOf(socket: TLSSocket): string {
-  const raw = (socket as TLSSocket & { _parent?: Socket })._parent
-  return socket.remoteAddress ?? raw?.remoteAddress ?? 'unknown'
+  return socket.remoteAddress ?? rawOf(socket)?.remoteAddress ?? 'unknown'
 }
 
 /** Owns the HTTPS server: hand `factory` to fastify, then use the methods at run time. */
@@ -42,9 +52,12 @@ export class TlsServer {
   /** Set at stop: handshakes we cut ourselves are not a peer's fault and are not audited. */
   private stopping = false
   private material: TlsMaterial
+  /** Connection caps, applied before any TLS work. */
+  readonly caps: ConnectionCaps
 
   constructor(material: TlsMaterial, private readonly deps: TlsServerDeps) {
     this.material = material
+    this.caps = new ConnectionCaps(deps.connectionLimits, (address, reason) => deps.peerAudit.record('connection_refused', address, { reason }))
   }
 
   private contextOptions(): https.ServerOptions {
@@ -64,6 +77,8 @@ export class TlsServer {
         handshakeTimeout: HTTP_LIMITS.handshakeTimeoutMs,
         maxHeaderSize: HTTP_LIMITS.maxHeaderBytes,
         connectionsCheckingInterval: HTTP_LIMITS.checkIntervalMs,
+        // Node would answer a missing Host header with a bare 400 before authentication; we route by path only.
+        requireHostHeader: false,
       },
       handler,
     )
@@ -71,26 +86,29 @@ export class TlsServer {
     server.requestTimeout = HTTP_LIMITS.requestTimeoutMs
     server.keepAliveTimeout = HTTP_LIMITS.keepAliveTimeoutMs
     server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
+    this.caps.attach(server)
+    if (this.deps.onUnmetExpectation) server.on('checkExpectation', this.deps.onUnmetExpectation)
     // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
     // socket is already destroyed and can no longer tell where it came from.
     server.on('connection', (raw: Socket) => {
+      if (this.caps.wasDropped(raw)) return
       void raw.remoteAddress
       this.handshaking.add(raw)
       raw.once('close', () => this.handshaking.delete(raw))
     })
     server.on('secureConnection', (socket: TLSSocket) => {
-      const raw = (socket as TLSSocket & { _parent?: Socket })._parent
+      const raw = rawOf(socket)
       if (raw) this.handshaking.delete(raw)
       socket.disableRenegotiation()
       this.open.add(socket)
       socket.once('close', () => this.open.delete(socket))
     })
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
-      if (this.stopping) return
+      if (this.stopping || this.caps.wasDropped(rawOf(socket))) return
       const reason = socket.authorizationError?.toString() ?? err.code ?? err.message
       const peer = peerOf(socket)
+      // Logged through the limiter (runtime.ts mirrors written lines): a flood writes a few lines, then a count.
       this.deps.peerAudit.record('tls_rejected', peer, { reason })
-      this.deps.logger?.warn({ peer, reason }, 'TLS client rejected')
     })
     this.server = server
     return server as unknown as ReturnType<FastifyServerFactory>

@@ -2,7 +2,6 @@
  * Runs the pure core with the real clock: every operation reads the clock once, then forwards the
  * core's events to the audit log and hands a snapshot to the state store when persistent state moved.
  */
-import { AppError } from '../errors.js'
 import type { Controller } from '../core/controller.js'
 import type { CheckinBody, IdentifyBody } from '../core/schemas.js'
 import type {
@@ -16,12 +15,15 @@ import type {
   RouteOutcome,
 } from '../core/types.js'
 import type { AuditSink } from './audit-sink.js'
+import { DurableWriter, type DurableWriterOptions } from './durable-writer.js'
 
 export interface ServiceDeps {
   readonly now: () => number
   readonly audit: AuditSink
-  /** Saves a fresh snapshot whenever persistent state changed; resolves once it is durable. */
+  /** Saves a snapshot durably; called with the latest state, one call at a time. Without it nothing persists. */
   readonly persist?: (snapshot: ControllerSnapshot) => Promise<void>
+  /** Failure reporting and retry pacing of the state writes. */
+  readonly writes?: Omit<DurableWriterOptions, 'write'>
 }
 
 /** Maps a core event to its audit line. */
@@ -48,22 +50,33 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
 /** The controller as the HTTP layer and the process see it. */
 export class ControllerService {
   private persistedVersion: number
-  private saving: Promise<void> = Promise.resolve()
+  private readonly writer: DurableWriter
 
   constructor(
     private readonly controller: Controller,
     private readonly deps: ServiceDeps,
   ) {
     this.persistedVersion = controller.persistVersion
+    const persist = deps.persist
+    this.writer = new DurableWriter({
+      ...deps.writes,
+      write: persist === undefined ? () => Promise.resolve() : () => persist(this.controller.snapshot()),
+    })
   }
 
-  /** Runs one core operation, then flushes its events and persists when needed (also on errors). */
-  private run<T>(op: (now: number) => T, onError?: (err: AppError) => void): T {
+  /**
+   * Runs one request's core operation, then flushes its events and persists when needed (also on
+   * errors). While state cannot be made durable, nothing starts: 503 `unavailable`.
+   */
+  private run<T>(op: (now: number) => T): T {
+    this.writer.assertAvailable()
+    return this.runAlways(op)
+  }
+
+  /** As run, also while writes fail (timers: expiry and revocation must go on). */
+  private runAlways<T>(op: (now: number) => T): T {
     try {
       return op(this.deps.now())
-    } catch (err) {
-      if (err instanceof AppError) onError?.(err)
-      throw err
     } finally {
       this.flush()
     }
@@ -74,37 +87,37 @@ export class ControllerService {
     for (const event of this.controller.drainEvents()) auditCoreEvent(this.deps.audit, event)
     if (this.controller.persistVersion !== this.persistedVersion) {
       this.persistedVersion = this.controller.persistVersion
-      const save = this.deps.persist?.(this.controller.snapshot())
-      if (save) this.saving = save
+      this.writer.changed() // the snapshot is taken when the write starts, not per change
     }
   }
 
   /**
    * Resolves once every state change made so far is durable. Answers wait for it, so no node is
-   * ever told a generation that a crash could take back (a restart must not roll it back).
+   * ever told a generation that a crash could take back (a restart must not roll it back); if the
+   * write fails it rejects with 503 `unavailable`.
    */
   durable(): Promise<void> {
-    return this.saving
+    return this.writer.whenDurable()
   }
 
+  /** Why state is not durable right now (a failed write not yet healed by a retry), or null. */
+  get durabilityProblem(): string | null {
+    return this.writer.failure?.message ?? null
+  }
+
+  /** At stop: writes the latest state one last time; throws if it cannot be made durable. */
+  flushFinal(): Promise<void> {
+    return this.writer.flushFinal()
+  }
+
+  /** A check-in (body validated and bound to the certificate); `identity_conflict` is audited by the caller. */
   checkIn(body: CheckinBody, cert: CertRef): CheckinOutcome {
-    return this.run(
-      (now) => this.controller.checkIn(now, body, cert),
-      (err) => {
-        if (err.code === 'identity_conflict') {
-          this.deps.audit.record('identity_conflict', { node_id: body.node_id, serial: cert.serial, detail: err.message })
-        }
-      },
-    )
+    return this.run((now) => this.controller.checkIn(now, body, cert))
   }
 
+  /** An Identify claim; `not_owner` is audited by the caller (limited per principal). */
   claimIdentify(body: IdentifyBody): IdentifyOutcome {
-    return this.run(
-      (now) => this.controller.claimIdentify(now, body),
-      (err) => {
-        if (err.code === 'not_owner') this.deps.audit.record('not_owner', { node_id: body.node_id, shard_id: body.shard_id })
-      },
-    )
+    return this.run((now) => this.controller.claimIdentify(now, body))
   }
 
   route(guildId: string): RouteOutcome {
@@ -123,12 +136,12 @@ export class ControllerService {
 
   /** Removes live nodes whose certificate is revoked; returns their IDs. */
   removeRevoked(isRevoked: (serial: string) => boolean): string[] {
-    return this.run((now) => this.controller.removeRevoked(now, isRevoked))
+    return this.runAlways((now) => this.controller.removeRevoked(now, isRevoked))
   }
 
   /** Expires nodes whose lease ran out (also run on a timer so idle controllers expire too). */
   expireStaleNodes(): string[] {
-    return this.run((now) => this.controller.expireStaleNodes(now))
+    return this.runAlways((now) => this.controller.expireStaleNodes(now))
   }
 
   snapshot(): ControllerSnapshot {

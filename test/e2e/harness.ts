@@ -68,6 +68,8 @@ export function testConfig(pki: Pki, root: string, overrides: Record<string, unk
     controller_id: 'test-controller',
     total_shards: 64,
     max_concurrency: 16,
+    // Tests send bursts from one certificate; the rate-limit tests set their own limits.
+    rate_limits: { node: { per_second: 100_000, burst: 100_000 }, operator: { per_second: 100_000, burst: 100_000 } },
     ...overrides,
   }
 }
@@ -99,12 +101,18 @@ export interface RequestOptions {
   readonly rawBody?: string | Buffer
   readonly contentType?: string
   readonly agent?: https.Agent
+  /** Extra request headers. */
+  readonly headers?: Record<string, string>
+  /** Send no Host header. */
+  readonly noHost?: boolean
+  /** The local address to connect from (any 127.x.y.z works on loopback): another "source host". */
+  readonly localAddress?: string
 }
 
 /** One HTTPS request presenting `id` (or no certificate); rejects when the handshake fails. */
 export function request(port: number, ca: string, id: Identity | null, path: string, opts: RequestOptions = {}): Promise<Reply> {
   const payload = opts.rawBody ?? (opts.body === undefined ? undefined : JSON.stringify(opts.body))
-  const headers: Record<string, string | number> = {}
+  const headers: Record<string, string | number> = { ...opts.headers }
   if (payload !== undefined) {
     headers['content-type'] = opts.contentType ?? 'application/json'
     headers['content-length'] = Buffer.byteLength(payload)
@@ -120,6 +128,8 @@ export function request(port: number, ca: string, id: Identity | null, path: str
         ...(id ? { cert: id.cert, key: id.key } : {}),
         headers,
         agent: opts.agent ?? false,
+        ...(opts.noHost ? { setHost: false } : {}),
+        ...(opts.localAddress ? { localAddress: opts.localAddress } : {}),
       },
       (res) => {
         const chunks: Buffer[] = []
