@@ -10,6 +10,7 @@ import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, restoredNodeRecord, snapshotNode, type NodeRecord } from './node-record.js'
 import { planShards } from './planner.js'
+import { ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { ownersFromRanges, sameRanges } from './shard-map.js'
@@ -46,6 +47,8 @@ export class Controller {
   private owners: Int32Array
   private unassigned: number
   private gen = 0
+  /** Set after a restart with another total_shards, until every restored node applied the new plan. */
+  private reshard: ReshardBarrier | null = null
   private version = 0
   private events: CoreEvent[] = []
 
@@ -144,6 +147,7 @@ export class Controller {
     if (this.ownerOf(shardId) !== body.node_id) {
       throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
     }
+    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: this.reshardWaitMs(now) }
     const waitsFor = this.nodes.nameOf(this.handoffs.fromOf(shardId))
     const previousOwner = waitsFor === null ? undefined : this.live.get(waitsFor)
     if (previousOwner !== undefined) {
@@ -233,6 +237,8 @@ export class Controller {
       version: 1,
       generation: this.gen,
       totalShards: this.settings.totalShards,
+      maxConcurrency: this.settings.maxConcurrency,
+      ...(this.reshard === null ? {} : { reshard: { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor } }),
       nodes: [...this.ranges].map(([nodeId, range]) => snapshotNode(this.live.get(nodeId)!, range)),
       draining: [...this.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
       handoffs: this.handoffs.entries(),
@@ -255,6 +261,7 @@ export class Controller {
       if (record.reportedGeneration !== body.generation) changed = true
       record.reportedGeneration = body.generation
       if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
+      if (this.reshard?.acknowledge(record.nodeId, body.generation)) changed = this.settleReshard() || true
     }
     return changed
   }
@@ -263,6 +270,7 @@ export class Controller {
   private dropNode(record: NodeRecord): void {
     this.live.delete(record.nodeId)
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
+    if (this.reshard?.release(record.nodeId)) this.settleReshard()
     this.dropped.push(record.nodeId)
     this.version += 1
   }
@@ -313,6 +321,7 @@ export class Controller {
   /** Restores nodes, drains, mapping and handoffs; a changed plan (new S, new planner) bumps the generation. */
   private restoreState(snapshot: ControllerSnapshot, now: number): void {
     this.gen = snapshot.generation
+    const resharded = snapshot.totalShards !== this.settings.totalShards
     for (const nodeId of snapshot.draining) this.draining.add(nodeId)
     for (const node of snapshot.nodes) {
       this.live.set(node.nodeId, restoredNodeRecord(now, node))
@@ -333,5 +342,52 @@ export class Controller {
       }
     }
     this.replan()
+    this.restoreReshard(snapshot, resharded)
+  }
+
+  /**
+   * A new total_shards starts a reshard barrier over every restored node; a barrier that was pending
+   * at the stop continues for the nodes it still waited for. Either way, audited as `reshard`.
+   */
+  private restoreReshard(snapshot: ControllerSnapshot, resharded: boolean): void {
+    const { totalShards, maxConcurrency } = this.settings
+    const concurrencyChanged = snapshot.maxConcurrency !== undefined && snapshot.maxConcurrency !== maxConcurrency
+    if (resharded) {
+      this.reshard = new ReshardBarrier(this.gen, this.live.keys())
+    } else if (snapshot.reshard !== undefined) {
+      this.reshard = new ReshardBarrier(snapshot.reshard.generation, snapshot.reshard.waitingFor.filter((id) => this.live.has(id)))
+    }
+    if (resharded || concurrencyChanged) {
+      this.events.push({
+        kind: 'reshard',
+        fromTotalShards: snapshot.totalShards,
+        toTotalShards: totalShards,
+        fromMaxConcurrency: snapshot.maxConcurrency ?? null,
+        toMaxConcurrency: maxConcurrency,
+        generation: this.gen,
+        waitingFor: this.reshard?.waitingFor.length ?? 0,
+      })
+    }
+    this.settleReshard()
+    // The file must record the new settings (and barrier) before the first answer, or the next restart would not see them.
+    if (resharded || snapshot.maxConcurrency !== maxConcurrency || snapshot.reshard !== undefined) this.version += 1
+  }
+
+  /** Drops a barrier nobody is waited for any more; true when it did. */
+  private settleReshard(): boolean {
+    if (this.reshard === null || this.reshard.active) return false
+    this.reshard = null
+    this.version += 1
+    return true
+  }
+
+  /** Until the last waited-for node's lease would run out (it may report earlier). */
+  private reshardWaitMs(now: number): number {
+    let until = now + 1
+    for (const nodeId of this.reshard?.waitingFor ?? []) {
+      const record = this.live.get(nodeId)
+      if (record !== undefined) until = Math.max(until, record.lastSeen + this.leaseMs + 1)
+    }
+    return until - now
   }
 }

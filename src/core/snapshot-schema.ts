@@ -32,6 +32,8 @@ export const controllerSnapshotSchema = z
     version: z.literal(1),
     generation: nonNegativeInt,
     totalShards: z.number().int().min(1).max(65536),
+    maxConcurrency: z.number().int().min(1).max(65536).optional(),
+    reshard: z.object({ generation: z.number().int().min(1), waitingFor: z.array(nameSchema) }).strict().optional(),
     nodes: z.array(snapshotNodeSchema),
     draining: z.array(nameSchema),
     handoffs: z.array(handoffSchema),

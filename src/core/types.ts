@@ -89,6 +89,16 @@ export type CoreEvent =
       readonly toSerial: string
     }
   | {
+      readonly kind: 'reshard'
+      readonly fromTotalShards: number
+      readonly toTotalShards: number
+      readonly fromMaxConcurrency: number | null // null: written before it was recorded
+      readonly toMaxConcurrency: number
+      readonly generation: number
+      /** Restored nodes that must apply the new plan (or leave) before any Identify is granted. */
+      readonly waitingFor: number
+    }
+  | {
       readonly kind: 'identify_granted'
       readonly nodeId: string
       readonly shardId: number
@@ -101,6 +111,10 @@ export interface ControllerSnapshot {
   readonly version: 1
   readonly generation: number
   readonly totalShards: number
+  /** Recorded so that a restart with another value is noticed (absent in files written before). */
+  readonly maxConcurrency?: number
+  /** A reshard still waiting for restored nodes to apply the new plan (see core/reshard.ts). */
+  readonly reshard?: { readonly generation: number; readonly waitingFor: readonly string[] }
   readonly nodes: readonly {
     readonly nodeId: string
     readonly capacity: number

@@ -37,6 +37,15 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
       return audit.record('node_removed', { node_id: event.nodeId, serial: event.serial, reason: event.reason })
     case 'node_rotated':
       return audit.record('identity_rotated', { node_id: event.nodeId, from_serial: event.fromSerial, to_serial: event.toSerial })
+    case 'reshard':
+      return audit.record('reshard', {
+        from_total_shards: event.fromTotalShards,
+        to_total_shards: event.toTotalShards,
+        from_max_concurrency: event.fromMaxConcurrency,
+        to_max_concurrency: event.toMaxConcurrency,
+        generation: event.generation,
+        waiting_for_nodes: event.waitingFor,
+      })
     case 'identify_granted':
       return audit.record('identify_granted', {
         node_id: event.nodeId,

@@ -69,16 +69,14 @@ export class DurableWriter {
     return new Promise((resolve, reject) => this.waiters.push({ version: this.requested, resolve, reject }))
   }
 
-  /** At stop: no more retries; writes the latest state once more and throws if that fails. */
+  /** At stop: no more retries; writes the latest state once more (always) and throws if that fails. */
   async flushFinal(): Promise<void> {
     this.stopped = true
     clearTimeout(this.retryTimer)
     await this.running
-    if (this.durable < this.requested || this.lastError !== null) {
-      await this.opts.write()
-      this.durable = this.requested
-      this.lastError = null
-    }
+    await this.opts.write()
+    this.durable = this.requested
+    this.lastError = null
   }
 
   private kick(): void {

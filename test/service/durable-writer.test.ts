@@ -68,7 +68,7 @@ t.test('a failure: 503 to waiters and new work, retried with the latest state, h
   await w.whenDurable()
 })
 
-t.test('flushFinal writes what is pending, also after failures, and throws if that fails', async (t) => {
+t.test('flushFinal writes the latest state, also after failures, and throws if that fails', async (t) => {
   let fail = true
   let writes = 0
   const w = new DurableWriter({ write: async () => { writes++; if (fail) throw new Error('EIO') }, retryMinMs: 10_000 })
@@ -80,4 +80,6 @@ t.test('flushFinal writes what is pending, also after failures, and throws if th
   await w.flushFinal()
   t.equal(w.failing, false)
   t.equal(writes, 3)
+  await w.flushFinal()
+  t.equal(writes, 4, 'always writes once more (a fresh controller leaves its state file too)')
 })
