@@ -11,8 +11,6 @@ import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
 import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
 import { Controller } from './core/controller.js'
-import { controllerSnapshotSchema } from './core/snapshot-schema.js'
-import type { ControllerSnapshot } from './core/types.js'
 import { parseCrl, verifyCrl, type ParsedCrl } from './identity/crl.js'
 import { CrlWatcher } from './identity/crl-watcher.js'
 import { TlsServer } from './server/tls-server.js'
@@ -21,7 +19,8 @@ import { expectationHandler } from './http/early-answers.js'
 import { ControllerService } from './service/controller-service.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
-import { FileStateStore } from './state/file-state-store.js'
+import { JournaledFileStore } from './state/journaled-file-store.js'
+import type { DeltaStateStore } from './state/state-store.js'
 
 export interface RunningController {
   readonly app: FastifyInstance
@@ -35,6 +34,8 @@ export interface RuntimeOptions {
   readonly logger?: Logger
   /** Period of the CRL file check and of lease expiry (ms). */
   readonly tickMs?: number
+  /** Wraps the state store (fault-injection tests: a store that fails on demand around the real one). */
+  readonly wrapStore?: (store: DeltaStateStore) => DeltaStateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
 }
@@ -83,8 +84,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const ca = new X509Certificate(caPem)
   let crl = loadInitialCrl(crlPem, ca, config.tls.crl)
   const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
-  const store = new FileStateStore<ControllerSnapshot>(config.stateDir, controllerSnapshotSchema)
-  const snapshot = await store.load() // a damaged state file stops the start here, untouched
+  const files = new JournaledFileStore(config.stateDir)
+  const store = opts.wrapStore?.(files) ?? files
+  const state = await store.load() // a damaged state file or journal stops the start here, untouched
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
@@ -92,11 +94,11 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     logger?.warn(fields, `refused: ${event}`),
   )
 
-  const controller = new Controller(config.settings, snapshot ? { snapshot, now: now() } : undefined)
+  const controller = new Controller(config.settings, state ? { state, now: now() } : undefined)
   const service = new ControllerService(controller, {
     now,
     audit,
-    persist: (s) => store.save(s),
+    store,
     writes: {
       onFailure: (err, consecutive) => {
         // Every failure while it lasts would flood the log: the first, then every 10th.
@@ -169,7 +171,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   tick.unref()
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.listen.port
-  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: controller.generation, restored: snapshot !== null })
+  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: controller.generation, restored: state !== null })
 
   let stopped = false
   return {
@@ -186,7 +188,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       await app.close()
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
       await service.flushFinal()
-      await store.close?.()
+      await store.close()
       audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })
       await audit.close()
     },

@@ -1,25 +1,30 @@
 /**
  * The controller state machine (SPEC "Controller state" to "Operator endpoints"): pure, with the clock
- * passed in as `now` (ms). The HTTP layer validates bodies and binds identities; the state store
- * persists snapshot() whenever persistVersion moved; the audit log consumes drainEvents().
+ * passed in as `now` (ms). The HTTP layer validates bodies and binds identities; the state store persists
+ * takeDelta() whenever persistVersion moved; the audit log consumes drainEvents().
+ *
+ * Joins and capacity changes only mark the plan stale (`register`); `settle()` re-plans once for all the
+ * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
  */
 import { AppError } from '../errors.js'
+import type { DurableState, PersistedNode, StateDelta, StateMeta } from './durable-state.js'
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, planNodeView, restoredNodeRecord, snapshotNode, type NodeRecord } from './node-record.js'
+import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
+import { planFingerprint } from './plan-fingerprint.js'
 import { planShards } from './planner.js'
 import { ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { ownersFromRanges, sameRanges } from './shard-map.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
+import { StateTracker } from './state-tracker.js'
 import type {
   CertRef,
   CheckinOutcome,
   ControllerSettings,
-  ControllerSnapshot,
   CoreEvent,
   DrainOutcome,
   IdentifyOutcome,
@@ -30,6 +35,13 @@ import type {
 
 const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
 
+/** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
+export interface Registration {
+  /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
+  readonly rotated: boolean
+  readonly previousSerial: string | null
+}
+
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {
   private readonly leaseMs: number
@@ -39,51 +51,73 @@ export class Controller {
   private readonly nodes = new NodeIndex()
   /** Nodes dropped since the last re-plan; their IDs are freed once the old mapping is gone. */
   private dropped: string[] = []
+  private readonly tracker = new StateTracker()
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
   /** Ranges of every live node, in byte order of node IDs. */
   private ranges = new Map<string, NodeRange>()
+  private fingerprint = planFingerprint([])
   /** Owner ID per shard (NO_NODE: unassigned). */
   private owners: Int32Array
   private unassigned: number
   private gen = 0
-  /** Set after a restart with another total_shards, until every restored node applied the new plan. */
+  private stale = false
+  /** Set after a restart with another plan (total_shards, planner), until every restored node applied it. */
   private reshard: ReshardBarrier | null = null
+  /** The highest CRL number installed so far (carried for the runtime and persisted; never decided on here). */
+  private highestCrlNumber: bigint | null = null
   private version = 0
   private events: CoreEvent[] = []
 
-  /** A fresh controller, or one restored from a snapshot taken before a restart at `restore.now`. */
+  /** A fresh controller, or one restored from a state saved before a restart at `restore.now`. */
   constructor(
     private readonly settings: ControllerSettings,
-    restore?: { snapshot: ControllerSnapshot; now: number },
+    restore?: { state: DurableState; now: number },
   ) {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
     this.owners = new Int32Array(settings.totalShards).fill(NO_NODE)
-    this.handoffs = new HandoffLedger(settings.totalShards, this.nodes)
+    this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (shardId) => this.tracker.handoff(shardId))
     this.unassigned = settings.totalShards
     const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
     if (restore === undefined) {
       this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit)
       return
     }
-    const { snapshot, now } = restore
+    const { state, now } = restore
     // Every bucket counts as granted at the restart: no burst of IDENTIFYs after a restart.
     // A grant stamped after `now` means the clock went back across the restart: count it as made now
     // (held a little longer) rather than drop it, which would undercount the budget.
-    const grants = snapshot.dailyGrants.map((t) => Math.min(t, now)).filter((t) => now - t < DAILY_WINDOW_MS)
+    const grants = state.dailyGrants.map((t) => Math.min(t, now)).filter((t) => now - t < DAILY_WINDOW_MS)
     this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit, now, grants)
-    this.restoreState(snapshot, now)
+    this.restoreState(state, now)
   }
 
-  /** The current plan generation. */
+  /** The current plan generation (of the settled plan). */
   get generation(): number {
     return this.gen
   }
 
-  /** Moves whenever snapshot() would return something different (health counts aside). */
+  /** Moves whenever the durable state changed (health counts aside); settle() may move it too. */
   get persistVersion(): number {
     return this.version
+  }
+
+  /** True while check-ins wait for a re-plan (see settle). */
+  get needsSettle(): boolean {
+    return this.stale
+  }
+
+  /** The highest CRL number recorded (restored from the state or by recordCrlNumber), or null. */
+  get crlNumber(): bigint | null {
+    return this.highestCrlNumber
+  }
+
+  /** Records an installed CRL's number; only a higher one changes (and so persists) anything. */
+  recordCrlNumber(crlNumber: bigint): void {
+    if (this.highestCrlNumber !== null && crlNumber <= this.highestCrlNumber) return
+    this.highestCrlNumber = crlNumber
+    this.version += 1
   }
 
   /** Returns and clears the events accumulated since the last call. */
@@ -93,53 +127,55 @@ export class Controller {
     return events
   }
 
-  /** Registers or renews a node (body already validated and bound to the certificate's CN). */
+  /** A check-in: register, re-plan, answer (what a caller without batching wants). */
   checkIn(now: number, body: CheckinBody, cert: CertRef): CheckinOutcome {
+    const registration = this.register(now, body, cert)
+    this.settle()
+    return { ...this.checkinView(body.node_id), ...registration }
+  }
+
+  /**
+   * Registers or renews a node (body already validated and bound to the certificate's CN). A join or a
+   * capacity change only marks the plan stale; settle() re-plans once for all of them.
+   */
+  register(now: number, body: CheckinBody, cert: CertRef): Registration {
     this.expireStaleNodes(now)
     if (body.generation !== undefined && body.generation > this.gen) {
-      throw new AppError(
-        'invalid_request',
-        `generation ${body.generation} is above the controller's current generation ${this.gen}`,
-      )
+      throw new AppError('invalid_request', `generation ${body.generation} is above the controller's current generation ${this.gen}`)
     }
     const existing = this.live.get(body.node_id)
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
     if (rotated && !(cert.notBefore > existing.certNotBefore)) {
-      throw new AppError(
-        'identity_conflict',
-        `node ${body.node_id} is live with another certificate that is not older than this one`,
-      )
+      throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate that is not older than this one`)
     }
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
     const previousSerial = rotated ? record.certSerial : null
-    const replan = existing === undefined || record.capacity !== body.capacity
+    if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const changed = this.updateRecord(record, now, body, cert)
-    if (rotated) {
-      const fromSerial = previousSerial!
-      this.events.push({ kind: 'node_rotated', nodeId: record.nodeId, fromSerial, toSerial: cert.serial })
-    }
+    if (rotated) this.events.push({ kind: 'node_rotated', nodeId: record.nodeId, fromSerial: previousSerial!, toSerial: cert.serial })
     // Delete and re-insert so that the Map stays in lastSeen order (expiry looks at the head only).
     this.live.delete(record.nodeId)
     this.live.set(record.nodeId, record)
-    if (changed || existing === undefined) this.version += 1
-    if (replan) this.replan()
-    const range = this.ranges.get(record.nodeId) ?? EMPTY_RANGE
-    return {
-      generation: this.gen,
-      totalShards: this.settings.totalShards,
-      leaseSeconds: this.settings.leaseSeconds,
-      maxConcurrency: this.settings.maxConcurrency,
-      rangeStart: range.rangeStart,
-      rangeCount: range.rangeCount,
-      rotated,
-      previousSerial,
-    }
+    if (changed || existing === undefined) this.touchNode(record.nodeId)
+    return { rotated, previousSerial }
   }
 
-  /** Decides an Identify claim: ownership, handoff, daily budget, then the bucket. */
+  /** Re-plans if check-ins made the plan stale. */
+  settle(): void {
+    if (this.stale) this.replan()
+  }
+
+  /** The plan part of a check-in answer for a node (after settle()). */
+  checkinView(nodeId: string): Omit<CheckinOutcome, keyof Registration> {
+    const range = this.ranges.get(nodeId) ?? EMPTY_RANGE
+    const { totalShards, leaseSeconds, maxConcurrency } = this.settings
+    return { generation: this.gen, totalShards, leaseSeconds, maxConcurrency, rangeStart: range.rangeStart, rangeCount: range.rangeCount }
+  }
+
+  /** Decides an Identify claim: ownership, reshard, handoff, daily budget, then the bucket. */
   claimIdentify(now: number, body: IdentifyBody): IdentifyOutcome {
-    this.expireStaleNodes(now)
+    this.prepare(now)
     const shardId = body.shard_id
     if (shardId >= this.settings.totalShards) {
       throw new AppError('invalid_request', `shard_id must be below total_shards (${this.settings.totalShards})`)
@@ -158,41 +194,49 @@ export class Controller {
     const wait = this.limiter.check(now, shardId)
     if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
     const bucket = this.limiter.record(now, shardId)
-    if (this.limiter.countsDaily) this.version += 1
+    if (this.limiter.countsDaily) {
+      this.tracker.grant(now, now - DAILY_WINDOW_MS + 1)
+      this.version += 1
+    }
     this.events.push({ kind: 'identify_granted', nodeId: body.node_id, shardId, bucket, generation: this.gen })
     return { granted: true, shardId, bucket, generation: this.gen }
   }
 
   /** Which node serves a guild (raw decimal snowflake, echoed back as given). */
   route(now: number, guildId: string): RouteOutcome {
-    this.expireStaleNodes(now)
+    this.prepare(now)
     const shardId = shardForGuild(parseGuildId(guildId), this.settings.totalShards)
     return { guildId, shardId, nodeId: this.ownerOf(shardId), generation: this.gen }
   }
 
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
-    this.expireStaleNodes(now)
-    const nodes = [...this.ranges].map(([nodeId, range]) =>
-      planNodeView(this.live.get(nodeId)!, range, this.draining.has(nodeId)),
-    )
-    return {
-      generation: this.gen,
-      totalShards: this.settings.totalShards,
-      maxConcurrency: this.settings.maxConcurrency,
-      leaseSeconds: this.settings.leaseSeconds,
-      unassigned: this.unassigned,
-      nodes,
-    }
+    this.prepare(now)
+    const nodes = [...this.ranges].map(([nodeId, range]) => planNodeView(this.live.get(nodeId)!, range, this.draining.has(nodeId)))
+    const { totalShards, maxConcurrency, leaseSeconds } = this.settings
+    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.unassigned, nodes }
+  }
+
+  /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */
+  counts(): { readonly live: number; readonly draining: number; readonly unassigned: number } {
+    let draining = 0
+    for (const nodeId of this.live.keys()) if (this.draining.has(nodeId)) draining += 1
+    return { live: this.live.size, draining, unassigned: this.unassigned }
+  }
+
+  /** Grants left in the rolling daily Identify budget at `now`, or null without a budget. */
+  dailyBudgetRemaining(now: number): number | null {
+    return this.limiter.remaining(now)
   }
 
   /** Sets or clears a node's drain flag (kept while the node is not live) and re-plans. */
   setDraining(now: number, nodeId: string, draining: boolean): DrainOutcome {
-    this.expireStaleNodes(now)
+    this.prepare(now)
     if (!isValidName(nodeId)) throw new AppError('invalid_request', `node_id ${nameProblem(nodeId) ?? 'is invalid'}`)
     if (draining !== this.draining.has(nodeId)) {
       if (draining) this.draining.add(nodeId)
       else this.draining.delete(nodeId)
+      this.tracker.drain(nodeId)
       this.version += 1
       if (this.live.has(nodeId)) this.replan()
     }
@@ -201,13 +245,13 @@ export class Controller {
 
   /** Removes at once every live node whose certificate serial is revoked; returns their IDs. */
   removeRevoked(now: number, isRevoked: (serial: string) => boolean): string[] {
-    this.expireStaleNodes(now)
+    this.prepare(now)
     const removed = [...this.live.values()].filter((record) => isRevoked(record.certSerial))
     for (const record of removed) {
       this.dropNode(record)
       this.events.push({ kind: 'node_removed', nodeId: record.nodeId, serial: record.certSerial, reason: 'revoked' })
     }
-    if (removed.length > 0) this.replan()
+    this.settle()
     return removed.map((record) => record.nodeId)
   }
 
@@ -231,22 +275,55 @@ export class Controller {
     return this.nodes.nameOf(this.owners[shardId] ?? NO_NODE)
   }
 
-  /** Everything that must survive a restart. */
-  snapshot(): ControllerSnapshot {
+  /** The whole durable state (a first write, a compaction). O(N + S). */
+  snapshot(): DurableState {
+    const nodes: PersistedNode[] = []
+    for (const nodeId of this.ranges.keys()) nodes.push(persistedNode(this.live.get(nodeId)!))
     return {
-      version: 1,
-      generation: this.gen,
-      totalShards: this.settings.totalShards,
-      maxConcurrency: this.settings.maxConcurrency,
-      ...(this.reshard === null ? {} : { reshard: { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor } }),
-      nodes: [...this.ranges].map(([nodeId, range]) => snapshotNode(this.live.get(nodeId)!, range)),
+      version: 2,
+      meta: this.meta(),
+      nodes,
       draining: [...this.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
       handoffs: this.handoffs.entries(),
       dailyGrants: this.limiter.dailyGrants(),
     }
   }
 
-  /** Applies a check-in to a record; true when something snapshot() returns changed. */
+  /** What changed in the durable state since the last call (settle() first). */
+  takeDelta(): StateDelta {
+    return this.tracker.take(this.meta(), {
+      node: (nodeId) => {
+        const record = this.live.get(nodeId)
+        return record === undefined ? null : persistedNode(record)
+      },
+      isDraining: (nodeId) => this.draining.has(nodeId),
+      handoff: (shardId) => this.handoffs.entry(shardId),
+    })
+  }
+
+  private meta(): StateMeta {
+    return {
+      generation: this.gen,
+      totalShards: this.settings.totalShards,
+      maxConcurrency: this.settings.maxConcurrency,
+      planFingerprint: this.fingerprint,
+      reshard: this.reshard === null ? null : { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor },
+      crlNumber: this.highestCrlNumber?.toString() ?? null,
+    }
+  }
+
+  /** Every operation but a check-in starts with expired leases gone and a current plan. */
+  private prepare(now: number): void {
+    this.expireStaleNodes(now)
+    this.settle()
+  }
+
+  private touchNode(nodeId: string): void {
+    this.tracker.node(nodeId)
+    this.version += 1
+  }
+
+  /** Applies a check-in to a record; true when something persisted changed. */
   private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
     let changed = record.capacity !== body.capacity || record.certSerial !== cert.serial
     record.capacity = body.capacity
@@ -272,18 +349,23 @@ export class Controller {
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
     if (this.reshard?.release(record.nodeId)) this.settleReshard()
     this.dropped.push(record.nodeId)
-    this.version += 1
+    this.touchNode(record.nodeId)
+    this.stale = true
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
   private replan(): void {
+    this.stale = false
     const inputs = [...this.live.values()].map((record) => ({
       nodeId: record.nodeId,
       capacity: record.capacity,
       draining: this.draining.has(record.nodeId),
     }))
     const plan = planShards(this.settings.totalShards, inputs)
-    if (!sameRanges(this.ranges, plan.ranges)) this.version += 1
+    if (!sameRanges(this.ranges, plan.ranges)) {
+      this.fingerprint = planFingerprint(plan.ranges)
+      this.version += 1
+    }
     const owners = ownersFromRanges(plan.ranges, this.settings.totalShards, this.nodes)
     const isLive = new Uint8Array(this.nodes.size)
     for (const nodeId of this.live.keys()) isLive[this.nodes.idOf(nodeId)] = 1
@@ -318,59 +400,65 @@ export class Controller {
     }
   }
 
-  /** Restores nodes, drains, mapping and handoffs; a changed plan (new S, new planner) bumps the generation. */
-  private restoreState(snapshot: ControllerSnapshot, now: number): void {
-    this.gen = snapshot.generation
-    const resharded = snapshot.totalShards !== this.settings.totalShards
-    for (const nodeId of snapshot.draining) this.draining.add(nodeId)
-    for (const node of snapshot.nodes) {
+  /**
+   * Restores nodes, drains, plan and handoffs. The plan is recomputed from the restored nodes: the same
+   * fingerprint means the same mapping (no shard moves). Another total_shards or another fingerprint (a
+   * planner change) means another mapping: a new generation, and a reshard barrier over every restored node.
+   */
+  private restoreState(state: DurableState, now: number): void {
+    const { meta } = state
+    this.gen = meta.generation
+    if (meta.crlNumber !== null) this.highestCrlNumber = BigInt(meta.crlNumber)
+    for (const nodeId of state.draining) this.draining.add(nodeId)
+    for (const node of state.nodes) {
       this.live.set(node.nodeId, restoredNodeRecord(now, node))
       this.nodes.idOf(node.nodeId)
     }
-    if (snapshot.totalShards === this.settings.totalShards) {
-      const ranges = new Map<string, NodeRange>()
-      for (const { nodeId, rangeStart, rangeCount } of snapshot.nodes) ranges.set(nodeId, { rangeStart, rangeCount })
-      this.owners = ownersFromRanges(ranges, this.settings.totalShards, this.nodes)
-      this.ranges = ranges
-      for (const { shardId, fromNode, generation } of snapshot.handoffs) {
+    const plan = planShards(this.settings.totalShards, [...this.live.values()].map((r) => ({ nodeId: r.nodeId, capacity: r.capacity, draining: this.draining.has(r.nodeId) })))
+    const resharded = meta.totalShards !== this.settings.totalShards || planFingerprint(plan.ranges) !== meta.planFingerprint
+    if (!resharded) {
+      this.ranges = plan.ranges
+      this.fingerprint = meta.planFingerprint
+      this.owners = ownersFromRanges(plan.ranges, this.settings.totalShards, this.nodes)
+      this.unassigned = plan.unassigned
+      for (const { shardId, fromNode, generation } of state.handoffs) {
         // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
         if (shardId >= this.settings.totalShards || !this.live.has(fromNode) || generation > this.gen) continue
         const fromId = this.nodes.idOf(fromNode)
-        if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) {
-          this.handoffs.record(shardId, fromId, generation)
-        }
+        if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
       }
+      this.tracker.take(this.meta(), { node: () => null, isDraining: () => false, handoff: () => null }) // restored as saved
+    } else {
+      this.replan() // from an empty mapping: a new generation whenever any shard is assigned
+      for (const { shardId } of state.handoffs) this.tracker.handoff(shardId) // dropped: the barrier covers them
     }
-    this.replan()
-    this.restoreReshard(snapshot, resharded)
+    this.restoreReshard(meta, resharded)
   }
 
-  /**
-   * A new total_shards starts a reshard barrier over every restored node; a barrier that was pending
-   * at the stop continues for the nodes it still waited for. Either way, audited as `reshard`.
-   */
-  private restoreReshard(snapshot: ControllerSnapshot, resharded: boolean): void {
+  /** Starts or continues a reshard barrier (see core/reshard.ts); audited as `reshard`. */
+  private restoreReshard(meta: StateMeta, resharded: boolean): void {
     const { totalShards, maxConcurrency } = this.settings
-    const concurrencyChanged = snapshot.maxConcurrency !== undefined && snapshot.maxConcurrency !== maxConcurrency
-    if (resharded) {
+    const concurrencyChanged = meta.maxConcurrency !== null && meta.maxConcurrency !== maxConcurrency
+    if (resharded && this.live.size > 0 && this.gen > meta.generation) {
       this.reshard = new ReshardBarrier(this.gen, this.live.keys())
-    } else if (snapshot.reshard !== undefined) {
-      this.reshard = new ReshardBarrier(snapshot.reshard.generation, snapshot.reshard.waitingFor.filter((id) => this.live.has(id)))
+    } else if (meta.reshard !== null) {
+      this.reshard = new ReshardBarrier(meta.reshard.generation, meta.reshard.waitingFor.filter((id) => this.live.has(id)))
     }
     if (resharded || concurrencyChanged) {
       this.events.push({
         kind: 'reshard',
-        fromTotalShards: snapshot.totalShards,
+        reason: meta.totalShards !== totalShards ? 'total_shards' : resharded ? 'planner' : 'max_concurrency',
+        fromTotalShards: meta.totalShards,
         toTotalShards: totalShards,
-        fromMaxConcurrency: snapshot.maxConcurrency ?? null,
+        fromMaxConcurrency: meta.maxConcurrency,
         toMaxConcurrency: maxConcurrency,
         generation: this.gen,
         waitingFor: this.reshard?.waitingFor.length ?? 0,
       })
     }
     this.settleReshard()
-    // The file must record the new settings (and barrier) before the first answer, or the next restart would not see them.
-    if (resharded || snapshot.maxConcurrency !== maxConcurrency || snapshot.reshard !== undefined) this.version += 1
+    // Written before the first answer, or the next restart would not know the new settings and barrier.
+    if (resharded || meta.maxConcurrency !== maxConcurrency || meta.reshard !== null) this.version += 1
   }
 
   /** Drops a barrier nobody is waited for any more; true when it did. */

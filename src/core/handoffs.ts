@@ -24,9 +24,11 @@ export class HandoffLedger {
   private pendingCount = new Int32Array(64)
   private lowestGeneration = new Float64Array(64).fill(Infinity)
 
+  /** @param onChange told of every shard whose handoff entry was set or cleared (persistence tracking) */
   constructor(
     totalShards: number,
     private readonly nodes: NodeIndex,
+    private readonly onChange: (shardId: number) => void = () => undefined,
   ) {
     this.from = new Int32Array(totalShards).fill(NO_NODE)
     this.generation = new Float64Array(totalShards)
@@ -37,8 +39,15 @@ export class HandoffLedger {
     return this.from[shardId] ?? NO_NODE
   }
 
+  /** The pending handoff of a shard, or null. */
+  entry(shardId: number): HandoffEntry | null {
+    const fromNode = this.nodes.nameOf(this.from[shardId] ?? NO_NODE)
+    return fromNode === null ? null : { shardId, fromNode, generation: this.generation[shardId]! }
+  }
+
   /** Records that `shardId` left node `fromId` at `generation` (the slot must be free). */
   record(shardId: number, fromId: number, generation: number): void {
+    this.onChange(shardId)
     this.from[shardId] = fromId
     this.generation[shardId] = generation
     if (fromId >= this.pendingCount.length) this.grow(fromId)
@@ -50,6 +59,7 @@ export class HandoffLedger {
   clear(shardId: number): void {
     const fromId = this.from[shardId]!
     if (fromId === NO_NODE) return
+    this.onChange(shardId)
     this.from[shardId] = NO_NODE
     this.pendingCount[fromId]! -= 1
     if (this.pendingCount[fromId] === 0) this.lowestGeneration[fromId] = Infinity
@@ -84,6 +94,7 @@ export class HandoffLedger {
       if (this.from[shardId] !== fromId) continue
       const generation = this.generation[shardId]!
       if (generation <= upToGeneration) {
+        this.onChange(shardId)
         this.from[shardId] = NO_NODE
         released += 1
       } else if (generation < lowest) lowest = generation

@@ -61,6 +61,13 @@ export class IdentifyLimiter {
     return bucket
   }
 
+  /** Grants left in the rolling daily budget at `now`, or null without a budget. */
+  remaining(now: number): number | null {
+    if (this.dailyLimit === null) return null
+    this.pruneDaily(now)
+    return Math.max(0, this.dailyLimit - this.dailyCount())
+  }
+
   /** Grant times counted against the daily budget, oldest first (for snapshots; pruned lazily). */
   dailyGrants(): number[] {
     return this.daily.slice(this.dailyHead)

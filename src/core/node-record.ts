@@ -1,5 +1,6 @@
 /** The controller's record of a live node (SPEC "Controller state") and its outward views. */
-import type { CertRef, ControllerSnapshot, NodeRange, PlanNodeView } from './types.js'
+import type { PersistedNode } from './durable-state.js'
+import type { CertRef, NodeRange, PlanNodeView } from './types.js'
 import type { CheckinBody } from './schemas.js'
 
 /** Mutable state of one live node; the range lives in the plan, the drain flag in the drain set. */
@@ -32,10 +33,8 @@ export function newNodeRecord(now: number, body: CheckinBody, cert: CertRef): No
   }
 }
 
-type SnapshotNode = ControllerSnapshot['nodes'][number]
-
-/** A record restored from a snapshot; its lease counts from `now` (the restart). */
-export function restoredNodeRecord(now: number, node: SnapshotNode): NodeRecord {
+/** A record restored from the durable state; its lease counts from `now` (the restart). */
+export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord {
   return {
     nodeId: node.nodeId,
     capacity: node.capacity,
@@ -50,13 +49,11 @@ export function restoredNodeRecord(now: number, node: SnapshotNode): NodeRecord 
   }
 }
 
-/** The persisted form of a record and its range. */
-export function snapshotNode(record: NodeRecord, range: NodeRange): SnapshotNode {
+/** The persisted form of a record (its range is recomputed by the planner on restore). */
+export function persistedNode(record: NodeRecord): PersistedNode {
   return {
     nodeId: record.nodeId,
     capacity: record.capacity,
-    rangeStart: range.rangeStart,
-    rangeCount: range.rangeCount,
     reportedGeneration: record.reportedGeneration,
     certSerial: record.certSerial,
     certNotBefore: record.certNotBefore,

@@ -90,6 +90,8 @@ export type CoreEvent =
     }
   | {
       readonly kind: 'reshard'
+      /** What changed: total_shards, the planner (another plan for the same nodes), or max_concurrency alone. */
+      readonly reason: 'total_shards' | 'planner' | 'max_concurrency'
       readonly fromTotalShards: number
       readonly toTotalShards: number
       readonly fromMaxConcurrency: number | null // null: written before it was recorded
@@ -106,7 +108,10 @@ export type CoreEvent =
       readonly generation: number
     }
 
-/** Everything that must survive a restart; produced by Controller.snapshot(), parsed back with zod. */
+/**
+ * The version-1 state file body written by earlier releases (ranges stored per node). Read back and
+ * converted to a DurableState (core/durable-state-schema.ts); never written any more.
+ */
 export interface ControllerSnapshot {
   readonly version: 1
   readonly generation: number
@@ -134,4 +139,6 @@ export interface ControllerSnapshot {
   readonly handoffs: readonly { readonly shardId: number; readonly fromNode: string; readonly generation: number }[]
   /** Grant times (ms) still inside the rolling 24-hour daily Identify window. */
   readonly dailyGrants: readonly number[]
+  /** The highest CRL number installed (decimal); absent in files written before it was recorded. */
+  readonly crlNumber?: string
 }

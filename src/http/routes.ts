@@ -53,8 +53,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'checkin')
     const cert = { serial: me.serial, notBefore: me.notBefore }
-    const out = auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => service.checkIn(body, cert))
-    await service.durable()
+    const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => service.checkIn(body, cert))
     const assigned = shardList(out.rangeStart, out.rangeCount)
     const iat = Math.floor(deps.wallClock() / 1000)
     const plan_jws = await signer.sign({
@@ -87,31 +86,27 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'identify')
     const fields = { node_id: body.node_id, shard_id: body.shard_id }
-    const out = auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
-    await service.durable()
+    const out = await auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
     return renderIdentify(out)
   })
 
   app.get('/v1/route/:guild_id', async (request) => {
     const { guild_id } = parseOr400(guildParamsSchema, request.params, 'guild id')
-    const out = service.route(guild_id)
-    await service.durable()
+    const out = await service.route(guild_id)
     return { guild_id: out.guildId, shard_id: out.shardId, node_id: out.nodeId, generation: out.generation }
   })
 
   app.get('/v1/keys', async () => signer.jwks)
 
   app.get('/v1/plan', async () => {
-    const view = service.plan()
-    await service.durable()
+    const view = await service.plan()
     return renderPlan(view)
   })
 
   app.post('/v1/nodes/:node_id/drain', async (request) => {
     const { node_id } = parseOr400(nodeParamsSchema, request.params, 'node id')
     const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
-    const out = service.setDraining(node_id, draining, request.principal.name)
-    await service.durable()
+    const out = await service.setDraining(node_id, draining, request.principal.name)
     return { node_id: out.nodeId, draining: out.draining, generation: out.generation }
   })
 }

@@ -7,7 +7,6 @@ import type { CheckinBody, IdentifyBody } from '../core/schemas.js'
 import type {
   CertRef,
   CheckinOutcome,
-  ControllerSnapshot,
   CoreEvent,
   DrainOutcome,
   IdentifyOutcome,
@@ -15,15 +14,16 @@ import type {
   RouteOutcome,
 } from '../core/types.js'
 import type { AuditSink } from './audit-sink.js'
+import type { DeltaStateStore } from '../state/state-store.js'
 import { DurableWriter, type DurableWriterOptions } from './durable-writer.js'
 
 export interface ServiceDeps {
   readonly now: () => number
   readonly audit: AuditSink
-  /** Saves a snapshot durably; called with the latest state, one call at a time. Without it nothing persists. */
-  readonly persist?: (snapshot: ControllerSnapshot) => Promise<void>
+  /** Where state changes are made durable, one write at a time. Without it nothing persists. */
+  readonly store?: Pick<DeltaStateStore, 'write'>
   /** Failure reporting and retry pacing of the state writes. */
-  readonly writes?: Omit<DurableWriterOptions, 'write'>
+  readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version'>
 }
 
 /** Maps a core event to its audit line. */
@@ -39,6 +39,7 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
       return audit.record('identity_rotated', { node_id: event.nodeId, from_serial: event.fromSerial, to_serial: event.toSerial })
     case 'reshard':
       return audit.record('reshard', {
+        reason: event.reason,
         from_total_shards: event.fromTotalShards,
         to_total_shards: event.toTotalShards,
         from_max_concurrency: event.fromMaxConcurrency,
@@ -58,24 +59,28 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
 
 /** The controller as the HTTP layer and the process see it. */
 export class ControllerService {
-  private persistedVersion: number
   private readonly writer: DurableWriter
 
   constructor(
     private readonly controller: Controller,
     private readonly deps: ServiceDeps,
   ) {
-    this.persistedVersion = controller.persistVersion
-    const persist = deps.persist
+    const store = deps.store
     this.writer = new DurableWriter({
       ...deps.writes,
-      write: persist === undefined ? () => Promise.resolve() : () => persist(this.controller.snapshot()),
+      settle: () => {
+        this.controller.settle()
+        this.flushEvents()
+      },
+      version: () => this.controller.persistVersion,
+      // The delta is taken synchronously here: exactly the state the waiting answers were computed from.
+      write: store === undefined ? () => Promise.resolve() : (whole) => store.write(this.controller.takeDelta(), () => this.controller.snapshot(), whole),
     })
   }
 
   /**
-   * Runs one request's core operation, then flushes its events and persists when needed (also on
-   * errors). While state cannot be made durable, nothing starts: 503 `unavailable`.
+   * Runs one request's core operation, then flushes its events (also on errors). While state cannot be
+   * made durable, nothing starts: 503 `unavailable`.
    */
   private run<T>(op: (now: number) => T): T {
     this.writer.assertAvailable()
@@ -91,22 +96,19 @@ export class ControllerService {
     }
   }
 
-  /** Forwards pending core events to the audit log and persists a changed state. */
+  /** Forwards pending core events to the audit log and starts a write if the state moved. */
   flush(): void {
-    for (const event of this.controller.drainEvents()) auditCoreEvent(this.deps.audit, event)
-    if (this.controller.persistVersion !== this.persistedVersion) {
-      this.persistedVersion = this.controller.persistVersion
-      this.writer.changed() // the snapshot is taken when the write starts, not per change
-    }
+    this.flushEvents()
+    this.writer.kick()
   }
 
-  /**
-   * Resolves once every state change made so far is durable. Answers wait for it, so no node is
-   * ever told a generation that a crash could take back (a restart must not roll it back); if the
-   * write fails it rejects with 503 `unavailable`.
-   */
-  durable(): Promise<void> {
-    return this.writer.whenDurable()
+  private flushEvents(): void {
+    for (const event of this.controller.drainEvents()) auditCoreEvent(this.deps.audit, event)
+  }
+
+  /** The answer `compute` gives once the state it shows is durable (503 `unavailable` if the write fails). */
+  private answer<T>(compute: () => T): Promise<T> {
+    return this.writer.answer(compute, this.controller.needsSettle)
   }
 
   /** Why state is not durable right now (a failed write not yet healed by a retry), or null. */
@@ -119,28 +121,35 @@ export class ControllerService {
     return this.writer.flushFinal()
   }
 
-  /** A check-in (body validated and bound to the certificate); `identity_conflict` is audited by the caller. */
-  checkIn(body: CheckinBody, cert: CertRef): CheckinOutcome {
-    return this.run((now) => this.controller.checkIn(now, body, cert))
+  /**
+   * A check-in (body validated and bound to the certificate); `identity_conflict` is audited by the caller.
+   * Joins are re-planned together with the others that arrive during a write.
+   */
+  checkIn(body: CheckinBody, cert: CertRef): Promise<CheckinOutcome> {
+    const registration = this.run((now) => this.controller.register(now, body, cert))
+    return this.answer(() => ({ ...this.controller.checkinView(body.node_id), ...registration }))
   }
 
   /** An Identify claim; `not_owner` is audited by the caller (limited per principal). */
-  claimIdentify(body: IdentifyBody): IdentifyOutcome {
-    return this.run((now) => this.controller.claimIdentify(now, body))
+  claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
+    const outcome = this.run((now) => this.controller.claimIdentify(now, body))
+    return this.answer(() => outcome)
   }
 
-  route(guildId: string): RouteOutcome {
-    return this.run((now) => this.controller.route(now, guildId))
+  route(guildId: string): Promise<RouteOutcome> {
+    const outcome = this.run((now) => this.controller.route(now, guildId))
+    return this.answer(() => outcome)
   }
 
-  plan(): PlanView {
-    return this.run((now) => this.controller.plan(now))
+  plan(): Promise<PlanView> {
+    const view = this.run((now) => this.controller.plan(now))
+    return this.answer(() => view)
   }
 
-  setDraining(nodeId: string, draining: boolean, operator: string): DrainOutcome {
+  async setDraining(nodeId: string, draining: boolean, operator: string): Promise<DrainOutcome> {
     const outcome = this.run((now) => this.controller.setDraining(now, nodeId, draining))
     this.deps.audit.record('drain_set', { node_id: nodeId, draining, operator, generation: outcome.generation })
-    return outcome
+    return this.answer(() => outcome)
   }
 
   /** Removes live nodes whose certificate is revoked; returns their IDs. */
@@ -153,7 +162,14 @@ export class ControllerService {
     return this.runAlways((now) => this.controller.expireStaleNodes(now))
   }
 
-  snapshot(): ControllerSnapshot {
-    return this.controller.snapshot()
+  /** Records an installed CRL's number in the state (persisted when it grows). */
+  recordCrlNumber(crlNumber: bigint): void {
+    this.runAlways(() => this.controller.recordCrlNumber(crlNumber))
+  }
+
+  /** Read-only figures for metrics, computed now. */
+  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null } {
+    const now = this.deps.now()
+    return { generation: this.controller.generation, ...this.controller.counts(), dailyBudgetRemaining: this.controller.dailyBudgetRemaining(now) }
   }
 }

@@ -1,16 +1,26 @@
 /**
- * Makes the controller's state durable: one write at a time, always of the latest state, and answers
- * wait for the write that covers their change (so no node is shown a generation a crash could take back).
+ * Makes the controller's state durable and times the answers: an answer is computed at a point where the
+ * state it shows is exactly what is being written, and released once that write is durable — so no node is
+ * ever shown a generation, range or grant that a crash could take back. One write at a time; changes that
+ * arrive during a write (check-ins of joining nodes, say) are settled (re-planned) and written together next.
  *
- * A failed write never wedges the controller: it is retried with the latest state (exponential backoff),
- * every answer waiting for it gets 503 `unavailable` (never a 500), new work is refused with 503 while no
- * write has succeeded since, and the first successful write heals everything.
+ * A failed write never wedges the controller: it is retried (exponential backoff; the store then writes the
+ * whole state), every answer waiting for it gets 503 `unavailable` (never a 500), new work is refused with
+ * 503 while no write has succeeded since, and the first successful write heals everything.
  */
 import { AppError } from '../errors.js'
 
 export interface DurableWriterOptions {
-  /** Persists the latest state (taken at call time); resolves once it is durable. */
-  readonly write: () => Promise<void>
+  /** Brings the state up to date before a batch point (the deferred re-plan) and forwards its events. */
+  readonly settle: () => void
+  /** The version of the state in memory; it moves with every change that must be made durable. */
+  readonly version: () => number
+  /**
+   * Makes the changes since the last successful write durable, taking them synchronously at the call.
+   * `whole` is true after a failed write: the changes it carried are lost to the deltas, so the store
+   * must write the whole state.
+   */
+  readonly write: (whole: boolean) => Promise<void>
   /** Called on each failed write, with how many failed in a row. */
   readonly onFailure?: (err: Error, consecutive: number) => void
   /** Called on the first successful write after failures. */
@@ -21,23 +31,27 @@ export interface DurableWriterOptions {
 }
 
 interface Waiter {
-  readonly version: number
-  resolve(): void
+  readonly compute: () => unknown
+  resolve(value: unknown): void
   reject(err: unknown): void
 }
 
 const UNAVAILABLE_MESSAGE = 'the controller cannot make its state durable right now; retry shortly'
+const unavailable = () => new AppError('unavailable', UNAVAILABLE_MESSAGE)
 
-/** Tracks requested vs durable state versions and drives the writes (see the module comment). */
+/** Drives the writes and releases answers (see the module comment). */
 export class DurableWriter {
-  private requested = 0
   private durable = 0
   private running: Promise<void> | null = null
+  /** True exactly while a write loop runs (set and cleared synchronously, unlike `running`). */
+  private looping = false
   private failures = 0
   private lastError: Error | null = null
   private retryTimer: NodeJS.Timeout | undefined
-  private waiters: Waiter[] = []
+  private queue: Waiter[] = []
   private stopped = false
+  /** A write failed since the last success: the next one must be whole. */
+  private wholeNext = false
 
   constructor(private readonly opts: DurableWriterOptions) {}
 
@@ -53,77 +67,155 @@ export class DurableWriter {
 
   /** Throws 503 `unavailable` while failing: work that could change state must not start. */
   assertAvailable(): void {
-    if (this.lastError !== null) throw new AppError('unavailable', UNAVAILABLE_MESSAGE)
+    if (this.lastError !== null) throw unavailable()
   }
 
-  /** The state moved: make it durable (coalesced with any write already under way). */
-  changed(): void {
-    this.requested += 1
-    if (this.lastError === null) this.kick()
+  /**
+   * The answer `compute()` gives at a point where memory equals what is (being) written, once durable:
+   * at once when nothing is pending, else after the write that covers the current state.
+   */
+  answer<T>(compute: () => T, needsSettle = false): Promise<T> {
+    if (this.lastError !== null) return Promise.reject(unavailable())
+    if (!this.looping && !needsSettle && this.opts.version() === this.durable) {
+      try {
+        return Promise.resolve(compute())
+      } catch (err) {
+        return Promise.reject(err)
+      }
+    }
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ compute, resolve: resolve as (v: unknown) => void, reject })
+      this.kick()
+    })
   }
 
-  /** Resolves once every change made so far is durable; rejects with 503 if the write covering it fails. */
-  whenDurable(): Promise<void> {
-    if (this.durable >= this.requested) return Promise.resolve()
-    if (this.lastError !== null) return Promise.reject(new AppError('unavailable', UNAVAILABLE_MESSAGE))
-    return new Promise((resolve, reject) => this.waiters.push({ version: this.requested, resolve, reject }))
+  /** The state may have moved (e.g. a timer expired nodes): write it. */
+  kick(): void {
+    if (!this.looping && !this.stopped && this.lastError === null) this.running = this.loop()
   }
 
-  /** At stop: no more retries; writes the latest state once more (always) and throws if that fails. */
+  /**
+   * At stop: no more retries; writes the whole latest state once more (always: a clean stop leaves one
+   * compact snapshot) and throws if that fails.
+   */
   async flushFinal(): Promise<void> {
     this.stopped = true
     clearTimeout(this.retryTimer)
     await this.running
-    await this.opts.write()
-    this.durable = this.requested
+    this.opts.settle()
+    const version = this.opts.version()
+    await this.opts.write(true)
+    this.durable = version
     this.lastError = null
+    this.wholeNext = false
+    this.release(this.takeQueue())
   }
 
-  private kick(): void {
-    if (this.running === null && !this.stopped) this.running = this.loop().finally(() => (this.running = null))
+  private loop(): Promise<void> {
+    this.looping = true
+    return this.writeRounds()
   }
 
-  private async loop(): Promise<void> {
-    while (this.durable < this.requested && !this.stopped) {
-      const version = this.requested // write() snapshots at least this much
-      try {
-        await this.opts.write()
-      } catch (err) {
-        this.fail(err instanceof Error ? err : new Error(String(err)))
-        return
+  /**
+   * Writes until memory is durable. The finally clears `looping` synchronously as this very call ends
+   * (never in a later microtask, which could clear the flag of the next loop): see answer().
+   */
+  private async writeRounds(): Promise<void> {
+    try {
+      for (;;) {
+        this.opts.settle()
+        const version = this.opts.version()
+        if (version === this.durable) {
+          this.release(this.takeQueue()) // nothing (more) to write: memory is durable
+          return
+        }
+        const batch = this.takeQueue()
+        const answers = batch.map(settleAnswer) // computed before the write: exactly the state it writes
+        try {
+          await this.opts.write(this.wholeNext)
+        } catch (err) {
+          for (const w of batch) w.reject(unavailable())
+          this.fail(err instanceof Error ? err : new Error(String(err)))
+          return
+        }
+        this.wholeNext = false
+        this.durable = version
+        batch.forEach((w, i) => deliver(w, answers[i]!))
+        if (this.stopped) return
       }
-      this.durable = version
-      if (this.lastError !== null) {
-        const failed = this.failures
-        this.lastError = null
-        this.failures = 0
-        this.opts.onRecovered?.(failed)
-      }
-      this.settle()
+    } finally {
+      this.looping = false
     }
   }
 
-  private settle(): void {
-    const still: Waiter[] = []
-    for (const w of this.waiters) {
-      if (w.version <= this.durable) w.resolve()
-      else still.push(w)
-    }
-    this.waiters = still
+  private takeQueue(): Waiter[] {
+    const queue = this.queue
+    this.queue = []
+    return queue
+  }
+
+  private release(waiters: Waiter[]): void {
+    for (const w of waiters) deliver(w, settleAnswer(w))
+  }
+
+  private recovered(): void {
+    const failed = this.failures
+    this.lastError = null
+    this.failures = 0
+    this.opts.onRecovered?.(failed)
   }
 
   private fail(err: Error): void {
     this.lastError = err
+    this.wholeNext = true
     this.failures += 1
     this.opts.onFailure?.(err, this.failures)
-    const waiting = this.waiters
-    this.waiters = []
-    for (const w of waiting) w.reject(new AppError('unavailable', UNAVAILABLE_MESSAGE))
+    for (const w of this.takeQueue()) w.reject(unavailable())
+    if (this.stopped) return
     const min = this.opts.retryMinMs ?? 100
     const max = this.opts.retryMaxMs ?? 2000
     const delay = Math.min(max, min * 2 ** Math.min(this.failures - 1, 16))
     clearTimeout(this.retryTimer)
-    this.retryTimer = setTimeout(() => this.kick(), delay)
+    this.retryTimer = setTimeout(() => this.retry(), delay)
     this.retryTimer.unref()
   }
+
+  private retry(): void {
+    if (this.stopped || this.looping) return
+    this.looping = true
+    this.running = this.retryRounds()
+  }
+
+  // A retry writes even if nothing changed since: the failed write's changes are not durable yet.
+  private async retryRounds(): Promise<void> {
+    let version: number
+    try {
+      this.opts.settle()
+      version = this.opts.version()
+      await this.opts.write(true)
+    } catch (err) {
+      this.looping = false
+      this.fail(err instanceof Error ? err : new Error(String(err)))
+      return
+    }
+    this.wholeNext = false
+    this.durable = version
+    this.recovered()
+    await this.writeRounds() // clears `looping` as it ends
+  }
+}
+
+type Settled = { ok: true; value: unknown } | { ok: false; error: unknown }
+
+function settleAnswer(w: Waiter): Settled {
+  try {
+    return { ok: true, value: w.compute() }
+  } catch (error) {
+    return { ok: false, error }
+  }
+}
+
+function deliver(w: Waiter, answer: Settled): void {
+  if (answer.ok) w.resolve(answer.value)
+  else w.reject(answer.error)
 }

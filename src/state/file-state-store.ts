@@ -18,6 +18,8 @@ import type { StateStore } from './state-store.js'
 export interface FileStateStoreOptions {
   /** The file name inside the directory (default `state.json`). */
   fileName?: string
+  /** Validate values on save too (default true); loads are always validated. */
+  validateOnSave?: boolean
 }
 
 interface Waiter {
@@ -32,6 +34,7 @@ export class FileStateStore<T> implements StateStore<T> {
   /** The previous good copy, kept beside it. */
   readonly prevPath: string
   private readonly fileName: string
+  private readonly validateOnSave: boolean
   private verified = false // the file on disk is known good (loaded or written by us) or absent
   private cleaned = false
   private closed = false
@@ -44,6 +47,7 @@ export class FileStateStore<T> implements StateStore<T> {
     opts: FileStateStoreOptions = {},
   ) {
     this.fileName = opts.fileName ?? 'state.json'
+    this.validateOnSave = opts.validateOnSave ?? true
     if (this.fileName === '' || /[/\\]/.test(this.fileName)) throw new TypeError(`bad state file name: ${this.fileName}`)
     this.path = join(dir, this.fileName)
     this.prevPath = `${this.path}.prev`
@@ -59,7 +63,7 @@ export class FileStateStore<T> implements StateStore<T> {
   /** Saves durably; resolves once this value or a later one is on disk. Rejects a value the schema refuses. */
   save(value: T): Promise<void> {
     if (this.closed) return Promise.reject(new Error(`state store ${this.path} is closed`))
-    const checked = this.schema.safeParse(value)
+    const checked = this.validateOnSave ? this.schema.safeParse(value) : { success: true as const }
     if (!checked.success) {
       return Promise.reject(new TypeError(`refusing to save state that does not match its schema: ${describeIssues(checked.error)}`))
     }

@@ -1,6 +1,8 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { controllerSnapshotSchema } from '../../src/core/snapshot-schema.js'
+import { durableStateSchema } from '../../src/core/durable-state-schema.js'
+import type { DurableState } from '../../src/core/durable-state.js'
+import { applyDeltas } from '../../src/state/apply-delta.js'
 import { body, cert, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
 const NAMES = ['a', 'B', 'c-1', 'C.2', 'd_3', '9z']
@@ -36,6 +38,8 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences`, asy
     const totalShards = pick([1, 2, 7, 16, 64])
     const settings = { ...SETTINGS, totalShards, maxConcurrency: 1, identifyIntervalMs: 0 }
     const c = new Controller(settings)
+    // A store's view: the first state, then every delta applied; it must always equal the whole state.
+    let mirror: DurableState = c.snapshot()
     let now = T0
     let lastGeneration = 0
     for (let step = 0; step < STEPS && failures === 0; step++) {
@@ -52,6 +56,13 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences`, asy
       } catch (error) {
         if ((error as { code?: string }).code !== 'not_owner') throw error
       }
+      if (random() < 0.3 || step === STEPS - 1) {
+        mirror = applyDeltas(mirror, [c.takeDelta()])
+        if (JSON.stringify(mirror) !== JSON.stringify(c.snapshot())) {
+          failures += 1
+          t.fail(`run ${run}, step ${step}: the deltas do not add up to the state`)
+        }
+      }
       const found = problem(c, now, lastGeneration)
       if (found !== null) {
         failures += 1
@@ -59,9 +70,9 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences`, asy
       }
       if (step % 10 === 9) {
         // A restart at this point restores exactly the same state (and moves no shard).
-        const snapshot = controllerSnapshotSchema.parse(JSON.parse(JSON.stringify(c.snapshot())))
-        const restored = new Controller(settings, { snapshot, now })
-        if (JSON.stringify(restored.snapshot()) !== JSON.stringify(c.snapshot())) {
+        const state = durableStateSchema.parse(JSON.parse(JSON.stringify(c.snapshot()))) as DurableState
+        const restored = new Controller(settings, { state, now })
+        if (JSON.stringify(restored.snapshot()) !== JSON.stringify(c.snapshot()) || restored.generation !== c.generation) {
           failures += 1
           t.fail(`run ${run}, step ${step}: the restored state differs`)
         }

@@ -3,24 +3,24 @@
 // granted until every restored node applied that plan (reported the generation) or left.
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { controllerSnapshotSchema } from '../../src/core/snapshot-schema.js'
-import type { ControllerSnapshot } from '../../src/core/types.js'
+import { durableStateSchema } from '../../src/core/durable-state-schema.js'
+import type { DurableState } from '../../src/core/durable-state.js'
 import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
 
-const roundTrip = (s: ControllerSnapshot): ControllerSnapshot => controllerSnapshotSchema.parse(JSON.parse(JSON.stringify(s)))
+const roundTrip = (s: DurableState): DurableState => durableStateSchema.parse(JSON.parse(JSON.stringify(s))) as DurableState
 const before = () => roundTrip(controllerWith([['a', 32], ['b', 32]]).snapshot())
 const INTERVAL = SETTINGS.identifyIntervalMs
 
 t.test('a new total_shards: new generation, audited, Identify held until every restored node applied it', async (t) => {
   const old = before()
   const now = T0 + 10_000
-  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { snapshot: old, now })
-  t.equal(c.generation, old.generation + 1, 'the new plan has its own generation')
+  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { state: old, now })
+  t.equal(c.generation, old.meta.generation + 1, 'the new plan has its own generation')
   t.match(c.drainEvents(), [
     { kind: 'generation_changed' },
-    { kind: 'reshard', fromTotalShards: 64, toTotalShards: 128, fromMaxConcurrency: 16, toMaxConcurrency: 16, generation: c.generation, waitingFor: 2 },
+    { kind: 'reshard', reason: 'total_shards', fromTotalShards: 64, toTotalShards: 128, fromMaxConcurrency: 16, toMaxConcurrency: 16, generation: c.generation, waitingFor: 2 },
   ])
-  t.same(c.snapshot().reshard, { generation: c.generation, waitingFor: ['a', 'b'] }, 'the barrier is part of the state')
+  t.same(c.snapshot().meta.reshard, { generation: c.generation, waitingFor: ['a', 'b'] }, 'the barrier is part of the state')
   const later = now + INTERVAL // every bucket is free again after the restart
   const a = c.checkIn(later, body('a', 32), cert('a0'))
   t.match(a, { rangeStart: 0, rangeCount: 32 })
@@ -29,53 +29,54 @@ t.test('a new total_shards: new generation, audited, Identify held until every r
   t.equal(c.claimIdentify(later, { node_id: 'a', shard_id: 0 }).granted, false, 'still waiting for b')
   c.checkIn(later + 1, body('b', 32, { generation: c.generation }), cert('a1'))
   t.match(c.claimIdentify(later + 1, { node_id: 'a', shard_id: 0 }), { granted: true }, 'granted once both applied the new plan')
-  t.equal(c.snapshot().reshard, undefined, 'the barrier is gone from the state')
+  t.equal(c.snapshot().meta.reshard, null, 'the barrier is gone from the state')
 })
 
 t.test('a restored node that leaves (expires) releases the barrier; an old report does not', async (t) => {
   const now = T0 + 10_000
-  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { snapshot: before(), now })
+  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { state: before(), now })
   const gen = c.generation
   c.checkIn(now + 1, body('a', 32, { generation: gen - 1 }), cert('a0'))
-  t.same(c.snapshot().reshard?.waitingFor, ['a', 'b'], 'a report of the old generation releases nothing')
+  t.same(c.snapshot().meta.reshard?.waitingFor, ['a', 'b'], 'a report of the old generation releases nothing')
   c.checkIn(now + LEASE_MS, body('a', 32, { generation: gen }), cert('a0'))
-  t.same(c.snapshot().reshard?.waitingFor, ['b'])
+  t.same(c.snapshot().meta.reshard?.waitingFor, ['b'])
   t.same(c.expireStaleNodes(now + LEASE_MS + 1), ['b'], 'b never came back')
   t.match(c.claimIdentify(now + LEASE_MS + 2, { node_id: 'a', shard_id: 1 }), { granted: true })
 })
 
 t.test('a restart during a reshard keeps waiting for the same nodes', async (t) => {
   const now = T0 + 10_000
-  const first = new Controller({ ...SETTINGS, totalShards: 128 }, { snapshot: before(), now })
+  const first = new Controller({ ...SETTINGS, totalShards: 128 }, { state: before(), now })
   first.checkIn(now + 1, body('a', 32, { generation: first.generation }), cert('a0'))
   const mid = roundTrip(first.snapshot())
-  t.same(mid.reshard?.waitingFor, ['b'])
-  const second = new Controller({ ...SETTINGS, totalShards: 128 }, { snapshot: mid, now: now + 100 })
+  t.same(mid.meta.reshard?.waitingFor, ['b'])
+  const second = new Controller({ ...SETTINGS, totalShards: 128 }, { state: mid, now: now + 100 })
   t.equal(second.generation, first.generation, 'no new generation: same settings')
-  t.same(second.snapshot().reshard, mid.reshard, 'still waiting for b')
+  t.same(second.snapshot().meta.reshard, mid.meta.reshard, 'still waiting for b')
   t.same(second.drainEvents(), [], 'nothing new to audit')
   t.equal(second.claimIdentify(now + 100 + INTERVAL, { node_id: 'a', shard_id: 0 }).granted, false)
 })
 
 t.test('max_concurrency alone: audited, the plan and generation stay, no barrier', async (t) => {
   const old = before()
-  const c = new Controller({ ...SETTINGS, maxConcurrency: 32 }, { snapshot: old, now: T0 + 10_000 })
-  t.equal(c.generation, old.generation)
-  t.match(c.drainEvents(), [{ kind: 'reshard', fromTotalShards: 64, toTotalShards: 64, fromMaxConcurrency: 16, toMaxConcurrency: 32, waitingFor: 0 }])
-  t.equal(c.snapshot().reshard, undefined)
+  const c = new Controller({ ...SETTINGS, maxConcurrency: 32 }, { state: old, now: T0 + 10_000 })
+  t.equal(c.generation, old.meta.generation)
+  t.match(c.drainEvents(), [{ kind: 'reshard', reason: 'max_concurrency', fromTotalShards: 64, toTotalShards: 64, fromMaxConcurrency: 16, toMaxConcurrency: 32, waitingFor: 0 }])
+  t.equal(c.snapshot().meta.reshard, null)
   t.match(c.claimIdentify(T0 + 10_000 + INTERVAL, { node_id: 'a', shard_id: 0 }), { granted: true, bucket: 0 })
 })
 
-t.test('a state file from before maxConcurrency was recorded loads, and is not taken for a change', async (t) => {
-  const { maxConcurrency: _dropped, ...legacy } = before()
-  const c = new Controller(SETTINGS, { snapshot: roundTrip(legacy as ControllerSnapshot), now: T0 + 10_000 })
+t.test('a state from before maxConcurrency was recorded loads, and is not taken for a change', async (t) => {
+  const old = before()
+  const legacy = { ...old, meta: { ...old.meta, maxConcurrency: null } }
+  const c = new Controller(SETTINGS, { state: roundTrip(legacy), now: T0 + 10_000 })
   t.same(c.drainEvents(), [])
-  t.equal(c.snapshot().maxConcurrency, 16, 'recorded from now on')
+  t.equal(c.snapshot().meta.maxConcurrency, 16, 'recorded from now on')
 })
 
 t.test('no restored nodes: nothing to wait for', async (t) => {
   const empty = roundTrip(new Controller(SETTINGS).snapshot())
-  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { snapshot: empty, now: T0 })
-  t.equal(c.snapshot().reshard, undefined)
+  const c = new Controller({ ...SETTINGS, totalShards: 128 }, { state: empty, now: T0 })
+  t.equal(c.snapshot().meta.reshard, null)
   t.match(c.drainEvents(), [{ kind: 'reshard', waitingFor: 0 }])
 })

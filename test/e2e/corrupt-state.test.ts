@@ -37,6 +37,7 @@ const variants: Array<[string, Buffer]> = [
 for (const [label, damaged] of variants) {
   t.test(`state file ${label}: the start stops, the file is untouched`, async (t) => {
     writeFileSync(statePath, damaged)
+    const filesBefore = readdirSync(stateDir).sort()
     const auditBefore = readFileSync(auditPath)
     const run = await runController(['--config', configPath], root)
     t.comment(run.stderr.trim())
@@ -46,17 +47,19 @@ for (const [label, damaged] of variants) {
     t.notMatch(run.stderr, /\n\s+at /, 'no stack trace')
     t.same(readFileSync(statePath), damaged, 'the damaged file is byte-identical')
     t.same(readFileSync(prevPath), prev, 'the previous good copy is untouched')
-    t.same(readdirSync(stateDir).sort(), ['state.json', 'state.json.prev'], 'nothing new in the state directory')
+    t.same(filesBefore, ['state.journal', 'state.json', 'state.json.prev'], 'the snapshot, its previous copy and the journal')
+    t.same(readdirSync(stateDir).sort(), filesBefore, 'nothing new in the state directory')
     t.same(readFileSync(auditPath), auditBefore, 'nothing was audited: the start stopped before the log was opened')
   })
 }
 
 t.test('state file deleted while its previous copy is there: the start stops instead of starting over', async (t) => {
   rmSync(statePath)
+  const filesBefore = readdirSync(stateDir).sort()
   const run = await runController(['--config', configPath], root)
   t.not(run.code, 0, 'non-zero exit')
   t.match(run.stderr, /state file .*state\.json is unusable: it is missing, but its previous copy exists/)
-  t.same(readdirSync(stateDir), ['state.json.prev'], 'no fresh state at generation 0')
+  t.same(readdirSync(stateDir).sort(), filesBefore, 'no fresh state at generation 0')
   t.same(readFileSync(prevPath), prev, 'the previous good copy is untouched')
 })
 

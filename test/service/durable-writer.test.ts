@@ -1,85 +1,137 @@
+// The writer that times answers: an answer shows exactly the state that is (being) written, and is
+// released only once that write is durable; a failed write gives 503, is retried, and heals.
 import t from 'tap'
-import { AppError } from '../../src/errors.js'
 import { DurableWriter } from '../../src/service/durable-writer.js'
 
-/** A write function whose calls the test settles by hand; `state` is what a write would snapshot. */
-function controllableStore() {
-  const calls: Array<{ snapshot: number; resolve(): void; reject(err: Error): void }> = []
-  let state = 0
-  const write = () => new Promise<void>((resolve, reject) => calls.push({ snapshot: state, resolve, reject }))
-  return { calls, write, set: (v: number) => (state = v) }
+/** A fake state (version + value) and a store whose writes the test settles by hand. */
+function setup(extra: { retryMinMs?: number; retryMaxMs?: number } = {}) {
+  const state = { version: 0, value: 0, stale: false, settles: 0 }
+  const writes: Array<{ value: number; whole: boolean; resolve(): void; reject(err: Error): void }> = []
+  const failures: number[] = []
+  let recovered = 0
+  const writer = new DurableWriter({
+    ...extra,
+    settle: () => {
+      state.settles += 1
+      if (state.stale) {
+        state.stale = false
+        state.value += 100 // the deferred re-plan
+        state.version += 1
+      }
+    },
+    version: () => state.version,
+    write: (whole) => new Promise<void>((resolve, reject) => writes.push({ value: state.value, whole, resolve, reject })),
+    onFailure: (_e, n) => failures.push(n),
+    onRecovered: (n) => (recovered = n),
+  })
+  const change = (value: number) => {
+    state.value = value
+    state.version += 1
+  }
+  return { state, writes, writer, change, failures, recovered: () => recovered }
 }
 const tick = () => new Promise((r) => setImmediate(r))
 
-t.test('one write at a time, always of the latest state; answers wait for the write covering them', async (t) => {
-  const store = controllableStore()
-  const w = new DurableWriter({ write: store.write })
-  store.set(1)
-  w.changed()
-  const first = w.whenDurable()
-  store.set(2)
-  w.changed()
-  store.set(3)
-  w.changed()
-  const second = w.whenDurable()
-  t.equal(store.calls.length, 1, 'no second write while one is under way')
-  let firstDone = false
-  void first.then(() => (firstDone = true))
-  store.calls[0]!.resolve()
-  await first
-  t.ok(firstDone)
-  await tick()
-  t.equal(store.calls.length, 2, 'then one write for both later changes')
-  t.equal(store.calls[1]!.snapshot, 3, 'of the latest state')
-  store.calls[1]!.resolve()
-  await second
-  await w.whenDurable() // nothing pending: resolves at once
+t.test('nothing pending: the answer comes at once, without a write', async (t) => {
+  const { writer, writes } = setup()
+  t.equal(await writer.answer(() => 'now'), 'now')
+  t.equal(writes.length, 0)
 })
 
-t.test('a failure: 503 to waiters and new work, retried with the latest state, healed by the first success', async (t) => {
-  const store = controllableStore()
-  const failures: number[] = []
-  let recovered = 0
-  const w = new DurableWriter({ write: store.write, retryMinMs: 10, retryMaxMs: 40, onFailure: (_e, n) => failures.push(n), onRecovered: (n) => (recovered = n) })
-  store.set(1)
-  w.changed()
-  const waiting = w.whenDurable()
-  store.calls[0]!.reject(new Error('EIO'))
-  await t.rejects(waiting, new AppError('unavailable', 'x').constructor, 'the waiting answer gets an AppError')
-  await waiting.catch((err: AppError) => t.equal(err.code, 'unavailable'))
-  t.throws(() => w.assertAvailable(), { code: 'unavailable' }, 'new work is refused')
-  t.equal(w.failing, true)
-  await t.rejects(w.whenDurable(), { code: 'unavailable' }, 'a new waiter is refused at once')
-  store.set(2)
-  w.changed()
-  t.equal(store.calls.length, 1, 'no write outside the retry schedule')
+t.test('answers wait for the write of the state they show; changes during a write are written together next', async (t) => {
+  const { state, writer, writes, change } = setup()
+  change(1)
+  const first = writer.answer(() => state.value)
+  await tick()
+  t.equal(writes.length, 1, 'one write under way')
+  t.equal(writes[0]!.value, 1)
+  change(2)
+  const second = writer.answer(() => state.value)
+  change(3)
+  const third = writer.answer(() => state.value)
+  let released = false
+  void first.then(() => (released = true))
+  await tick()
+  t.equal(released, false, 'not released before its write is durable')
+  t.equal(writes.length, 1, 'no second write while one is under way')
+  writes[0]!.resolve()
+  t.equal(await first, 1, 'shows the state of its write')
+  await tick()
+  t.equal(writes.length, 2, 'then one write for both later changes')
+  t.equal(writes[1]!.value, 3)
+  writes[1]!.resolve()
+  t.same(await Promise.all([second, third]), [3, 3], 'both show the state that was written (not an older, not a newer one)')
+})
+
+t.test('a deferred re-plan is settled once for every answer queued meanwhile', async (t) => {
+  const { state, writer, writes, change } = setup()
+  change(1)
+  const a = writer.answer(() => state.value)
+  await tick()
+  state.stale = true // two joins arrive during the write
+  const b = writer.answer(() => state.value, true)
+  const c = writer.answer(() => state.value, true)
+  writes[0]!.resolve()
+  await a
+  await tick()
+  t.equal(writes.length, 2)
+  t.equal(writes[1]!.value, 101, 'one re-plan for both')
+  writes[1]!.resolve()
+  t.same(await Promise.all([b, c]), [101, 101])
+})
+
+t.test('a failure: 503 to waiters and new work, retried, healed by the first success', async (t) => {
+  const { state, writer, writes, change, failures, recovered } = setup({ retryMinMs: 10, retryMaxMs: 40 })
+  change(1)
+  const waiting = writer.answer(() => state.value)
+  await tick()
+  writes[0]!.reject(new Error('EIO'))
+  await t.rejects(waiting, { code: 'unavailable', statusCode: 503 }, 'the waiting answer gets 503')
+  t.throws(() => writer.assertAvailable(), { code: 'unavailable' }, 'new work is refused')
+  await t.rejects(writer.answer(() => 1), { code: 'unavailable' }, 'a new answer is refused at once')
+  t.equal(writer.failure?.message, 'EIO')
   await new Promise((r) => setTimeout(r, 30))
-  t.equal(store.calls.length, 2, 'retried after the backoff')
-  t.equal(store.calls[1]!.snapshot, 2, 'with the latest state')
-  store.calls[1]!.reject(new Error('EIO again'))
+  t.equal(writes.length, 2, 'retried after the backoff, although nothing changed since')
+  t.equal(writes[0]!.whole, false, 'a normal write is a delta')
+  t.equal(writes[1]!.whole, true, 'the retry writes the whole state (the failed delta is lost)')
+  writes[1]!.reject(new Error('EIO again'))
   await new Promise((r) => setTimeout(r, 60))
-  t.equal(store.calls.length, 3, 'retried again (backoff doubled)')
-  store.calls[2]!.resolve()
+  t.equal(writes.length, 3, 'retried again (backoff doubled)')
+  change(2)
+  writes[2]!.resolve()
+  await tick()
   await tick()
   t.same(failures, [1, 2])
-  t.equal(recovered, 2, 'recovery reported with the number of failed writes')
-  t.equal(w.failing, false)
-  t.doesNotThrow(() => w.assertAvailable(), 'serving again')
-  await w.whenDurable()
+  t.equal(recovered(), 2, 'recovery reported with the number of failed writes')
+  t.equal(writer.failing, false)
+  t.doesNotThrow(() => writer.assertAvailable(), 'serving again')
+  t.equal(writes.length, 4, 'the change made meanwhile is written next')
+  t.equal(writes[3]!.whole, false, 'as a delta again')
+  writes[3]!.resolve()
+  t.equal(await writer.answer(() => state.value), 2)
 })
 
 t.test('flushFinal writes the latest state, also after failures, and throws if that fails', async (t) => {
   let fail = true
-  let writes = 0
-  const w = new DurableWriter({ write: async () => { writes++; if (fail) throw new Error('EIO') }, retryMinMs: 10_000 })
-  w.changed()
+  let count = 0
+  const w = new DurableWriter({ settle: () => undefined, version: () => 1, write: async () => { count++; if (fail) throw new Error('EIO') }, retryMinMs: 10_000 })
+  w.kick()
   await tick()
   t.equal(w.failing, true)
   await t.rejects(w.flushFinal(), /EIO/)
   fail = false
   await w.flushFinal()
   t.equal(w.failing, false)
-  t.equal(writes, 3)
+  t.equal(count, 3)
   await w.flushFinal()
-  t.equal(writes, 4, 'always writes once more (a fresh controller leaves its state file too)')
+  t.equal(count, 4, 'always writes once more (a fresh controller leaves its state file too)')
+})
+
+t.test('an answer asked right after a loop that had nothing to write is never left waiting for a timer', async (t) => {
+  const { writer, state } = setup()
+  const timeout = () => new Promise((r) => setTimeout(() => r('stuck'), 200))
+  writer.kick() // nothing to write: the loop ends at once
+  t.equal(await Promise.race([writer.answer(() => 'now'), timeout()]), 'now')
+  writer.kick()
+  t.equal(await Promise.race([writer.answer(() => state.value, true), timeout()]), 0, 'also when it asks for a settle')
 })

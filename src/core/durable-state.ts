@@ -1,0 +1,71 @@
+/**
+ * What survives a restart (SPEC "Running": generation, node records with their reported generations and
+ * pending handoffs, draining flags, the grants counted against the daily budget), as the core hands it to
+ * a state store: whole (`DurableState`, for a first write or a compaction) or as the change since the
+ * last write (`StateDelta`), so that the cost of a write follows the size of the change, not of the fleet.
+ *
+ * Ranges are not stored per node: the planner is deterministic, so the restored node records give the
+ * same plan again. `planFingerprint` (a hash of the ranges) tells a restore whether that still holds
+ * (e.g. after an upgrade that changed the planner); when it does not, the restore is treated as a reshard.
+ */
+
+/** A node record as persisted (its range is recomputed by the planner). */
+export interface PersistedNode {
+  readonly nodeId: string
+  readonly capacity: number
+  readonly reportedGeneration: number | null
+  readonly certSerial: string
+  readonly certNotBefore: number
+  readonly readyShards: number
+  readonly startingShards: number
+  readonly backoffShards: number
+  readonly fatalShards: number
+}
+
+/** A shard whose previous owner has not released it yet. */
+export interface PersistedHandoff {
+  readonly shardId: number
+  readonly fromNode: string
+  readonly generation: number
+}
+
+/** The small, always-written part of the state. */
+export interface StateMeta {
+  readonly generation: number
+  readonly totalShards: number
+  /** Null only in a state converted from a release that did not record it. */
+  readonly maxConcurrency: number | null
+  /** SHA-256 (hex) of the plan's ranges; see core/plan-fingerprint.ts. */
+  readonly planFingerprint: string
+  /** A reshard still waiting for restored nodes to apply the new plan (see core/reshard.ts). */
+  readonly reshard: { readonly generation: number; readonly waitingFor: readonly string[] } | null
+  /** The highest CRL number ever installed (decimal), so a restart on an older CRL is refused. */
+  readonly crlNumber: string | null
+}
+
+/** The whole durable state. */
+export interface DurableState {
+  readonly version: 2
+  readonly meta: StateMeta
+  readonly nodes: readonly PersistedNode[]
+  /** Operator drain flags, kept for nodes that are not live too. */
+  readonly draining: readonly string[]
+  readonly handoffs: readonly PersistedHandoff[]
+  /** Grant times (ms) still inside the rolling 24-hour daily Identify window. */
+  readonly dailyGrants: readonly number[]
+}
+
+/** The change since the previous write; applying it to that state gives the new one (state/apply-delta.ts). */
+export interface StateDelta {
+  readonly meta: StateMeta
+  readonly putNodes: readonly PersistedNode[]
+  readonly deleteNodes: readonly string[]
+  readonly putDraining: readonly string[]
+  readonly deleteDraining: readonly string[]
+  readonly putHandoffs: readonly PersistedHandoff[]
+  /** Shard IDs whose handoff is released. */
+  readonly deleteHandoffs: readonly number[]
+  readonly addGrants: readonly number[]
+  /** Grants before this time (ms) have left the daily window; null: none dropped. */
+  readonly dropGrantsBefore: number | null
+}
