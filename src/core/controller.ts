@@ -47,6 +47,8 @@ export class Controller {
   private unassigned: number
   private gen = 0
   private version = 0
+  /** The highest CRL number installed so far (carried for the runtime, persisted, never decided on here). */
+  private highestCrlNumber: bigint | null = null
   private events: CoreEvent[] = []
 
   /** A fresh controller, or one restored from a snapshot taken before a restart at `restore.now`. */
@@ -76,6 +78,18 @@ export class Controller {
   /** The current plan generation. */
   get generation(): number {
     return this.gen
+  }
+
+  /** The highest CRL number recorded (restored from the snapshot or by recordCrlNumber), or null. */
+  get crlNumber(): bigint | null {
+    return this.highestCrlNumber
+  }
+
+  /** Records an installed CRL's number; only a higher one changes (and so persists) anything. */
+  recordCrlNumber(crlNumber: bigint): void {
+    if (this.highestCrlNumber !== null && crlNumber <= this.highestCrlNumber) return
+    this.highestCrlNumber = crlNumber
+    this.version += 1
   }
 
   /** Moves whenever snapshot() would return something different (health counts aside). */
@@ -237,6 +251,7 @@ export class Controller {
       draining: [...this.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
       handoffs: this.handoffs.entries(),
       dailyGrants: this.limiter.dailyGrants(),
+      ...(this.highestCrlNumber === null ? {} : { crlNumber: this.highestCrlNumber.toString() }),
     }
   }
 
@@ -313,6 +328,7 @@ export class Controller {
   /** Restores nodes, drains, mapping and handoffs; a changed plan (new S, new planner) bumps the generation. */
   private restoreState(snapshot: ControllerSnapshot, now: number): void {
     this.gen = snapshot.generation
+    if (snapshot.crlNumber !== undefined) this.highestCrlNumber = BigInt(snapshot.crlNumber)
     for (const nodeId of snapshot.draining) this.draining.add(nodeId)
     for (const node of snapshot.nodes) {
       this.live.set(node.nodeId, restoredNodeRecord(now, node))

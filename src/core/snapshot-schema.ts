@@ -36,6 +36,8 @@ export const controllerSnapshotSchema = z
     draining: z.array(nameSchema),
     handoffs: z.array(handoffSchema),
     dailyGrants: z.array(z.number().int()),
+    // RFC 5280 caps CRL numbers at 20 octets (49 decimal digits); optional so older state files load.
+    crlNumber: z.string().regex(/^(0|[1-9][0-9]{0,48})$/, 'must be a decimal CRL number').optional(),
   })
   .strict()
 

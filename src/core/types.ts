@@ -120,4 +120,9 @@ export interface ControllerSnapshot {
   readonly handoffs: readonly { readonly shardId: number; readonly fromNode: string; readonly generation: number }[]
   /** Grant times (ms) still inside the rolling 24-hour daily Identify window. */
   readonly dailyGrants: readonly number[]
+  /**
+   * The highest CRL number ever installed, in decimal (CRL numbers reach 2^159); absent in state files
+   * written before it existed and while only unnumbered CRLs were seen. A restart refuses an older CRL.
+   */
+  readonly crlNumber?: string
 }

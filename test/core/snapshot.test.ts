@@ -90,8 +90,33 @@ t.test('the schema refuses what is not a snapshot', async (t) => {
     ['upper-case serial', { ...good, nodes: [{ ...good.nodes[0]!, certSerial: 'AB' }] }],
     ['fractional grant', { ...good, dailyGrants: [1.5] }],
     ['missing handoffs', { ...good, handoffs: undefined }],
+    ['CRL number as a JSON number', { ...good, crlNumber: 7 }],
+    ['CRL number in hex', { ...good, crlNumber: '0x07' }],
+    ['CRL number with a leading zero', { ...good, crlNumber: '07' }],
+    ['negative CRL number', { ...good, crlNumber: '-1' }],
+    ['CRL number over 20 octets', { ...good, crlNumber: '9'.repeat(50) }],
   ]
   for (const [label, value] of bad) t.notOk(controllerSnapshotSchema.safeParse(value).success, label)
+})
+
+t.test('the highest CRL number: carried, persisted when it grows, optional in older state files', async (t) => {
+  const c = busyController()
+  t.equal(c.crlNumber, null)
+  t.notOk('crlNumber' in c.snapshot(), 'no CRL number recorded: the field is absent, as in older files')
+  const v0 = c.persistVersion
+  c.recordCrlNumber(5n)
+  t.equal(c.persistVersion, v0 + 1, 'a higher number moves the persist version')
+  c.recordCrlNumber(5n)
+  c.recordCrlNumber(4n)
+  t.equal(c.persistVersion, v0 + 1, 'an equal or lower one changes nothing')
+  t.equal(c.crlNumber, 5n)
+  const huge = 2n ** 159n
+  c.recordCrlNumber(huge)
+  const snapshot = roundTrip(c.snapshot())
+  t.equal(snapshot.crlNumber, huge.toString(), 'written in decimal, exactly')
+  t.equal(new Controller(settings, { snapshot, now: T0 + 5000 }).crlNumber, huge, 'restored exactly')
+  const { crlNumber: _dropped, ...older } = snapshot
+  t.equal(new Controller(settings, { snapshot: roundTrip(older), now: T0 + 5000 }).crlNumber, null, 'a state file from before loads')
 })
 
 t.test('a snapshot with overlapping ranges stops the restore', async (t) => {
