@@ -11,8 +11,8 @@ import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
 import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
 import { Controller } from './core/controller.js'
-import { parseCrl, verifyCrl, type ParsedCrl } from './identity/crl.js'
-import { CrlWatcher } from './identity/crl-watcher.js'
+import { CrlEnforcement } from './identity/crl-enforcement.js'
+import { assertNotRolledBack, loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import { expectationHandler } from './http/early-answers.js'
@@ -58,17 +58,6 @@ async function readConfigured(path: string, key: string): Promise<string> {
   }
 }
 
-/** Loads and checks the CRL the config names: it is enforced from the first handshake. */
-function loadInitialCrl(pem: string, ca: X509Certificate, path: string): ParsedCrl {
-  try {
-    const crl = parseCrl(pem)
-    verifyCrl(crl, ca)
-    return crl
-  } catch (err) {
-    throw new Error(`key "tls.crl": ${path} is not a CRL signed by the configured CA (${(err as Error).message})`)
-  }
-}
-
 /** Starts the controller and returns once it listens. */
 export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
   const { logger } = opts
@@ -82,11 +71,12 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     readConfigured(config.tls.crl, 'tls.crl'),
   ])
   const ca = new X509Certificate(caPem)
-  let crl = loadInitialCrl(crlPem, ca, config.tls.crl)
+  const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
   const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
   const files = new JournaledFileStore(config.stateDir)
   const store = opts.wrapStore?.(files) ?? files
   const state = await store.load() // a damaged state file or journal stops the start here, untouched
+  assertNotRolledBack(crl, state?.meta.crlNumber ?? undefined, config.tls.crl) // so does a CRL older than the last one in force
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
@@ -109,7 +99,24 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
     },
   })
-  const isRevoked = (serial: string) => crl.revokedSerials.has(serial)
+  // The TLS server is made below: the watcher only calls into it after start().
+  const crls = new CrlEnforcement(crl, {
+    path: config.tls.crl,
+    ca,
+    intervalMs: opts.tickMs ?? 1000,
+    audit,
+    logger,
+    installTls: (pem) => tls.updateCrl(pem),
+    dropRevoked: (isRevoked) => ({
+      closedConnections: tls.closeConnections((p) => isRevoked(p.serial)),
+      removedNodes: service.removeRevoked(isRevoked),
+    }),
+    recordCrlNumber: (crlNumber) => {
+      controller.recordCrlNumber(crlNumber)
+      service.flush() // persists it
+    },
+  })
+  const isRevoked = crls.isRevoked
   service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
 
   const authDeps = {
@@ -119,7 +126,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     peerAudit,
     rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
   }
-  const tls = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
+  const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
     logger,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
@@ -134,36 +141,15 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     serverFactory: tls.factory,
   })
 
-  const watcher = new CrlWatcher({
-    path: config.tls.crl,
-    ca,
-    intervalMs: opts.tickMs ?? 1000,
-    onLoaded: (next: ParsedCrl) => {
-      crl = next
-      tls.updateCrl(next.pem)
-      const closed = tls.closeConnections((p) => next.revokedSerials.has(p.serial))
-      const removed = service.removeRevoked(isRevoked)
-      audit.record('crl_loaded', { crl_number: next.crlNumber?.toString() ?? null, revoked: next.revokedSerials.size, closed_connections: closed, removed_nodes: removed })
-      logger?.info({ crlNumber: next.crlNumber?.toString(), closed, removed }, 'CRL reloaded')
-    },
-    onRefused: (reason: string) => {
-      audit.record('crl_refused', { path: config.tls.crl, reason })
-      logger?.warn({ reason }, 'new CRL refused; the previous CRL stays in force')
-    },
-    onExpiring: (c: ParsedCrl, msLeft: number) => {
-      const next_update = c.nextUpdate?.toISOString() ?? null
-      audit.record('crl_expiring', { next_update, ms_left: msLeft })
-      logger?.warn({ nextUpdate: next_update }, 'the CRL nextUpdate is less than a day away or past: OpenSSL will refuse every client once it passes; publish a fresh CRL (pxe-pki crl)')
-    },
-  })
-
   await app.listen({
     host: config.listen.host,
     port: config.listen.port,
     // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
     listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
   })
-  watcher.start(crl)
+  crls.start()
+  const crlWarning = startupCrlWarning(crl, Date.now())
+  if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
     service.expireStaleNodes()
     peerAudit.flushSuppressed()
@@ -182,7 +168,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     async stop() {
       if (stopped) return
       stopped = true
-      watcher.stop()
+      crls.stop()
       clearInterval(tick)
       tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
       await app.close()

@@ -14,7 +14,8 @@ export const AUDIT_EVENTS = [
   'reshard', // restarted with another total_shards or max_concurrency than the state was written with
   'drain_set', // with the operator who set it
   'crl_loaded',
-  'crl_refused', // bad signature, foreign CA or older CRL number; the old CRL stays
+  'crl_refused', // bad signature, foreign CA, older CRL number, critical extension, expired; the old CRL stays
+  'crl_pending', // a newer CRL whose thisUpdate is still in the future waits; installed (crl_loaded) once valid
   'crl_expiring', // nextUpdate less than a day away or past
   'node_expired',
   'node_removed', // e.g. revoked

@@ -1,6 +1,15 @@
 /**
  * The rule for replacing the CRL in force: pure apart from signature checking, with the clock passed in,
  * so the watcher only does I/O and this file holds every decision.
+ *
+ * Time rule (OpenSSL 3, x509_vfy.c check_crl_time, has no tolerance): a CRL is usable at `now` when
+ * thisUpdate <= now and, if it has one, now < nextUpdate; otherwise OpenSSL refuses every client
+ * (CRL_NOT_YET_VALID, CRL_HAS_EXPIRED). So a newer CRL is
+ * - installed when it is usable now;
+ * - held as pending while its thisUpdate is in the future (a CA host with a fast clock), the CRL in
+ *   force staying, and decided again once thisUpdate has passed;
+ * - refused when it is past its nextUpdate, unless the CRL in force is past its own too: then every
+ *   client is refused either way, and the newer list of revocations is the better one to hold.
  */
 import type { X509Certificate } from 'node:crypto'
 import { CrlError, parseCrl, verifyCrl, type ParsedCrl } from './crl.js'
@@ -9,36 +18,38 @@ import { CrlError, parseCrl, verifyCrl, type ParsedCrl } from './crl.js'
 export type CrlRefusalReason =
   | 'missing' // the file stayed missing for several checks
   | 'unreadable' // the file exists but cannot be read (permissions, a directory, ...)
-  | 'malformed' // not one well-formed X509 CRL PEM block
-  | 'unsupported' // a delta, partitioned or indirect CRL, an unknown critical extension or algorithm
+  | 'malformed' // not one well-formed X509 CRL PEM block, or dates that can never be valid
+  | 'unsupported' // a delta, partitioned or indirect CRL, a critical extension OpenSSL does not handle, an unknown algorithm
   | 'wrong_issuer' // issued by another CA
   | 'bad_signature' // does not verify under the CA key
   | 'older_crl' // a lower CRL number (or, without numbers, an older thisUpdate) than the one in force
   | 'same_crl_number' // the same CRL number as the one in force with different content
   | 'missing_crl_number' // no CRL number while the one in force has one: cannot be ordered
-  | 'not_yet_valid' // thisUpdate too far in the future
+  | 'expired_crl' // past its nextUpdate while the one in force is not
+  | 'superseded' // a pending CRL left the file before its thisUpdate came
   | 'install_failed' // the onLoaded callback threw, e.g. the TLS context could not be rebuilt
 
 /** What to do with a candidate CRL. */
 export type CrlDecision =
   | { readonly kind: 'load'; readonly crl: ParsedCrl }
+  | { readonly kind: 'pending'; readonly crl: ParsedCrl }
   | { readonly kind: 'same' }
   | { readonly kind: 'refuse'; readonly reason: CrlRefusalReason; readonly message: string; readonly crl?: ParsedCrl }
 
-/**
- * OpenSSL refuses every handshake while a CRL's thisUpdate is in the future (CRL_NOT_YET_VALID), so a
- * CRL from a badly skewed clock would lock every node out; a few minutes of skew are tolerated.
- */
-export const MAX_FUTURE_THIS_UPDATE_MS = 5 * 60_000
+/** Where `now` stands in a CRL's validity window, as OpenSSL sees it. */
+export type CrlTimeState = 'not_yet_valid' | 'valid' | 'expired'
 
 /** Below this much time to nextUpdate (or past it) the CRL in force is reported as expiring. */
 export const EXPIRY_WARNING_MS = 24 * 3_600_000
 
-/**
- * Decides whether `pem` replaces `current`. A CRL number must grow strictly: an equal number with
- * identical bytes is a no-op ('same'); an equal number with other bytes is refused, because two different
- * CRLs with one number means a CA misuse or a replay we cannot order.
- */
+/** OpenSSL's verdict on a CRL's dates at `nowMs` (both bounds compared as OpenSSL does: <=). */
+export function crlTimeState(crl: ParsedCrl, nowMs: number): CrlTimeState {
+  if (crl.thisUpdate.getTime() > nowMs) return 'not_yet_valid'
+  if (crl.nextUpdate !== null && crl.nextUpdate.getTime() <= nowMs) return 'expired'
+  return 'valid'
+}
+
+/** Parses and verifies `pem`, then decides as `decideParsedCrl` does. */
 export function decideCrl(current: ParsedCrl, pem: string, ca: X509Certificate, nowMs: number): CrlDecision {
   let crl: ParsedCrl
   try {
@@ -48,21 +59,46 @@ export function decideCrl(current: ParsedCrl, pem: string, ca: X509Certificate, 
     if (err instanceof CrlError) return { kind: 'refuse', reason: err.code, message: err.message }
     throw err
   }
+  return decideParsedCrl(current, crl, nowMs)
+}
+
+/**
+ * Decides whether a verified `crl` replaces `current`. A CRL number must grow strictly: an equal number
+ * with identical bytes is a no-op ('same'); an equal number with other bytes is refused, because two
+ * different CRLs with one number means a CA misuse or a replay we cannot order. Then the time rule of
+ * the file comment.
+ */
+export function decideParsedCrl(current: ParsedCrl, crl: ParsedCrl, nowMs: number): CrlDecision {
   if (crl.der.equals(current.der)) return { kind: 'same' }
   const refuse = (reason: CrlRefusalReason, message: string): CrlDecision => ({ kind: 'refuse', reason, message, crl })
-  if (crl.thisUpdate.getTime() > nowMs + MAX_FUTURE_THIS_UPDATE_MS) {
-    return refuse('not_yet_valid', `the CRL's thisUpdate ${crl.thisUpdate.toISOString()} is in the future: check the CA host's clock`)
+  const older = orderingProblem(current, crl)
+  if (older !== null) return refuse(older.reason, older.message)
+  if (crl.nextUpdate !== null && crl.nextUpdate.getTime() <= crl.thisUpdate.getTime()) {
+    return refuse('malformed', `the CRL's nextUpdate ${crl.nextUpdate.toISOString()} is not after its thisUpdate: it is never valid`)
   }
+  switch (crlTimeState(crl, nowMs)) {
+    case 'not_yet_valid':
+      return { kind: 'pending', crl }
+    case 'expired':
+      if (crlTimeState(current, nowMs) === 'expired') return { kind: 'load', crl }
+      return refuse('expired_crl', `the CRL's nextUpdate ${crl.nextUpdate?.toISOString()} has passed: OpenSSL would refuse every client; publish a fresh CRL (pxe-pki crl)`)
+    case 'valid':
+      return { kind: 'load', crl }
+  }
+}
+
+/** Why `crl` cannot follow `current`, or null when it is newer. */
+function orderingProblem(current: ParsedCrl, crl: ParsedCrl): { reason: CrlRefusalReason; message: string } | null {
   const had = current.crlNumber
   const got = crl.crlNumber
-  if (had !== null && got === null) return refuse('missing_crl_number', `the CRL has no CRL number; the one in force has ${had}`)
+  if (had !== null && got === null) return { reason: 'missing_crl_number', message: `the CRL has no CRL number; the one in force has ${had}` }
   if (had !== null && got !== null) {
-    if (got < had) return refuse('older_crl', `CRL number ${got} is older than ${had} in force`)
-    if (got === had) return refuse('same_crl_number', `CRL number ${got} is already in force with different content`)
+    if (got < had) return { reason: 'older_crl', message: `CRL number ${got} is older than ${had} in force` }
+    if (got === had) return { reason: 'same_crl_number', message: `CRL number ${got} is already in force with different content` }
   } else if (crl.thisUpdate.getTime() < current.thisUpdate.getTime()) {
-    return refuse('older_crl', `the CRL's thisUpdate ${crl.thisUpdate.toISOString()} is older than the one in force`)
+    return { reason: 'older_crl', message: `the CRL's thisUpdate ${crl.thisUpdate.toISOString()} is older than the one in force` }
   }
-  return { kind: 'load', crl }
+  return null
 }
 
 /** Milliseconds left before `crl`'s nextUpdate when under a day (negative when past), else null. */

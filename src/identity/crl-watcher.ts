@@ -2,13 +2,15 @@
  * Watches the CRL file and hands each new, verified CRL to `onLoaded` within about a second of the change.
  * `fs.watch` on the directory catches a write in place and a replace by rename at once; a periodic stat
  * catches what watching misses (network filesystems, a watch that died). The old CRL stays in force on
- * any refusal.
+ * any refusal. A newer CRL whose thisUpdate is still in the future waits as pending (the old one stays
+ * in force) and is installed by the periodic check once it is valid, unless the file changed meanwhile:
+ * the file is the source of truth, so whatever it holds next replaces the pending CRL.
  */
 import { createHash, type X509Certificate } from 'node:crypto'
 import { watch, type FSWatcher, type Stats } from 'node:fs'
 import { readFile, stat } from 'node:fs/promises'
 import { basename, dirname } from 'node:path'
-import { decideCrl, expiringIn, type CrlRefusalReason } from './crl-decide.js'
+import { decideCrl, decideParsedCrl, expiringIn, type CrlDecision, type CrlRefusalReason } from './crl-decide.js'
 import type { ParsedCrl } from './crl.js'
 
 export type { CrlRefusalReason } from './crl-decide.js'
@@ -39,6 +41,8 @@ export interface CrlWatcherOptions {
   /** A new CRL passed every check; if this throws, the CRL is refused as 'install_failed'. */
   onLoaded(crl: ParsedCrl): void
   onRefused(reason: CrlRefusalReason, details: CrlRefusalDetails): void
+  /** A newer CRL is not valid yet (thisUpdate in the future): it waits, the CRL in force stays. */
+  onPending?(crl: ParsedCrl): void
   /** The CRL in force has nextUpdate under 24 h away or past; at most once an hour per CRL. */
   onExpiring?(crl: ParsedCrl, msLeft: number): void
 }
@@ -51,6 +55,7 @@ const RACY_WINDOW_MS = 3_000
 /** Keeps the CRL in force up to date with the file at `path`. */
 export class CrlWatcher {
   private current: ParsedCrl | undefined
+  private pending: ParsedCrl | null = null
   private fsWatcher: FSWatcher | undefined
   private interval: NodeJS.Timeout | undefined
   private debounce: NodeJS.Timeout | undefined
@@ -73,6 +78,11 @@ export class CrlWatcher {
   /** The CRL in force (the initial one until a newer one loads). */
   get inForce(): ParsedCrl | undefined {
     return this.current
+  }
+
+  /** The newer CRL waiting for its thisUpdate, if any. */
+  get pendingCrl(): ParsedCrl | null {
+    return this.pending
   }
 
   /** Starts watching with `initial` in force (already parsed and verified by the caller). */
@@ -119,6 +129,7 @@ export class CrlWatcher {
         // Never an unhandled rejection from a timer: report it and keep the CRL in force.
         this.refuse('unreadable', `checking the CRL file failed: ${err instanceof Error ? err.message : String(err)}`)
       }
+      this.installPendingIfDue()
       this.warnIfExpiring()
       poll = this.againFromPoll
       this.againFromPoll = false
@@ -199,15 +210,37 @@ export class CrlWatcher {
   private judge(pem: string): void {
     const current = this.current
     if (current === undefined || !this.running) return
-    let decision: ReturnType<typeof decideCrl>
+    let decision: CrlDecision
     try {
       decision = decideCrl(current, pem, this.opts.ca, this.now())
     } catch (err) {
       // Not a CrlError: a bug or an exotic input; refuse rather than crash the timer.
-      return this.refuse('malformed', `the CRL could not be checked: ${err instanceof Error ? err.message : String(err)}`)
+      decision = { kind: 'refuse', reason: 'malformed', message: `the CRL could not be checked: ${err instanceof Error ? err.message : String(err)}` }
     }
+    if (decision.kind === 'pending' && this.pending?.der.equals(decision.crl.der) === true) return // re-read, unchanged
+    this.dropPending()
+    this.apply(decision)
+  }
+
+  /** Installs the pending CRL once its thisUpdate has come, deciding afresh against the CRL in force. */
+  private installPendingIfDue(): void {
+    const { current, pending } = this
+    if (current === undefined || pending === null || !this.running) return
+    const decision = decideParsedCrl(current, pending, this.now())
+    if (decision.kind === 'pending') return
+    this.pending = null
+    this.apply(decision)
+  }
+
+  private apply(decision: CrlDecision): void {
     if (decision.kind === 'same') return
     if (decision.kind === 'refuse') return this.refuse(decision.reason, decision.message, decision.crl?.crlNumber)
+    if (decision.kind === 'pending') {
+      this.pending = decision.crl
+      const onPending = this.opts.onPending
+      if (onPending !== undefined) callQuietly(() => onPending(decision.crl))
+      return
+    }
     try {
       this.opts.onLoaded(decision.crl)
     } catch (err) {
@@ -215,6 +248,15 @@ export class CrlWatcher {
       return this.refuse('install_failed', `the CRL could not be installed: ${message}`, decision.crl.crlNumber)
     }
     this.current = decision.crl
+  }
+
+  /** The file no longer holds the pending CRL: it will not be installed. */
+  private dropPending(): void {
+    const dropped = this.pending
+    if (dropped === null) return
+    this.pending = null
+    const at = dropped.thisUpdate.toISOString()
+    this.refuse('superseded', `the pending CRL (number ${dropped.crlNumber ?? 'none'}, valid from ${at}) was replaced in the file before it became valid`, dropped.crlNumber)
   }
 
   private refuse(reason: CrlRefusalReason, message: string, crlNumber?: bigint | null): void {

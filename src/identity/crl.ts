@@ -41,13 +41,19 @@ const PEM_LABEL = 'X509 CRL'
 const PEM_BLOCK = /-----BEGIN ([^-\r\n]*)-----([\s\S]*?)-----END ([^-\r\n]*)-----/g
 
 const OID_CRL_NUMBER = '2.5.29.20'
+const OID_AUTHORITY_KEY_IDENTIFIER = '2.5.29.35'
 const OID_DELTA_CRL_INDICATOR = '2.5.29.27'
 const OID_ISSUING_DISTRIBUTION_POINT = '2.5.29.28'
 const OID_CERTIFICATE_ISSUER = '2.5.29.29'
-// Non-critical-in-practice CRL extensions we can ignore safely; any other critical one is refused,
-// as RFC 5280 5.2 requires, because OpenSSL would then refuse every client handshake.
-const IGNORABLE_CRL_EXTENSIONS = new Set(['2.5.29.35', '2.5.29.18', '2.5.29.46', '1.3.6.1.5.5.7.1.1'])
-const IGNORABLE_ENTRY_EXTENSIONS = new Set(['2.5.29.21', '2.5.29.24'])
+
+/**
+ * OpenSSL 3 (crypto/x509/x_crl.c, crl_cb) flags a CRL with EXFLAG_CRITICAL, and then refuses every
+ * certificate checked against it ("unhandled critical CRL extension"), when a CRL-level extension other
+ * than these is critical. Delta CRLs and IDP are refused below anyway, so of these only AKI may pass.
+ */
+const CRITICAL_OK_IN_CRL = new Set([OID_AUTHORITY_KEY_IDENTIFIER, OID_DELTA_CRL_INDICATOR, OID_ISSUING_DISTRIBUTION_POINT])
+/** Likewise for entries (crl_set_issuers): any critical entry extension but certificateIssuer. */
+const CRITICAL_OK_IN_ENTRY = new Set([OID_CERTIFICATE_ISSUER])
 
 /**
  * Lower-case hex, no colons or spaces, leading zero bytes stripped: the one form used to compare
@@ -161,20 +167,20 @@ function parseRevoked(list: DerNode): Set<string> {
     const serial = integerBytes(parts[0] ?? missing('revoked serial'), 'revoked serial')
     decodeTime(parts[1], 'revocationDate')
     if (parts.length > 3) throw new DerError('revoked certificate entry has too many fields')
-    if (parts[2] !== undefined) checkExtensions(parts[2], IGNORABLE_ENTRY_EXTENSIONS, 'CRL entry')
+    if (parts[2] !== undefined) checkExtensions(parts[2], CRITICAL_OK_IN_ENTRY, 'CRL entry')
     serials.add(normalizeSerial(serial.toString('hex')))
   }
   return serials
 }
 
 function parseCrlExtensions(seq: DerNode): bigint | null {
-  const byOid = checkExtensions(seq, IGNORABLE_CRL_EXTENSIONS, 'CRL')
+  const byOid = checkExtensions(seq, CRITICAL_OK_IN_CRL, 'CRL')
   const number = byOid.get(OID_CRL_NUMBER)
   return number === undefined ? null : decodeUnsigned(readDer(number), 'CRL number')
 }
 
-/** Walks an Extensions SEQUENCE; returns extnValue by OID, refusing features we do not implement. */
-function checkExtensions(seq: DerNode, ignorable: ReadonlySet<string>, where: string): Map<string, Buffer> {
+/** Walks an Extensions SEQUENCE; returns extnValue by OID, refusing what we or OpenSSL do not handle. */
+function checkExtensions(seq: DerNode, criticalOk: ReadonlySet<string>, where: string): Map<string, Buffer> {
   const byOid = new Map<string, Buffer>()
   for (const ext of childrenOf(expectTag(seq, TAG.SEQUENCE, `${where} extensions`))) {
     const parts = childrenOf(expectTag(ext, TAG.SEQUENCE, `${where} extension`))
@@ -184,18 +190,21 @@ function checkExtensions(seq: DerNode, ignorable: ReadonlySet<string>, where: st
     const value = expectTag(parts[hasCritical ? 2 : 1], TAG.OCTET_STRING, `${where} extension ${oid} value`)
     if (byOid.has(oid)) throw new DerError(`${where} extension ${oid} appears twice`)
     byOid.set(oid, value.content)
-    refuseUnsupported(oid, critical, ignorable, where)
+    refuseUnsupported(oid, critical, criticalOk, where)
   }
   return byOid
 }
 
-function refuseUnsupported(oid: string, critical: boolean, ignorable: ReadonlySet<string>, where: string): void {
+function refuseUnsupported(oid: string, critical: boolean, criticalOk: ReadonlySet<string>, where: string): void {
   if (oid === OID_DELTA_CRL_INDICATOR) throw new CrlError('unsupported', 'delta CRLs are not supported')
   if (oid === OID_ISSUING_DISTRIBUTION_POINT) {
     throw new CrlError('unsupported', 'partitioned CRLs (issuing distribution point) are not supported')
   }
   if (oid === OID_CERTIFICATE_ISSUER) throw new CrlError('unsupported', 'indirect CRLs are not supported')
-  if (critical && oid !== OID_CRL_NUMBER && !ignorable.has(oid)) {
-    throw new CrlError('unsupported', `unknown critical ${where} extension ${oid}`)
+  if (critical && !criticalOk.has(oid)) {
+    throw new CrlError(
+      'unsupported',
+      `the ${where} extension ${oid} is marked critical, which OpenSSL does not handle: it would refuse every client`,
+    )
   }
 }

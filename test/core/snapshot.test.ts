@@ -127,6 +127,8 @@ t.test('the schema refuses what is not a state', async (t) => {
     ['missing handoffs', { ...good, handoffs: undefined }],
     ['CRL number as a JSON number', { ...good, meta: { ...good.meta, crlNumber: 7 } }],
     ['CRL number with a leading zero', { ...good, meta: { ...good.meta, crlNumber: '07' } }],
+    ['CRL number in hex', { ...good, meta: { ...good.meta, crlNumber: '0x07' } }],
+    ['negative CRL number', { ...good, meta: { ...good.meta, crlNumber: '-1' } }],
     ['CRL number over 20 octets', { ...good, meta: { ...good.meta, crlNumber: '9'.repeat(50) } }],
   ]
   for (const [label, value] of bad) t.notOk(durableStateSchema.safeParse(value).success, label)

@@ -5,8 +5,9 @@ import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { writeCrl } from '../../pki/revocation.js'
+import { revoke, writeCrl } from '../../pki/revocation.js'
 import { AUDIT_EVENTS } from '../../src/audit/audit-events.js'
+import { EXTENSION_VALUES, craftCrl } from '../identity/crl-craft.js'
 import { bundle, checkinBody, makePki, opensslCert, request, startTestController } from './harness.js'
 
 const CLI = fileURLToPath(new URL('../../dist/pki/cli.js', import.meta.url))
@@ -26,6 +27,10 @@ t.teardown(() => ctl.running.stop())
 const crlPath = join(pki.dir, 'crl.pem')
 const oldCrl = join(root, 'crl-before.pem')
 copyFileSync(crlPath, oldCrl)
+
+/** The audit lines of one event kind, parsed. */
+const auditLines = (event: string): Record<string, any>[] =>
+  readFileSync(join(root, 'audit.log'), 'utf8').trim().split('\n').map((l) => JSON.parse(l)).filter((e) => e.event === event)
 
 /** Polls until `check` holds or the deadline passes; returns the elapsed ms or -1. */
 async function within(ms: number, check: () => Promise<boolean> | boolean): Promise<number> {
@@ -78,6 +83,63 @@ t.test('a CRL from a foreign CA and an older CRL are refused; the current one st
   t.ok((await within(2500, () => countRefused() > refusedBefore + 1)) >= 0, 'older CRL refused and audited')
   await stillInForce(t, 'after the older CRL')
   writeFileSync(crlPath, current)
+})
+
+t.test('a CRL with a critical extension OpenSSL does not handle is refused; the next pxe-pki revoke still takes effect within 2 s', async (t) => {
+  const nodeD = await bundle(pki, 'node-d', 'node')
+  t.equal((await request(ctl.port, pki.ca, nodeD, '/v1/checkin', { body: checkinBody('node-d') })).status, 200)
+  // Signed by our CA, numbered far ahead of the PKI, with a critical issuerAltName: had it been installed,
+  // OpenSSL would refuse every client, and its number would make the next real CRL look older.
+  const now = Date.now()
+  const bad = craftCrl({
+    caCertPem: pki.ca,
+    caKeyPem: readFileSync(join(pki.dir, 'ca-key.pem'), 'utf8'),
+    thisUpdate: new Date(now - 60_000),
+    nextUpdate: new Date(now + 86_400_000),
+    extensions: [
+      { oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1000) },
+      { oid: '2.5.29.18', critical: true, value: EXTENSION_VALUES.issuerAltName() },
+    ],
+  })
+  const refusedBefore = auditLines('crl_refused').length
+  writeFileSync(crlPath, bad)
+  t.ok((await within(2000, () => auditLines('crl_refused').length > refusedBefore)) >= 0, 'refused within 2 s')
+  t.match(auditLines('crl_refused').at(-1), { reason: 'unsupported', crl_number: null, message: /2\.5\.29\.18 is marked critical/ })
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'node-b still served: the old CRL is in force')
+  t.equal((await request(ctl.port, pki.ca, nodeD, '/v1/keys')).status, 200, 'node-d too')
+
+  const loadedBefore = auditLines('crl_loaded').length
+  const res = pkiCli('revoke', 'node-d', '--dir', pki.dir)
+  t.equal(res.status, 0, res.stderr)
+  const elapsed = await within(2000, async () => {
+    const refused = await request(ctl.port, pki.ca, nodeD, '/v1/keys').then(() => false, () => true)
+    return refused && auditLines('crl_loaded').length > loadedBefore
+  })
+  t.ok(elapsed >= 0, `the CRL of pxe-pki revoke installed and node-d refused within 2 s (took ${elapsed} ms)`)
+  t.match(auditLines('crl_loaded').at(-1), { crl_number: /^\d+$/ })
+  t.ok(Number(auditLines('crl_loaded').at(-1)?.crl_number) < 1000, 'a lower number than the refused CRL carried')
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'node-b still served')
+})
+
+t.test('a CRL valid only in a few seconds waits as pending, handshakes keep working, then it is installed by itself', async (t) => {
+  const nodeE = await bundle(pki, 'node-e', 'node')
+  t.equal((await request(ctl.port, pki.ca, nodeE, '/v1/keys')).status, 200)
+  // The CA host's clock runs 5 s ahead: the CRL it writes is not valid yet here.
+  const { crlNumber } = await revoke(pki.dir, { name: 'node-e' }, { now: new Date(Date.now() + 5000) })
+  t.ok((await within(2000, () => auditLines('crl_pending').length > 0)) >= 0, 'crl_pending audited within 2 s')
+  const pending = auditLines('crl_pending').at(-1)
+  t.match(pending, { crl_number: String(crlNumber), this_update: String })
+  const validFrom = Date.parse(pending?.this_update)
+  t.ok(Date.now() < validFrom, 'still before its thisUpdate')
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'handshakes keep working (no CRL_NOT_YET_VALID)')
+  t.equal((await request(ctl.port, pki.ca, nodeE, '/v1/keys')).status, 200, 'the old CRL is in force: node-e not revoked yet')
+  t.ok(Date.now() < validFrom, 'and both answers came before its thisUpdate')
+  const loadedLine = () => auditLines('crl_loaded').find((e) => e.crl_number === String(crlNumber))
+  const installed = await within(validFrom - Date.now() + 2000, () => loadedLine() !== undefined)
+  t.ok(installed >= 0, 'installed once valid, with no file change')
+  t.ok(Date.parse(loadedLine()?.time) >= validFrom, 'not before its thisUpdate (audit line time)')
+  await t.rejects(request(ctl.port, pki.ca, nodeE, '/v1/keys'), 'node-e refused now')
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'node-b still served')
 })
 
 t.test('every audit event kind comes from a real action, and audit-verify checks the chain', async (t) => {

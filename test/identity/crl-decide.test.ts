@@ -1,5 +1,5 @@
 import t from 'tap'
-import { MAX_FUTURE_THIS_UPDATE_MS, decideCrl, expiringIn } from '../../src/identity/crl-decide.js'
+import { crlTimeState, decideCrl, decideParsedCrl, expiringIn } from '../../src/identity/crl-decide.js'
 import { parseCrl } from '../../src/identity/crl.js'
 import { genCrl, issue, makeCa, revoke, tempDir } from './crl-openssl.js'
 
@@ -29,11 +29,28 @@ t.test('numbers must grow; without numbers thisUpdate must not go back', async (
   t.match(decideCrl(parseCrl(v1), numbered2, ca.cert, now), { kind: 'load' }, 'a numbered CRL may follow a v1 one')
 })
 
-t.test('a thisUpdate far in the future is refused (OpenSSL would refuse every client)', async (t) => {
+t.test('a thisUpdate in the future, by any amount, waits as pending (OpenSSL has no tolerance)', async (t) => {
   const current = parseCrl(numbered)
-  const early = parseCrl(numbered2).thisUpdate.getTime() - MAX_FUTURE_THIS_UPDATE_MS - 1000
-  t.match(decideCrl(current, numbered2, ca.cert, early), { kind: 'refuse', reason: 'not_yet_valid', message: /clock/ })
-  t.match(decideCrl(current, numbered2, ca.cert, early + 2000), { kind: 'load' }, 'small skew tolerated')
+  const thisUpdate = parseCrl(numbered2).thisUpdate.getTime()
+  t.match(decideCrl(current, numbered2, ca.cert, thisUpdate - 1000), { kind: 'pending', crl: { crlNumber: 2n } })
+  t.match(decideCrl(current, numbered2, ca.cert, thisUpdate - 1), { kind: 'pending' }, 'one millisecond early')
+  t.match(decideCrl(current, numbered2, ca.cert, thisUpdate), { kind: 'load' }, 'valid from thisUpdate itself, as in OpenSSL')
+  t.match(decideCrl(parseCrl(numbered2), numbered, ca.cert, 0), { kind: 'refuse', reason: 'older_crl' }, 'an older CRL is refused, not held')
+})
+
+t.test('past nextUpdate: refused while the CRL in force is valid, installed when it is past its own too', async (t) => {
+  const day = 86_400_000
+  const stale1 = parseCrl(genCrl(ca, { lastUpdate: new Date(now - 3 * day), nextUpdate: new Date(now - 2 * day) }))
+  const stale2 = parseCrl(genCrl(ca, { lastUpdate: new Date(now - 2 * day), nextUpdate: new Date(now - day) }))
+  const fresh = parseCrl(genCrl(ca))
+  t.equal(crlTimeState(stale2, now), 'expired')
+  t.equal(crlTimeState(stale2, (stale2.nextUpdate as Date).getTime()), 'expired', 'nextUpdate itself is past, as in OpenSSL')
+  t.equal(crlTimeState(stale2, (stale2.nextUpdate as Date).getTime() - 1), 'valid')
+  t.match(decideParsedCrl(parseCrl(numbered2), stale2, now), { kind: 'refuse', reason: 'expired_crl', message: /pxe-pki crl/ })
+  t.match(decideParsedCrl(stale1, stale2, now), { kind: 'load' }, 'both past nextUpdate: the newer revocations win')
+  t.match(decideParsedCrl(stale1, fresh, now), { kind: 'load' })
+  const backwards = parseCrl(genCrl(ca, { lastUpdate: new Date(now), nextUpdate: new Date(now - 1000) }))
+  t.match(decideParsedCrl(fresh, backwards, now + 10 * day), { kind: 'refuse', reason: 'malformed', message: /never valid/ })
 })
 
 t.test('expiringIn', async (t) => {

@@ -9,6 +9,7 @@ export type WatcherEvent =
   | { kind: 'loaded'; crl: ParsedCrl }
   | { kind: 'refused'; reason: CrlRefusalReason; details: CrlRefusalDetails }
   | { kind: 'expiring'; crl: ParsedCrl; msLeft: number }
+  | { kind: 'pending'; crl: ParsedCrl }
 
 /** Collects events; `next` resolves with the first unseen event of a kind or rejects after `timeoutMs`. */
 export class EventLog {
@@ -17,11 +18,12 @@ export class EventLog {
   private waiters: (() => void)[] = []
 
   /** The callbacks to spread into `CrlWatcherOptions`. */
-  callbacks(): Pick<CrlWatcherOptions, 'onLoaded' | 'onRefused' | 'onExpiring'> {
+  callbacks(): Pick<CrlWatcherOptions, 'onLoaded' | 'onRefused' | 'onExpiring' | 'onPending'> {
     return {
       onLoaded: (crl) => this.push({ kind: 'loaded', crl }),
       onRefused: (reason, details) => this.push({ kind: 'refused', reason, details }),
       onExpiring: (crl, msLeft) => this.push({ kind: 'expiring', crl, msLeft }),
+      onPending: (crl) => this.push({ kind: 'pending', crl }),
     }
   }
 

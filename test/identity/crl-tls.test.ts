@@ -4,6 +4,9 @@ import type { AddressInfo } from 'node:net'
 import tls from 'node:tls'
 import { normalizeSerial, parseCrl } from '../../src/identity/crl.js'
 import { buildSecureContextOptions } from '../../src/identity/tls-crl.js'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { EXTENSION_VALUES, craftCrl } from './crl-craft.js'
 import { genCrl, issue, makeCa, revoke, tempDir, type IssuedCert } from './crl-openssl.js'
 
 const dir = tempDir(t)
@@ -139,4 +142,35 @@ t.test('OpenSSL fails closed on a CRL past its nextUpdate: every client is refus
   t.equal(outcome.greeting, '', 'a valid, unrevoked node is refused')
   await until(() => clientErrors.length > 0)
   t.match(clientErrors, [/\/CRL_HAS_EXPIRED$/])
+})
+
+t.test('OpenSSL fails closed on a CRL whose thisUpdate is in the future, with no tolerance', async (t) => {
+  // Why a CRL from a CA host with a fast clock waits as pending instead of being installed.
+  const ahead = parseCrl(genCrl(ca, { lastUpdate: new Date(Date.now() + 120_000) }))
+  const { port, clientErrors } = await startServer(t, ahead.pem)
+  const outcome = await connect(port, other, { maxVersion: 'TLSv1.3' })
+  t.equal(outcome.greeting, '', 'a valid, unrevoked node is refused two minutes early')
+  await until(() => clientErrors.length > 0)
+  t.match(clientErrors, [/\/CRL_NOT_YET_VALID$/])
+})
+
+t.test("Node's own OpenSSL refuses every client under a CRL with a critical CRL number, as the openssl CLI does", async (t) => {
+  // Ties test/identity/crl-critical.test.ts (judged by the openssl CLI) to the OpenSSL Node runs on.
+  const now = Date.now()
+  const crlWithNumber = (critical: boolean) => craftCrl({
+    caCertPem: ca.certPem,
+    caKeyPem: readFileSync(join(ca.dir, 'ca-key.pem'), 'utf8'),
+    thisUpdate: new Date(now - 60_000),
+    nextUpdate: new Date(now + 86_400_000),
+    extensions: [{ oid: '2.5.29.20', critical, value: EXTENSION_VALUES.crlNumber(9) }],
+  })
+  const plain = await startServer(t, crlWithNumber(false))
+  t.equal((await connect(plain.port, other)).greeting, 'hello node-2', 'the same CRL with a non-critical number: served')
+  const { port, clientErrors } = await startServer(t, crlWithNumber(true))
+  const outcome = await connect(port, other)
+  t.equal(outcome.greeting, '', 'critical: a valid, unrevoked node is refused')
+  await until(() => clientErrors.length > 0)
+  // Node has no name for X509_V_ERR_UNHANDLED_CRITICAL_CRL_EXTENSION: the reason shows as UNSPECIFIED.
+  t.comment(`server saw: ${clientErrors.join(', ')}`)
+  t.equal(clientErrors.length, 1, 'the server refused the handshake')
 })

@@ -156,6 +156,50 @@ t.test('a past nextUpdate is reported too', async (t) => {
   if (event.kind === 'expiring') t.ok(event.msLeft < 0)
 })
 
+t.test('a CRL not valid yet waits as pending, then is installed by the periodic check alone', async (t) => {
+  const p = pendingCrls()
+  let clock = Date.now()
+  const { path, log, watcher } = setup(t, p.first, { ca: p.ca.cert, now: () => clock, watch: false, intervalMs: 3_600_000 })
+  writeFileSync(path, p.future)
+  await watcher.check(true)
+  t.match(await log.next(1), { kind: 'pending', crl: { crlNumber: 2n } })
+  t.equal(watcher.inForce?.crlNumber, 1n, 'the CRL in force stays')
+  await watcher.check(true)
+  await watcher.check()
+  t.same(log.drain(), [], 'reported once while it waits')
+  clock = p.futureAt - 1
+  await watcher.check(true)
+  t.same(log.drain(), [], 'one millisecond before thisUpdate: still waiting')
+  clock = p.futureAt
+  await watcher.check(true)
+  loaded(t, await log.next(1), 2n)
+  t.equal(watcher.pendingCrl, null)
+  t.equal(watcher.inForce?.crlNumber, 2n)
+})
+
+t.test('a pending CRL replaced in the file is dropped (superseded); the file decides', async (t) => {
+  const p = pendingCrls()
+  const { path, log, watcher } = setup(t, p.first, { ca: p.ca.cert, watch: false, intervalMs: 3_600_000 })
+  writeFileSync(path, p.future)
+  await watcher.check(true)
+  t.match(await log.next(1), { kind: 'pending', crl: { crlNumber: 2n } })
+  writeFileSync(path, p.after)
+  await watcher.check(true)
+  t.match(await log.next(1), { kind: 'refused', reason: 'superseded', details: { crlNumber: 2n, message: /pending CRL/ } })
+  loaded(t, await log.next(1), 3n)
+  t.equal(watcher.pendingCrl, null)
+})
+
+/** A CRL in force (1), one valid an hour from now (2), and a later one valid now (3), from a fresh CA. */
+function pendingCrls() {
+  const pca = makeCa(dir, `pending-${++fileCount}`)
+  const futureAt = Math.floor(Date.now() / 1000) * 1000 + 3_600_000
+  const first = genCrl(pca)
+  const future = genCrl(pca, { lastUpdate: new Date(futureAt) })
+  const after = genCrl(pca)
+  return { ca: pca, first, future, futureAt, after }
+}
+
 t.test('a running watcher does not keep the process alive', async (t) => {
   // Unref'd timers and a non-persistent fs.watch are not listed as resources holding the event loop.
   const holding = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'FSEventWrap').length
