@@ -3,6 +3,7 @@ import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import { copyFileSync, readFileSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
+import { connect } from 'node:net'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { revoke, writeCrl } from '../../pki/revocation.js'
@@ -175,7 +176,13 @@ t.test('every audit event kind comes from a real action, and audit-verify checks
   t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, 200, 'the expiring CRL is in force and still lets valid nodes in')
   await ctl.running.stop() // controller_stop
   // A restart on the same files continues the audit chain; with 1 s leases the restored nodes expire.
-  const short = await startTestController(pki, root, { total_shards: 32, max_concurrency: 1, lease_seconds: 1 }, UNLIMITED)
+  // Another max_concurrency than the state was written with: reshard. One connection per address: connection_refused.
+  const short = await startTestController(pki, root, { total_shards: 32, max_concurrency: 2, lease_seconds: 1, max_connections_per_address: 1 }, UNLIMITED)
+  const hog = connect(short.port, '127.0.0.1')
+  await new Promise((resolve) => hog.once('connect', resolve))
+  const dropped = await request(short.port, pki.ca, op, '/v1/plan').then(() => false, () => true)
+  t.ok(dropped, 'a second connection from the same address is dropped (connection_refused)')
+  hog.destroy()
   await new Promise((r) => setTimeout(r, 1600))
   await request(short.port, pki.ca, op, '/v1/plan') // node_expired
   await short.running.stop()
