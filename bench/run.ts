@@ -1,9 +1,10 @@
-/** `npm run bench [-- --only core|mtls]`: prints every benchmark section (or the one named). */
+/** `npm run bench [-- --only core|mtls|issuance]`: prints every benchmark section (or the one named). */
 import { parseArgs } from 'node:util'
 import { runCoreBench } from './core-bench.js'
+import { runIssuanceBench } from './issuance-bench.js'
 import { runMtlsBench } from './mtls-bench.js'
 
-const SECTIONS = { core: runCoreBench, mtls: runMtlsBench } as const
+const SECTIONS = { core: runCoreBench, mtls: runMtlsBench, issuance: runIssuanceBench } as const
 
 const log = (line: string): void => {
   process.stdout.write(`${line}\n`)

@@ -57,7 +57,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     if (args.values.help === true) return (io.out(commandHelp(name, command)), 0)
     const dir = typeof args.values.dir === 'string' ? args.values.dir : DEFAULT_PKI_DIR
     if (dir.length === 0) throw new UsageError('--dir needs a non-empty path')
-    await command.run(args, { dir, print: io.out })
+    await command.run(args, { dir, print: io.out, notice: io.err })
     return 0
   } catch (err) {
     const code = err instanceof PkiError ? err.exitCode : 1

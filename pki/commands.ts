@@ -1,19 +1,18 @@
 /** The command table of `pxe-pki`: usage, help text, flags and a thin handler over the toolkit per command. */
-import { readFile } from 'node:fs/promises'
 import { expectPositionals, listFlag, stringFlag } from './args.js'
 import type { OptionDefs, ParsedArgs } from './args.js'
-import { initPki, issueServerCert, issueBundle, signCsr, revoke, writeCrl, listCerts, rotatePlanKey, exportController } from './toolkit.js'
+import { initPki, issueServerCert, revoke, writeCrl, listCerts, rotatePlanKey, exportController } from './toolkit.js'
 import type { CertEntry } from './toolkit.js'
 import { REVOCATION_REASONS } from './crl.js'
-import { checkRole, parseIntFlag } from './validate.js'
+import { intFlag, runIssue, runSignCsr } from './issue-command.js'
+import type { HandlerContext } from './issue-command.js'
+import { checkKeySpec, describeKeySpec } from './keys.js'
+import type { KeyType } from './keys.js'
 import { PkiError, UsageError } from './errors.js'
 import { verifyAuditFile } from '../src/audit/verify-file.js'
 
-/** Where a command writes its normal output (stdout in the CLI). */
-export interface CommandContext {
-  readonly dir: string
-  readonly print: (text: string) => void
-}
+/** Where a command writes: `print` for its result (stdout), `notice` for progress and notes (stderr). */
+export type CommandContext = HandlerContext
 
 /** One command of the CLI. */
 export interface Command {
@@ -29,19 +28,6 @@ export interface Command {
 const s = { type: 'string' } as const
 const many = { type: 'string', multiple: true } as const
 const flag = { type: 'boolean' } as const
-
-function intFlag(args: ParsedArgs, name: string): number | undefined {
-  const value = stringFlag(args, name)
-  return value === undefined ? undefined : parseIntFlag(value, `--${name}`)
-}
-
-async function readCsrFile(path: string): Promise<string> {
-  try {
-    return await readFile(path, 'utf8')
-  } catch (err) {
-    throw new PkiError(`cannot read CSR file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
-  }
-}
 
 function listTable(certs: readonly CertEntry[]): string {
   const rows = certs.map((c) => `${c.serial}  ${c.status.padEnd(7)}  ${c.role.padEnd(8)}  ${c.not_after}  ${c.name}`)
@@ -63,44 +49,52 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     },
   },
   'server-cert': {
-    usage: 'server-cert --dns H[,H] --ip A[,A] [--days N] [--key-bits N]',
+    usage: 'server-cert --dns H[,H] --ip A[,A] [--days N] [--key-type rsa|ec] [--key-bits N]',
     summary: "issue the controller's TLS certificate (serverAuth) with those SANs",
-    details: 'Writes server.pem and server-key.pem (mode 0600), replacing the previous ones (which stay valid\nuntil they expire or are revoked by serial). --dns and --ip may be repeated or comma-separated; 90 days by default.',
-    options: { dns: many, ip: many, days: s, 'key-bits': s },
+    details: 'Writes server.pem and server-key.pem (mode 0600), replacing the previous ones (which stay valid\nuntil they expire or are revoked by serial). --dns and --ip may be repeated or comma-separated; 90 days by default.\n--key-type ec makes a P-256 key (cheaper TLS handshakes); rsa (default) makes an RSA key of --key-bits (2048).',
+    options: { dns: many, ip: many, days: s, 'key-type': s, 'key-bits': s },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('server-cert', args, 0, 0, 'no argument')
-      const r = await issueServerCert(ctx.dir, { dns: listFlag(args, 'dns'), ip: listFlag(args, 'ip'), days: intFlag(args, 'days'), keyBits: intFlag(args, 'key-bits') })
-      ctx.print(`issued server certificate ${r.serial}: ${ctx.dir}/server.pem, key ${ctx.dir}/server-key.pem`)
+      const keyType = stringFlag(args, 'key-type') as KeyType | undefined
+      const keyBits = intFlag(args, 'key-bits')
+      const key = describeKeySpec(checkKeySpec(keyType, keyBits))
+      const r = await issueServerCert(ctx.dir, { dns: listFlag(args, 'dns'), ip: listFlag(args, 'ip'), days: intFlag(args, 'days'), keyType, keyBits })
+      ctx.print(`issued server certificate ${r.serial} (${key}): ${ctx.dir}/server.pem, key ${ctx.dir}/server-key.pem`)
     },
   },
   issue: {
-    usage: 'issue <name> --role node|operator [--days N] [--out DIR] [--key-bits N]',
-    summary: 'issue a certificate and write the bundle folder DIR/<name>/',
-    details: 'Makes a new key pair and a certificate with subject CN=<name>, OU=<role> (clientAuth, 90 days by default)\nand writes DIR/<name>/ (DIR defaults to <pki>/bundles, folder mode 0700): key.pem (0600), cert.pem, ca.pem,\nplan-jwks.json. Refuses to overwrite an existing bundle. The name follows the name rule: 1-64 of A-Z a-z 0-9 - _ .,\nstarting with a letter or digit.',
-    options: { role: s, days: s, out: s, 'key-bits': s },
+    usage: 'issue <name> | issue --names FILE  --role node|operator [--days N] [--out DIR] [--key-type rsa|ec] [--key-bits N] [--replace]',
+    summary: 'issue a certificate and write the bundle folder DIR/<name>/ (or one per line of FILE)',
+    details: [
+      'Makes a new key pair and a certificate with subject CN=<name>, OU=<role> (clientAuth, 90 days by default)',
+      'and writes DIR/<name>/ (DIR defaults to <pki>/bundles; folders made here are 0700, an existing DIR keeps its',
+      'mode): key.pem (0600, PKCS#8), cert.pem, ca.pem, plan-jwks.json. The name follows the name rule: 1-64 of',
+      'A-Z a-z 0-9 - _ ., starting with a letter or digit.',
+      '--key-type ec makes a P-256 key; rsa (default) an RSA key of --key-bits (2048, 3072 or 4096).',
+      '--names FILE issues one bundle per line of FILE (blank lines and # comments skipped) in one run; every name',
+      'is checked first and on any problem (named by its line) nothing is issued. Progress goes to stderr.',
+      'A name that holds a valid certificate (not expired, not revoked, any role) is refused, and so is an existing',
+      'bundle folder, unless --replace: then the old bundle folder is moved to <name>.replaced-<serial>, the index',
+      'records the serials replaced, and the old certificate stays valid until you revoke it ("revoke --serial").',
+    ].join('\n'),
+    options: { role: s, days: s, out: s, 'key-type': s, 'key-bits': s, names: s, replace: flag },
     usesDir: true,
-    run: async (args, ctx) => {
-      expectPositionals('issue', args, 1, 1, 'a name')
-      const role = checkRole(stringFlag(args, 'role'))
-      const r = await issueBundle(ctx.dir, args.positionals[0]!, role, { days: intFlag(args, 'days'), keyBits: intFlag(args, 'key-bits'), outDir: stringFlag(args, 'out') })
-      ctx.print(`issued ${role} certificate ${r.serial}; bundle ${r.bundleDir}`)
-    },
+    run: runIssue,
   },
   'sign-csr': {
-    usage: 'sign-csr <file> --role node|operator [--days N] [--out FILE]',
+    usage: 'sign-csr <file> --role node|operator [--days N] [--out FILE] [--replace]',
     summary: 'sign a CSR made on the device (its key never leaves it)',
-    details: "Checks the CSR's own signature (RSA 2048+ keys), takes only its CN (which must pass the name rule) and its\npublic key; the role comes from --role and every extension is set by the CA. Prints the certificate, or writes\nit to FILE (never overwritten).",
-    options: { role: s, days: s, out: s },
+    details: [
+      "Checks the CSR's own signature (RSA 2048+ keys, EC P-256/P-384 keys), takes only its CN (which must pass the",
+      'name rule) and its public key; the role comes from --role and every extension is set by the CA. Prints the',
+      'certificate, or writes it to FILE (never overwritten).',
+      'A CN that holds a valid certificate (not expired, not revoked, any role) is refused unless --replace; the',
+      'index then records the serials replaced, which stay valid until you revoke them ("revoke --serial").',
+    ].join('\n'),
+    options: { role: s, days: s, out: s, replace: flag },
     usesDir: true,
-    run: async (args, ctx) => {
-      expectPositionals('sign-csr', args, 1, 1, 'a CSR file')
-      const role = checkRole(stringFlag(args, 'role'))
-      const out = stringFlag(args, 'out')
-      const csr = await readCsrFile(args.positionals[0]!)
-      const r = await signCsr(ctx.dir, csr, role, { days: intFlag(args, 'days'), out })
-      ctx.print(out === undefined ? r.certPem.trimEnd() : `issued ${role} certificate ${r.serial} to ${out}`)
-    },
+    run: runSignCsr,
   },
   revoke: {
     usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N]',

@@ -1,9 +1,10 @@
 /**
  * X.509 v2 CRLs (RFC 5280 §5). node-forge has no CRL builder, so the DER is assembled with forge.asn1
- * and signed with the CA key (sha256WithRSAEncryption).
+ * and signed by node:crypto with the CA key (ca-signer.ts).
  */
 import forge from 'node-forge'
 import type { LoadedCa } from './ca.js'
+import { signStructure, toPem } from './ca-signer.js'
 import { UsageError } from './errors.js'
 
 const { asn1 } = forge
@@ -62,13 +63,6 @@ function extension(oid: string, value: forge.asn1.Asn1): forge.asn1.Asn1 {
   ])
 }
 
-function sha256WithRsa(): forge.asn1.Asn1 {
-  return asn1.create(U, T.SEQUENCE, true, [
-    asn1.create(U, T.OID, false, asn1.oidToDer(forge.pki.oids.sha256WithRSAEncryption!).getBytes()),
-    asn1.create(U, T.NULL, false, ''),
-  ])
-}
-
 function revokedEntry(entry: CrlEntry): forge.asn1.Asn1 {
   const reason = asn1.create(U, T.ENUMERATED, false, String.fromCharCode(REVOCATION_REASONS[entry.reason]))
   return asn1.create(U, T.SEQUENCE, true, [
@@ -87,7 +81,7 @@ export interface CrlSpec {
 }
 
 /** Builds and signs a v2 CRL; returns it PEM-encoded with the label `X509 CRL`. */
-export function buildCrl(ca: LoadedCa, spec: CrlSpec): string {
+export async function buildCrl(ca: LoadedCa, spec: CrlSpec): Promise<string> {
   const crlExtensions: forge.asn1.Asn1[] = [extension('2.5.29.20', asn1.create(U, T.INTEGER, false, asn1.integerToDer(spec.crlNumber).getBytes()))]
   if (ca.keyId !== null) {
     const aki = asn1.create(U, T.SEQUENCE, true, [asn1.create(asn1.Class.CONTEXT_SPECIFIC, 0, false, ca.keyId)])
@@ -95,18 +89,13 @@ export function buildCrl(ca: LoadedCa, spec: CrlSpec): string {
   }
   const tbs = asn1.create(U, T.SEQUENCE, true, [
     asn1.create(U, T.INTEGER, false, asn1.integerToDer(1).getBytes()), // v2
-    sha256WithRsa(),
-    forge.pki.distinguishedNameToAsn1(ca.cert.subject),
+    ca.signer.algorithmIdentifier(),
+    ca.name,
     time(spec.thisUpdate),
     time(spec.nextUpdate),
     // RFC 5280: when there are no revoked certificates the list is absent, not empty.
     ...(spec.entries.length > 0 ? [asn1.create(U, T.SEQUENCE, true, spec.entries.map(revokedEntry))] : []),
     asn1.create(asn1.Class.CONTEXT_SPECIFIC, 0, true, [asn1.create(U, T.SEQUENCE, true, crlExtensions)]),
   ])
-  const md = forge.md.sha256.create()
-  md.update(asn1.toDer(tbs).getBytes())
-  const signature = ca.privateKey.sign(md)
-  const crl = asn1.create(U, T.SEQUENCE, true, [tbs, sha256WithRsa(), asn1.create(U, T.BITSTRING, false, `\0${signature}`)])
-  const der = asn1.toDer(crl).getBytes()
-  return forge.pem.encode({ type: 'X509 CRL', body: der }).replaceAll('\r\n', '\n')
+  return toPem('X509 CRL', await signStructure(tbs, ca.signer))
 }

@@ -11,19 +11,27 @@ import { children, readElement } from './der.js'
 import type { DerElement } from './der.js'
 import { PkiError } from './errors.js'
 
-const RSA_SIGNATURE_HASHES: Readonly<Record<string, string>> = {
-  '1.2.840.113549.1.1.11': 'sha256',
-  '1.2.840.113549.1.1.12': 'sha384',
-  '1.2.840.113549.1.1.13': 'sha512',
+/** Signature algorithms accepted on a CSR: the key type they need and the hash they use. */
+const SIGNATURE_ALGORITHMS: Readonly<Record<string, { readonly keyType: 'rsa' | 'ec'; readonly hash: string }>> = {
+  '1.2.840.113549.1.1.11': { keyType: 'rsa', hash: 'sha256' }, // sha256WithRSAEncryption
+  '1.2.840.113549.1.1.12': { keyType: 'rsa', hash: 'sha384' },
+  '1.2.840.113549.1.1.13': { keyType: 'rsa', hash: 'sha512' },
+  '1.2.840.10045.4.3.2': { keyType: 'ec', hash: 'sha256' }, // ecdsa-with-SHA256
+  '1.2.840.10045.4.3.3': { keyType: 'ec', hash: 'sha384' },
 }
 const OID_CN = '2.5.4.3'
 const STRING_TAGS = new Set([0x0c, 0x13, 0x16]) // UTF8String, PrintableString, IA5String
 const MIN_RSA_BITS = 2048
+const EC_CURVES = new Set(['prime256v1', 'secp384r1']) // P-256, P-384 as OpenSSL names them
 
 /** What the CA takes from a verified CSR. */
 export interface VerifiedCsr {
   readonly name: string
-  readonly publicKey: forge.pki.rsa.PublicKey
+  /** The CSR's public key as SubjectPublicKeyInfo DER (re-exported by node:crypto). */
+  readonly spkiDer: Buffer
+  readonly keyType: 'rsa' | 'ec'
+  /** e.g. "RSA 2048" or "EC P-256", for the index history. */
+  readonly keyDescription: string
 }
 
 function oidOf(element: DerElement | undefined): string {
@@ -52,19 +60,44 @@ function commonName(subject: DerElement): string {
   return cns[0]!
 }
 
-function checkKey(spki: DerElement): KeyObject {
+const ACCEPTED_KEYS = `RSA keys of ${MIN_RSA_BITS} bits or more and EC keys on P-256 or P-384`
+
+/** Reads the CSR's key and refuses any but RSA >= 2048 and EC P-256/P-384 (named curves). */
+function checkKey(spki: DerElement): { key: KeyObject; keyType: 'rsa' | 'ec'; keyDescription: string } {
   let key: KeyObject
   try {
     key = createPublicKey({ key: spki.raw, format: 'der', type: 'spki' })
   } catch {
     throw new PkiError('the CSR public key cannot be read')
   }
-  if (key.asymmetricKeyType !== 'rsa') {
-    throw new PkiError(`sign-csr accepts RSA keys only (this CSR has a ${key.asymmetricKeyType ?? 'unknown'} key)`)
+  if (key.asymmetricKeyType === 'rsa') {
+    const bits = key.asymmetricKeyDetails?.modulusLength ?? 0
+    if (bits < MIN_RSA_BITS) throw new PkiError(`the CSR's RSA key has ${bits} bits; at least ${MIN_RSA_BITS} are required`)
+    return { key, keyType: 'rsa', keyDescription: `RSA ${bits}` }
   }
-  const bits = key.asymmetricKeyDetails?.modulusLength ?? 0
-  if (bits < MIN_RSA_BITS) throw new PkiError(`the CSR's RSA key has ${bits} bits; at least ${MIN_RSA_BITS} are required`)
-  return key
+  if (key.asymmetricKeyType === 'ec') {
+    const curve = key.asymmetricKeyDetails?.namedCurve ?? 'explicit parameters'
+    if (!EC_CURVES.has(curve)) throw new PkiError(`the CSR's EC key is on ${curve}; sign-csr accepts ${ACCEPTED_KEYS}`)
+    return { key, keyType: 'ec', keyDescription: curve === 'prime256v1' ? 'EC P-256' : 'EC P-384' }
+  }
+  throw new PkiError(`sign-csr accepts ${ACCEPTED_KEYS} (this CSR has a ${key.asymmetricKeyType ?? 'unknown'} key)`)
+}
+
+/** Checks the CSR's self-signature with node:crypto; an algorithm that does not fit the key is refused. */
+function checkSignature(info: DerElement, algorithm: DerElement, signature: DerElement, key: { key: KeyObject; keyType: 'rsa' | 'ec' }): void {
+  const alg = SIGNATURE_ALGORITHMS[oidOf(children(algorithm)[0])]
+  if (alg === undefined) {
+    throw new PkiError('the CSR is signed with an unsupported algorithm (use sha256WithRSAEncryption, ecdsa-with-SHA256 or stronger)')
+  }
+  if (alg.keyType !== key.keyType) throw new PkiError(`the CSR's signature algorithm does not fit its ${key.keyType.toUpperCase()} key`)
+  let valid = false
+  try {
+    // An ECDSA signature in a CSR is the DER ECDSA-Sig-Value, node:crypto's default encoding.
+    valid = signature.content[0] === 0 && verify(alg.hash, info.raw, key.key, signature.content.subarray(1))
+  } catch {
+    valid = false
+  }
+  if (!valid) throw new PkiError("the CSR's signature does not verify (the request was altered or not signed by its own key)")
 }
 
 /** Parses a PEM CSR, verifies its self-signature with Node's crypto and checks the CN against the name rule. */
@@ -86,15 +119,9 @@ export function verifyCsr(text: string): VerifiedCsr {
     throw new PkiError('the file is not a valid certificate signing request (unexpected structure)')
   }
   const key = checkKey(spki)
-  const hash = RSA_SIGNATURE_HASHES[oidOf(children(algEl)[0])]
-  if (hash === undefined) throw new PkiError('the CSR is signed with an unsupported algorithm (use sha256WithRSAEncryption or stronger)')
-  const signature = sigEl.content.subarray(1)
-  if (sigEl.content[0] !== 0 || !verify(hash, infoEl.raw, key, signature)) {
-    throw new PkiError("the CSR's signature does not verify (the request was altered or not signed by its own key)")
-  }
+  checkSignature(infoEl, algEl, sigEl, key)
   const name = commonName(subject)
   const problem = nameProblem(name)
   if (problem !== null) throw new PkiError(`the CSR's CN is not a valid name: ${problem}`)
-  const publicKey = forge.pki.publicKeyFromPem(key.export({ type: 'spki', format: 'pem' }).toString())
-  return { name, publicKey }
+  return { name, spkiDer: key.key.export({ type: 'spki', format: 'der' }), keyType: key.keyType, keyDescription: key.keyDescription }
 }

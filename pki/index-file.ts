@@ -26,6 +26,8 @@ const certRecordSchema = z.strictObject({
   issued_at: isoDate,
   revoked_at: isoDate.optional(),
   reason: z.string().optional(),
+  /** Serials of the certificates of the same name this one replaced (`--replace`); they stay valid until revoked. */
+  replaces: z.array(hexSerial).optional(),
 })
 export type CertRecord = z.infer<typeof certRecordSchema>
 

@@ -1,11 +1,8 @@
 /** `init`: a new PKI directory with its CA, an empty CRL and the first plan key. */
 import { readdir, rm, stat } from 'node:fs/promises'
-import forge from 'node-forge'
-import { createCa, DEFAULT_CA_DAYS } from './ca.js'
-import type { LoadedCa } from './ca.js'
+import { caFromPem, createCa, DEFAULT_CA_DAYS } from './ca.js'
 import { buildCrl, DEFAULT_CRL_DAYS } from './crl.js'
 import { addDays } from './cert-builder.js'
-import { rsaKeyPairFromPem } from './keys.js'
 import { emptyIndex, withHistory, writeIndex } from './index-file.js'
 import { withPkiLock } from './lock.js'
 import { newPlanKey, publicJwks, rotatedPlanKeys } from './plan-keys.js'
@@ -34,11 +31,20 @@ async function assertEmptyOrMissing(dir: string, ignore: readonly string[] = [])
   if (entries.length > 0) throw new PkiError(`${dir} is not empty; init only creates a PKI in a new or empty directory`)
 }
 
+/** Refuses an existing folder that others may write to: they could replace the CA certificate or the CRL. */
+async function assertNotShared(dir: string): Promise<void> {
+  const mode = await stat(dir).then((st) => st.mode & 0o7777, () => null)
+  if (mode !== null && (mode & 0o022) !== 0) {
+    throw new PkiError(`${dir} is writable by group or others (mode ${mode.toString(8)}); use a new directory or "chmod 700" this one (init does not change the mode of a folder it did not create)`)
+  }
+}
+
 /** Creates the PKI in `dir` (0700): CA (RSA 3072, key 0600), CRL number 1, first plan key, index. */
 export async function initPki(dir: string, opts: InitOptions = {}): Promise<void> {
   const caDays = checkDays(opts.caDays ?? DEFAULT_CA_DAYS, '--ca-days')
   const now = opts.now ?? new Date()
   await assertEmptyOrMissing(dir)
+  await assertNotShared(dir)
   await ensurePrivateDir(dir)
   await withPkiLock(dir, async () => {
     await assertEmptyOrMissing(dir, [PKI_FILES.lock])
@@ -55,17 +61,9 @@ export async function initPki(dir: string, opts: InitOptions = {}): Promise<void
 }
 
 async function writeNewPki(dir: string, caDays: number, now: Date): Promise<void> {
-  const ca = createCa(now, caDays)
-  const cert = forge.pki.certificateFromPem(ca.certPem)
-  const ski = cert.getExtension('subjectKeyIdentifier') as { subjectKeyIdentifier: string }
-  const loaded: LoadedCa = {
-    certPem: ca.certPem,
-    cert,
-    subject: cert.subject.attributes,
-    privateKey: rsaKeyPairFromPem(ca.keyPem).privateKey,
-    keyId: forge.util.hexToBytes(ski.subjectKeyIdentifier),
-  }
-  const crlPem = buildCrl(loaded, { crlNumber: 1, thisUpdate: ca.notBefore, nextUpdate: addDays(ca.notBefore, DEFAULT_CRL_DAYS), entries: [] })
+  const ca = await createCa(now, caDays)
+  const loaded = caFromPem(ca.certPem, ca.keyPem)
+  const crlPem = await buildCrl(loaded, { crlNumber: 1, thisUpdate: ca.notBefore, nextUpdate: addDays(ca.notBefore, DEFAULT_CRL_DAYS), entries: [] })
   const planKeys = rotatedPlanKeys(null, await newPlanKey())
   await writeFileAtomic(pkiPath(dir, PKI_FILES.caKey), ca.keyPem, 0o600)
   await writeFileAtomic(pkiPath(dir, PKI_FILES.caCert), ca.certPem)

@@ -4,7 +4,7 @@ import { readIndex } from './index-file.js'
 import type { PkiIndex } from './index-file.js'
 import { withPkiLock } from './lock.js'
 import { PKI_FILES, pkiPath } from './layout.js'
-import { planKeysFileSchema } from './plan-keys.js'
+import { planKeyPairProblem, planKeysFileSchema } from './plan-keys.js'
 import type { PlanKeysFile } from './plan-keys.js'
 import { PkiError } from './errors.js'
 
@@ -46,5 +46,7 @@ export async function readPlanKeys(dir: string): Promise<PlanKeysFile> {
   }
   const parsed = planKeysFileSchema.safeParse(json)
   if (!parsed.success) throw new PkiError(`${path} is not a valid plan-key file`)
+  const mismatch = planKeyPairProblem(parsed.data, path)
+  if (mismatch !== null) throw new PkiError(mismatch)
   return parsed.data
 }

@@ -2,7 +2,7 @@
  * Ed25519 plan keys: `plan-keys.json` (private, read by the controller) and `plan-jwks.json` (public,
  * shipped in bundles). The file holds the current key and at most the previous one.
  */
-import { generateKeyPairSync } from 'node:crypto'
+import { createPrivateKey, createPublicKey, generateKeyPairSync } from 'node:crypto'
 import { calculateJwkThumbprint } from 'jose'
 import { z } from 'zod'
 
@@ -42,6 +42,22 @@ export async function newPlanKey(): Promise<PlanPrivateJwk> {
   if (typeof jwk.x !== 'string' || typeof jwk.d !== 'string') throw new Error('Ed25519 JWK export is missing x or d')
   const kid = await calculateJwkThumbprint({ kty: 'OKP', crv: 'Ed25519', x: jwk.x }, 'sha256')
   return { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d, kid, alg: 'EdDSA', use: 'sig' }
+}
+
+/** True when `x` is the public key of `d`: Node signs with `d` alone, so a wrong `x` (and kid) would publish a key that verifies nothing. */
+export function planKeyPairMatches(jwk: PlanPrivateJwk): boolean {
+  try {
+    const privateKey = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', x: jwk.x, d: jwk.d }, format: 'jwk' })
+    return createPublicKey(privateKey).export({ format: 'jwk' }).x === jwk.x // public values: no constant-time compare needed
+  } catch {
+    return false // a `d` that is no Ed25519 private key
+  }
+}
+
+/** The sentence refusing the first key of `file` whose `x` does not belong to its `d`, or null when all match. */
+export function planKeyPairProblem(file: PlanKeysFile, source: string): string | null {
+  const bad = file.keys.find((k) => !planKeyPairMatches(k))
+  return bad === undefined ? null : `${source}: key ${bad.kid}: its public "x" is not the public key of its private "d" (the file is damaged or was edited)`
 }
 
 /** The file after a rotation: the new key is current, the previous current key stays, older ones go. */

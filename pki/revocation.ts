@@ -75,7 +75,7 @@ function crlEntries(index: PkiIndex): CrlEntry[] {
 async function publishCrl(dir: string, index: PkiIndex, now: Date, crlDays: number, out?: string): Promise<void> {
   const ca = await loadCa(dir)
   const thisUpdate = wholeSecond(now)
-  const pem = buildCrl(ca, { crlNumber: index.crl_number, thisUpdate, nextUpdate: addDays(thisUpdate, crlDays), entries: crlEntries(index) })
+  const pem = await buildCrl(ca, { crlNumber: index.crl_number, thisUpdate, nextUpdate: addDays(thisUpdate, crlDays), entries: crlEntries(index) })
   // The index goes first: a CRL number is never reused, even if writing crl.pem fails afterwards.
   await writeIndex(dir, index)
   await writeFileAtomic(pkiPath(dir, PKI_FILES.crl), pem)

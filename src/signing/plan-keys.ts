@@ -5,7 +5,7 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { calculateJwkThumbprint } from 'jose'
-import { planKeysFileSchema, publicJwks, type PlanPublicJwk } from '../../pki/plan-keys.js'
+import { planKeyPairProblem, planKeysFileSchema, publicJwks, type PlanPublicJwk } from '../../pki/plan-keys.js'
 
 /** The signing key in force and the public keys to publish (current first, then the previous one). */
 export interface PlanKeys {
@@ -19,6 +19,8 @@ export async function parsePlanKeys(raw: unknown, source: string): Promise<PlanK
   const parsed = planKeysFileSchema.safeParse(raw)
   if (!parsed.success) throw new Error(`${source}: not a plan-keys file (${parsed.error.issues[0]?.message ?? 'invalid'})`)
   const { current, keys } = parsed.data
+  const mismatch = planKeyPairProblem(parsed.data, source)
+  if (mismatch !== null) throw new Error(mismatch)
   for (const jwk of keys) {
     const thumbprint = await calculateJwkThumbprint({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'sha256')
     if (thumbprint !== jwk.kid) throw new Error(`${source}: key ${jwk.kid} has a kid that is not its RFC 7638 thumbprint`)

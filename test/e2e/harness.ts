@@ -29,9 +29,9 @@ export async function makePki(root: string): Promise<Pki> {
   return { dir, ca: readFileSync(join(dir, 'ca.pem'), 'utf8') }
 }
 
-/** Issues a bundle with the toolkit and reads it back. */
+/** Issues a bundle with the toolkit and reads it back (with `replace`: tests issue a name again on purpose, as rotations). */
 export async function bundle(pki: Pki, name: string, role: 'node' | 'operator', opts: { notBefore?: Date; days?: number; outDir?: string } = {}): Promise<Identity & { serial: string }> {
-  const out = await issueBundle(pki.dir, name, role, opts)
+  const out = await issueBundle(pki.dir, name, role, { replace: true, ...opts })
   return { cert: readFileSync(join(out.bundleDir, 'cert.pem'), 'utf8'), key: readFileSync(join(out.bundleDir, 'key.pem'), 'utf8'), serial: out.serial }
 }
 

@@ -2,21 +2,14 @@ import t from 'tap'
 import { X509Certificate } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { runCli as runCliInProcess } from '../../pki/cli-main.js'
 import { readIndex } from '../../pki/toolkit.js'
 import { openssl } from './helpers.js'
-import { runCli } from './run-cli.js'
+import { runCli, cliIn } from './run-cli.js'
 
 const root = t.testdir()
 const dir = join(root, 'pki')
 
-/** Runs the CLI in this process (same code path as the binary, minus process start-up). */
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = ''
-  let err = ''
-  const code = await runCliInProcess([...args, '--dir', dir], { out: (s) => (out += `${s}\n`), err: (s) => (err += `${s}\n`) })
-  return { code, out, err }
-}
+const cli = (...args: string[]) => cliIn(dir, ...args)
 
 t.test("the operator's walk-through: init, server-cert, issue, list, revoke, crl", async (t) => {
   t.match(await cli('init', '--ca-days', '365'), { code: 0, out: /created PKI/ })

@@ -16,9 +16,9 @@ t.before(async () => {
   await initPki(dir)
   await issueServerCert(dir, { dns: ['localhost'], ip: ['127.0.0.1'] })
   for (const name of ['node-a', 'node-b', 'node-c']) serials[name] = (await issueBundle(dir, name, 'node')).serial
-  serials['node-a2'] = (await issueBundle(dir, 'node-a', 'node', { outDir: join(root, 'rotated') })).serial
+  serials['node-a2'] = (await issueBundle(dir, 'node-a', 'node', { outDir: join(root, 'rotated'), replace: true })).serial
   const old = new Date(Date.now() - 5 * 86_400_000)
-  serials['node-a-old'] = (await issueBundle(dir, 'node-a', 'node', { outDir: join(root, 'old'), days: 1, notBefore: old, now: old })).serial
+  serials['node-a-old'] = (await issueBundle(dir, 'node-a', 'node', { outDir: join(root, 'old'), days: 1, notBefore: old, now: old, replace: true })).serial
 })
 
 /** The CRL as OpenSSL reads it: verified under the CA, its number and its revoked serials. */

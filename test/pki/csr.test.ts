@@ -3,7 +3,7 @@ import { X509Certificate, createPrivateKey } from 'node:crypto'
 import { readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { initPki, signCsr, readIndex } from '../../pki/toolkit.js'
-import { fingerprint, openssl } from './helpers.js'
+import { fingerprint, openssl, opensslCsr } from './helpers.js'
 import { runCli } from './run-cli.js'
 
 const root = t.testdir()
@@ -11,12 +11,7 @@ const dir = join(root, 'pki')
 const work = join(root, 'device')
 
 /** Makes a key and CSR with `openssl req` (as on a device); returns the CSR path. */
-async function makeCsr(name: string, subj: string, extra: string[] = ['-newkey', 'rsa:2048']): Promise<string> {
-  const csr = join(work, `${name}.csr`)
-  const res = await openssl(['req', '-new', ...extra, '-nodes', '-keyout', join(work, `${name}.key`), '-out', csr, '-subj', subj])
-  if (!res.ok) throw new Error(res.out)
-  return csr
-}
+const makeCsr = async (name: string, subj: string, extra?: string[]): Promise<string> => (await opensslCsr(work, name, subj, extra)).path
 
 t.before(async () => {
   await initPki(dir)
@@ -63,7 +58,7 @@ t.test('refused CSRs change nothing', async (t) => {
     ['bad CN', await readFile(await makeCsr('bad', '/CN=a b'), 'utf8'), /CN is not a valid name/],
     ['two CNs', await readFile(await makeCsr('two', '/CN=a/CN=b'), 'utf8'), /exactly one CN/],
     ['no CN', await readFile(await makeCsr('nocn', '/OU=node'), 'utf8'), /exactly one CN/],
-    ['EC key', await readFile(await makeCsr('ec', '/CN=ec-1', ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256']), 'utf8'), /RSA keys only/],
+    ['Ed25519 key', await readFile(await makeCsr('ed', '/CN=ed-1', ['-newkey', 'ed25519']), 'utf8'), /sign-csr accepts RSA keys of 2048 bits or more and EC keys on P-256 or P-384/],
     ['a certificate', await readFile(join(dir, 'ca.pem'), 'utf8'), /not a PEM certificate signing request/],
     ['garbage', '-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n', /not a valid certificate signing request/],
   ]

@@ -45,3 +45,14 @@ export async function fingerprint(dir: string): Promise<Record<string, string>> 
 export async function modeOf(path: string): Promise<number> {
   return (await stat(path)).mode & 0o777
 }
+
+/** Makes a key and a CSR with `openssl req` in `work`, as a device would; `keyArgs` pick the key (RSA 2048 by default). */
+export async function opensslCsr(work: string, label: string, subject: string, keyArgs: readonly string[] = ['-newkey', 'rsa:2048']): Promise<{ path: string; pem: string }> {
+  const path = join(work, `${label}.csr`)
+  const res = await openssl(['req', '-new', ...keyArgs, '-nodes', '-keyout', join(work, `${label}.key`), '-out', path, '-subj', subject])
+  if (!res.ok) throw new Error(res.out)
+  return { path, pem: await readFile(path, 'utf8') }
+}
+
+/** `openssl req` arguments of a new EC key on `curve` (e.g. P-256). */
+export const ecKey = (curve: string): string[] => ['-newkey', 'ec', '-pkeyopt', `ec_paramgen_curve:${curve}`]

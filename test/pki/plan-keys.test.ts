@@ -83,3 +83,24 @@ t.test('export-controller: needs a server certificate, writes exactly five files
   t.equal(written.length, 5)
   t.equal(await readFile(join(target, 'plan-keys.json'), 'utf8'), await readFile(join(dir, 'plan-keys.json'), 'utf8'))
 })
+
+t.test('a plan-keys.json whose public x does not match its private d is refused and changes nothing', async (t) => {
+  const file = await planKeys()
+  const other = (await import('../../pki/plan-keys.js')).newPlanKey
+  const foreign = await other()
+  const current = file.keys.find((k) => k.kid === file.current)!
+  // Same kid and x (so the thumbprint still matches), private part of another key.
+  const damaged = { ...file, keys: file.keys.map((k) => (k === current ? { ...k, d: foreign.d } : k)) }
+  const { writeFile } = await import('node:fs/promises')
+  const original = await readFile(join(dir, 'plan-keys.json'), 'utf8')
+  await writeFile(join(dir, 'plan-keys.json'), `${JSON.stringify(damaged, null, 2)}\n`, { mode: 0o600 })
+  t.teardown(() => writeFile(join(dir, 'plan-keys.json'), original, { mode: 0o600 }))
+  const before = await fingerprint(dir)
+  const message = new RegExp(`plan-keys\\.json: key ${current.kid}: its public "x" is not the public key of its private "d"`)
+  await t.rejects(rotatePlanKey(dir), message, 'plan-key rotate refuses')
+  await t.rejects(exportController(dir, join(root, 'controller-damaged'), { force: true }), message, 'export-controller refuses')
+  t.same(await fingerprint(dir), before, 'PKI unchanged')
+  const res = await runCli(['export-controller', join(root, 'controller-damaged'), '--dir', dir])
+  t.equal(res.code, 1)
+  t.match(res.stderr, /^pxe-pki: error: .*its public "x" is not the public key of its private "d"/)
+})

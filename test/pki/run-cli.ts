@@ -11,6 +11,7 @@ import { mkdir, readdir, readFile, rename, rm, writeFile, stat } from 'node:fs/p
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import ts from 'typescript'
+import { runCli as runInProcess } from '../../pki/cli-main.js'
 
 /** The repository root (two levels above this file). */
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
@@ -76,4 +77,19 @@ export async function runCli(args: readonly string[]): Promise<CliResult> {
     child.on('error', reject)
     child.on('close', (code) => resolve({ code, stdout, stderr }))
   })
+}
+
+/** What one in-process CLI run printed: `out` (stdout) and `err` (stderr), one `\n` per line. */
+export interface InProcessResult {
+  readonly code: number
+  readonly out: string
+  readonly err: string
+}
+
+/** Runs `pxe-pki <args> --dir <dir>` in this process: the binary's code path minus process start-up. */
+export async function cliIn(dir: string, ...args: string[]): Promise<InProcessResult> {
+  let out = ''
+  let err = ''
+  const code = await runInProcess([...args, '--dir', dir], { out: (s) => (out += `${s}\n`), err: (s) => (err += `${s}\n`) })
+  return { code, out, err }
 }

@@ -26,3 +26,14 @@ t.test('bad plan-keys files are refused with the source named', async (t) => {
   ]
   for (const [label, raw, pattern] of cases) await t.rejects(parsePlanKeys(raw, 'plan-keys.json'), pattern, label)
 })
+
+t.test('a key whose public x is not the public key of its private d is refused (issue 9 item 11)', async (t) => {
+  // x and kid of one key, d of another: every shape and thumbprint check passes, but Node would sign
+  // with d, so the published kid would name a key that verifies nothing.
+  const spliced = { ...second, d: first.d }
+  await t.rejects(parsePlanKeys({ current: second.kid, keys: [spliced] }, 'plan-keys.json'), /plan-keys\.json: key \S+: its public "x" is not the public key of its private "d"/)
+  const previousSpliced = { ...first, d: second.d }
+  await t.rejects(parsePlanKeys({ current: second.kid, keys: [second, previousSpliced] }, 'plan-keys.json'), /not the public key of its private "d"/, 'the previous key too')
+  const notAKey = { ...second, d: 'AAAA' }
+  await t.rejects(parsePlanKeys({ current: second.kid, keys: [notAKey] }, 'plan-keys.json'), /not the public key of its private "d"/, 'a d that is no Ed25519 key')
+})
