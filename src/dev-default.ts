@@ -42,7 +42,7 @@ async function ensureDevPki(pkiDir: string, progress: (line: string) => void): P
   for (const [name, role] of [[DEV_NODE, 'node'], [DEV_OPERATOR, 'operator']] as const) {
     if (!(await exists(join(pkiDir, PKI_FILES.bundles, name, BUNDLE_FILES.cert)))) {
       progress(`issuing the development ${role} bundle ${name}`)
-      await issueBundle(pkiDir, name, role)
+      await issueBundle(pkiDir, name, role, { replace: true }) // a dev bundle deleted by hand is simply issued again
     }
   }
 }
