@@ -3,6 +3,7 @@
  * it, so the library can be replaced without touching election, fencing or reads.
  */
 import { readFile } from 'node:fs/promises'
+import { assertPrivateKeyFile } from '../config.js'
 import {
   Etcd3,
   EtcdLeaseInvalidError,
@@ -33,9 +34,13 @@ export interface EtcdClientOptions {
   readonly requestTimeoutMs?: number
 }
 
-/** Opens a client over mutual TLS; reads the PEM files first and names the one it cannot read. */
+/**
+ * Opens a client over mutual TLS, trusting only `config.ca`. Reads the PEM files first: names the one it
+ * cannot read, and refuses a client key that group or others may read.
+ */
 export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdClientOptions = {}): Promise<EtcdClient> {
   if (config.endpoints.length === 0) throw new Error('etcd: no endpoints given')
+  await assertPrivateKeyFile(config.key, 'ha.etcd.key')
   const [rootCertificate, certChain, privateKey] = await Promise.all([
     readPem(config.ca, 'CA certificate'),
     readPem(config.cert, 'client certificate'),

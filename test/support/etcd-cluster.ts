@@ -5,7 +5,7 @@
  * setpriv's parent-death signal) even when the test process itself is killed.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
@@ -87,11 +87,37 @@ async function freePorts(count: number): Promise<number[]> {
   }
 }
 
+/** Removes scratch folders left by test processes that were killed (so could not clean up). */
+function sweepLeftovers(base: string): void {
+  for (const name of readdirSafe(base)) {
+    const pid = /^pxe-etcd-(\d+)-/.exec(name)?.[1]
+    if (pid && !processAlive(Number(pid))) rmSync(join(base, name), { recursive: true, force: true })
+  }
+}
+
+function readdirSafe(dir: string): string[] {
+  try {
+    return readdirSync(dir)
+  } catch {
+    return []
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
 /** A scratch folder on tmpfs when there is one: etcd fsyncs every commit, and a loaded disk is slow. */
 function scratchDir(): string {
   for (const base of ['/dev/shm', tmpdir()]) {
     try {
-      return mkdtempSync(join(base, 'pxe-etcd-'))
+      sweepLeftovers(base)
+      return mkdtempSync(join(base, `pxe-etcd-${process.pid}-`))
     } catch {
       // not writable here: try the next one
     }
