@@ -27,6 +27,7 @@ import {
   type TxnRequest,
   type TxnResult,
 } from './etcd-api.js'
+import { memberPolicies, retryOnOtherMember } from './member-policy.js'
 
 /** Options of `connectEtcd`. */
 export interface EtcdClientOptions {
@@ -72,29 +73,17 @@ interface WatchBackoff {
 }
 
 /**
- * etcd3's default opens a 5 s circuit breaker on a host after three failed calls: during an etcd leader
- * election every member fails briefly, and 5 s without etcd would make a healthy leader step down. We
- * keep no breaker and retry a call on the next member only when it was refused unprocessed
- * (unavailable), at most once per member. etcd3 1.1.2 only calls `execute` on these policies. Its
- * watch reconnects back off up to 30 s, on a timer that outlives `close()`; ours stop at 2 s.
+ * The fault handling of member-policy.ts instead of etcd3's 5 s circuit breaker (etcd3 1.1.2 only calls
+ * `execute` on these). etcd3's watch reconnects back off up to 30 s, on a timer that outlives
+ * `close()`; ours stop at 2 s.
  */
 function faultHandling(members: number): FaultHandling {
-  const passThrough = { execute: async <T>(fn: () => T | PromiseLike<T>) => fn() }
-  const retryOnOtherMember = {
-    async execute<T>(fn: () => T | PromiseLike<T>): Promise<T> {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await fn()
-        } catch (err) {
-          if (attempt >= members || !(err instanceof GRPCUnavailableError)) throw err
-        }
-      }
-    },
-  }
+  const memberFault = (err: unknown) => err instanceof GRPCUnavailableError || err instanceof GRPCDeadlineExceededError
   const backoff = (duration: number): WatchBackoff => ({ duration, next: () => backoff(Math.min(2 * duration, 2000)) })
+  const perMember = memberPolicies(memberFault)
   return {
-    host: () => passThrough as unknown as Policy,
-    global: retryOnOtherMember as unknown as Policy,
+    host: (member) => perMember(member) as unknown as Policy,
+    global: retryOnOtherMember(members, (err) => err instanceof GRPCUnavailableError) as unknown as Policy,
     watchBackoff: { duration: 0, next: () => backoff(250) } as unknown as FaultHandling['watchBackoff'],
   }
 }
@@ -254,7 +243,11 @@ class Etcd3Client implements EtcdClient {
       cancel: async () => {
         cancelled = true
         clearTimeout(retry)
-        await watcher.cancel().catch(() => undefined)
+        // etcd3 waits for etcd to confirm the cancel: an unreachable etcd must not hang a shutdown
+        let timer: NodeJS.Timeout | undefined
+        const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))
+        await Promise.race([watcher.cancel().catch(() => undefined), gaveUp])
+        clearTimeout(timer)
       },
     }
   }

@@ -16,7 +16,7 @@ export interface LeaseTiming {
   readonly renewDeadlineMs: number
   /** Pause after a successful renewal (TTL/6: several tries fit in the deadline). */
   readonly renewIntervalMs: number
-  /** Longest wait for one renewal (TTL/3, and never past the deadline). */
+  /** Longest wait for one renewal (TTL/6, and never past the deadline): a hung member costs one try. */
   readonly attemptTimeoutMs: number
   /** Pause after a failed renewal or campaign step. */
   readonly retryDelayMs: number
@@ -29,7 +29,7 @@ export function leaseTiming(ttlSeconds: number): LeaseTiming {
     ttlSeconds,
     renewDeadlineMs: Math.floor((ttlMs * 2) / 3),
     renewIntervalMs: Math.floor(ttlMs / 6),
-    attemptTimeoutMs: Math.floor(ttlMs / 3),
+    attemptTimeoutMs: Math.floor(ttlMs / 6),
     retryDelayMs: Math.max(50, Math.floor(ttlMs / 20)),
   }
 }

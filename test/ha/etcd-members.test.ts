@@ -1,6 +1,7 @@
 // A three-member etcd cluster that loses one member (kill -9 of its raft leader, the hardest case: etcd
 // itself must elect again) keeps serving: the controller leader keeps its leadership, its fenced writes
-// commit again after etcd's own election, and the follower still names it.
+// commit again after etcd's own election, and the follower still names it. A member that hangs instead
+// (SIGSTOP) past the renew deadline does not cost the leadership either.
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
 import { fencedWrite } from '../../src/ha/fenced-write.js'
@@ -72,4 +73,21 @@ t.test('losing one of three etcd members (its raft leader) keeps the controller 
   await cluster.restart(victim)
   const fence = leader.leadership.fence()!
   t.equal((await fencedWrite(leader.client, fence, [{ type: 'put', key: '/pxe-members/state/back', value: 'x' }])).status, 'committed', 'writes commit with the member back')
+
+  // a member that hangs (frozen: calls to it time out instead of failing) for longer than the renew
+  // deadline costs a client one timed-out call, then is skipped; the leadership holds
+  const hung = [0, 1, 2].find((i) => i !== cluster.raftLeader())!
+  const again = keepWriting(leader)
+  const frozenAt = performance.now()
+  await cluster.freeze(hung)
+  const deadline = (TTL * 1000 * 2) / 3
+  await until(
+    () => performance.now() - frozenAt > deadline + 500 && again.outcomes.filter((w) => w.at > frozenAt && w.outcome === 'committed').length >= 5,
+    20_000,
+    'writes commit while the member hangs, past the renew deadline',
+  )
+  await cluster.thaw(hung)
+  await again.stop()
+  t.same(leader.of('stopped'), [], `etcd member m${hung} hung past the renew deadline: the leader did not step down`)
+  t.ok(leader.leadership.isLeader, 'and still leads')
 })
