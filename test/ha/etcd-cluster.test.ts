@@ -2,16 +2,8 @@
 // frozen, woken, killed, restarted on its data, and gone with its folder after close.
 import t from 'tap'
 import { existsSync, readFileSync } from 'node:fs'
-import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
+import { needsEtcd, processAlive, startEtcdCluster } from '../support/etcd-cluster.js'
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 const state = (pid: number) => readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0]
 
 t.test('without an etcd binary: skipped outside CI, failing in CI', async (t) => {
@@ -38,13 +30,13 @@ t.test('a member can be frozen, woken, killed and restarted; close leaves nothin
   await cluster.thaw(0)
   t.not(state(first), 'T', 'SIGCONT: running again')
   await cluster.kill(0)
-  t.notOk(alive(first), 'kill -9: gone')
+  t.notOk(processAlive(first), 'kill -9: gone')
   t.equal(cluster.members[0]!.process, null)
   await cluster.restart(0)
   const second = cluster.members[0]!.process!.pid!
   t.not(second, first, 'restarted as a new process')
   t.equal((await client.range({ key: '/h/k' })).kvs[0]?.value.toString(), 'kept', 'on its data')
   await cluster.close()
-  t.notOk(alive(second), 'close kills the member')
+  t.notOk(processAlive(second), 'close kills the member')
   t.notOk(existsSync(cluster.dir), 'and removes the folder with the data and the keys')
 })

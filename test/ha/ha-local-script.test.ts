@@ -7,7 +7,7 @@ import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { connectEtcd } from '../../src/ha/etcd-client.js'
 import { haConfigSchema, resolveHaConfig } from '../../src/ha/ha-config.js'
-import { exited, needsEtcd, spawnGuarded } from '../support/etcd-cluster.js'
+import { exited, needsEtcd, processAlive, spawnGuarded } from '../support/etcd-cluster.js'
 import { until } from './replica.js'
 
 const SCRIPT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deploy', 'ha-local.sh')
@@ -29,14 +29,6 @@ async function freeBase(): Promise<number> {
   throw new Error('no free port range found')
 }
 
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 t.test('ha-local.sh runs a 3-member TLS etcd cluster and stops it', needsEtcd(), async (t) => {
   const dir = t.testdir()
@@ -65,6 +57,6 @@ t.test('ha-local.sh runs a 3-member TLS etcd cluster and stops it', needsEtcd(),
   script.kill('SIGTERM')
   await exited(script)
   t.match(out, /etcd stopped/)
-  await until(() => pids.every((pid) => !alive(pid)), 10_000, 'every member is gone')
+  await until(() => pids.every((pid) => !processAlive(pid)), 10_000, 'every member is gone')
   t.pass('SIGTERM stopped every member')
 })

@@ -87,23 +87,8 @@ async function freePorts(count: number): Promise<number[]> {
   }
 }
 
-/** Removes scratch folders left by test processes that were killed (so could not clean up). */
-function sweepLeftovers(base: string): void {
-  for (const name of readdirSafe(base)) {
-    const pid = /^pxe-etcd-(\d+)-/.exec(name)?.[1]
-    if (pid && !processAlive(Number(pid))) rmSync(join(base, name), { recursive: true, force: true })
-  }
-}
-
-function readdirSafe(dir: string): string[] {
-  try {
-    return readdirSync(dir)
-  } catch {
-    return []
-  }
-}
-
-function processAlive(pid: number): boolean {
+/** True while a process with this pid exists. */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true
@@ -116,7 +101,11 @@ function processAlive(pid: number): boolean {
 function scratchDir(): string {
   for (const base of ['/dev/shm', tmpdir()]) {
     try {
-      sweepLeftovers(base)
+      // first remove what test processes that were killed (so could not clean up) left here
+      for (const name of readdirSync(base)) {
+        const pid = /^pxe-etcd-(\d+)-/.exec(name)?.[1]
+        if (pid && !processAlive(Number(pid))) rmSync(join(base, name), { recursive: true, force: true })
+      }
       return mkdtempSync(join(base, `pxe-etcd-${process.pid}-`))
     } catch {
       // not writable here: try the next one
