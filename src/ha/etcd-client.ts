@@ -1,0 +1,258 @@
+/**
+ * The only module that imports the etcd client library (npm `etcd3`): `EtcdClient` (etcd-api.ts) over
+ * it, so the library can be replaced without touching election, fencing or reads.
+ */
+import { readFile } from 'node:fs/promises'
+import { assertPrivateKeyFile } from '../config.js'
+import {
+  Etcd3,
+  EtcdLeaseInvalidError,
+  GRPCDeadlineExceededError,
+  GRPCUnavailableError,
+  type ICompare,
+  type IKeyValue,
+  type IOptions,
+  type IRequestOp,
+} from 'etcd3'
+import {
+  EtcdClientError,
+  type EtcdClient,
+  type EtcdConnectionConfig,
+  type EtcdKeyValue,
+  type EtcdWatch,
+  type RangeRequest,
+  type RangeResult,
+  type TxnCompare,
+  type TxnOp,
+  type TxnRequest,
+  type TxnResult,
+} from './etcd-api.js'
+import { memberPolicies, retryOnOtherMember } from './member-policy.js'
+
+/** Options of `connectEtcd`. */
+export interface EtcdClientOptions {
+  /** Deadline of one unary call (a range, a transaction, a lease grant); default 5000 ms. */
+  readonly requestTimeoutMs?: number
+}
+
+/**
+ * Opens a client over mutual TLS, trusting only `config.ca`. Reads the PEM files first: names the one it
+ * cannot read, and refuses a client key that group or others may read.
+ */
+export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdClientOptions = {}): Promise<EtcdClient> {
+  if (config.endpoints.length === 0) throw new Error('etcd: no endpoints given')
+  await assertPrivateKeyFile(config.key, 'ha.etcd.key')
+  const [rootCertificate, certChain, privateKey] = await Promise.all([
+    readPem(config.ca, 'CA certificate'),
+    readPem(config.cert, 'client certificate'),
+    readPem(config.key, 'client key'),
+  ])
+  const requestTimeoutMs = options.requestTimeoutMs ?? 5000
+  const etcd = new Etcd3({
+    hosts: [...config.endpoints],
+    credentials: { rootCertificate, certChain, privateKey },
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
+    faultHandling: faultHandling(config.endpoints.length),
+  })
+  return new Etcd3Client(etcd)
+}
+
+async function readPem(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path)
+  } catch (err) {
+    throw new Error(`etcd: cannot read the ${what} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+type FaultHandling = NonNullable<IOptions['faultHandling']>
+type Policy = NonNullable<FaultHandling['global']>
+interface WatchBackoff {
+  readonly duration: number
+  next(): WatchBackoff
+}
+
+/**
+ * The fault handling of member-policy.ts instead of etcd3's 5 s circuit breaker (etcd3 1.1.2 only calls
+ * `execute` on these). etcd3's watch reconnects back off up to 30 s, on a timer that outlives
+ * `close()`; ours stop at 2 s.
+ */
+function faultHandling(members: number): FaultHandling {
+  const memberFault = (err: unknown) => err instanceof GRPCUnavailableError || err instanceof GRPCDeadlineExceededError
+  const backoff = (duration: number): WatchBackoff => ({ duration, next: () => backoff(Math.min(2 * duration, 2000)) })
+  const perMember = memberPolicies(memberFault)
+  return {
+    host: (member) => perMember(member) as unknown as Policy,
+    global: retryOnOtherMember(members, (err) => err instanceof GRPCUnavailableError) as unknown as Policy,
+    watchBackoff: { duration: 0, next: () => backoff(250) } as unknown as FaultHandling['watchBackoff'],
+  }
+}
+
+/** Maps a library error to `EtcdClientError`, keeping etcd's own message. */
+function clientError(err: unknown): EtcdClientError {
+  if (err instanceof EtcdClientError) return err
+  const message = err instanceof Error ? err.message : String(err)
+  if (err instanceof EtcdLeaseInvalidError) return new EtcdClientError('lease_not_found', message)
+  if (err instanceof GRPCUnavailableError) return new EtcdClientError('unavailable', message)
+  if (err instanceof GRPCDeadlineExceededError) return new EtcdClientError('timeout', message)
+  if (message.includes('required revision has been compacted')) return new EtcdClientError('compacted', message)
+  return new EtcdClientError('failed', message)
+}
+
+function keyValue(kv: IKeyValue): EtcdKeyValue {
+  return {
+    key: kv.key.toString('utf8'),
+    value: kv.value,
+    createRevision: kv.create_revision,
+    modRevision: kv.mod_revision,
+    version: kv.version,
+    lease: kv.lease,
+  }
+}
+
+const COMPARE_TARGET = {
+  create: ['Create', 'create_revision'],
+  mod: ['Mod', 'mod_revision'],
+  version: ['Version', 'version'],
+  lease: ['Lease', 'lease'],
+} as const
+const COMPARE_RESULT = { equal: 'Equal', not_equal: 'NotEqual', greater: 'Greater', less: 'Less' } as const
+
+function toEtcdCompare(c: TxnCompare): ICompare {
+  const [target, field] = COMPARE_TARGET[c.target]
+  return { key: Buffer.from(c.key), target, result: COMPARE_RESULT[c.result], [field]: c.value }
+}
+
+function toEtcdOp(op: TxnOp): IRequestOp {
+  switch (op.type) {
+    case 'put':
+      return { request_put: { key: Buffer.from(op.key), value: Buffer.from(op.value), ...(op.lease ? { lease: op.lease } : {}) } }
+    case 'delete':
+      return { request_delete_range: { key: Buffer.from(op.key), ...(op.rangeEnd ? { range_end: op.rangeEnd } : {}) } }
+    case 'get':
+      return { request_range: { key: Buffer.from(op.key) } }
+  }
+}
+
+const deadline = (timeoutMs: number | undefined) => (timeoutMs === undefined ? undefined : { deadline: Date.now() + timeoutMs })
+const SORT_TARGET = { key: 'Key', create: 'Create', mod: 'Mod' } as const
+const SORT_ORDER = { ascend: 'Ascend', descend: 'Descend' } as const
+
+class Etcd3Client implements EtcdClient {
+  constructor(private readonly etcd: Etcd3) {}
+
+  async grantLease(ttlSeconds: number, timeoutMs?: number): Promise<{ id: string; ttlSeconds: number }> {
+    try {
+      const res = await this.etcd.leaseClient.leaseGrant({ TTL: ttlSeconds }, deadline(timeoutMs))
+      return { id: res.ID, ttlSeconds: Number(res.TTL) }
+    } catch (err) {
+      throw clientError(err)
+    }
+  }
+
+  async keepAliveOnce(leaseId: string, timeoutMs: number): Promise<number> {
+    let stream
+    try {
+      stream = await this.etcd.leaseClient.leaseKeepAlive({ deadline: Date.now() + timeoutMs })
+    } catch (err) {
+      throw clientError(err)
+    }
+    const call = stream
+    return new Promise<number>((resolve, reject) => {
+      let settled = false
+      const finish = (err: EtcdClientError | null, ttl = 0) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        call.end()
+        if (err) (call as unknown as { cancel?: () => void }).cancel?.()
+        if (err) reject(err)
+        else resolve(ttl)
+      }
+      // the call deadline ends a hung stream too; this timer only guarantees that the promise settles
+      const timer = setTimeout(() => finish(new EtcdClientError('timeout', 'lease keepalive timed out')), timeoutMs + 100)
+      call.on('data', (res) => finish(null, Number(res.TTL)))
+      call.on('error', (err) => finish(clientError(err)))
+      call.write({ ID: leaseId })
+    })
+  }
+
+  async revokeLease(leaseId: string, timeoutMs?: number): Promise<void> {
+    try {
+      await this.etcd.leaseClient.leaseRevoke({ ID: leaseId }, deadline(timeoutMs))
+    } catch (err) {
+      throw clientError(err)
+    }
+  }
+
+  async range(request: RangeRequest, timeoutMs?: number): Promise<RangeResult> {
+    try {
+      const res = await this.etcd.kv.range(
+        {
+          key: Buffer.from(request.key),
+          ...(request.rangeEnd ? { range_end: request.rangeEnd } : {}),
+          ...(request.limit !== undefined ? { limit: request.limit } : {}),
+          ...(request.revision !== undefined ? { revision: request.revision } : {}),
+          ...(request.sort ? { sort_target: SORT_TARGET[request.sort.target], sort_order: SORT_ORDER[request.sort.order] } : {}),
+        },
+        deadline(timeoutMs),
+      )
+      return { kvs: res.kvs.map(keyValue), more: res.more, revision: res.header.revision }
+    } catch (err) {
+      throw clientError(err)
+    }
+  }
+
+  async txn(request: TxnRequest, timeoutMs?: number): Promise<TxnResult> {
+    try {
+      const res = await this.etcd.kv.txn(
+        {
+          compare: request.compare.map(toEtcdCompare),
+          success: request.success.map(toEtcdOp),
+          failure: (request.failure ?? []).map(toEtcdOp),
+        },
+        deadline(timeoutMs),
+      )
+      const gets = res.responses.filter((r) => r.response_range).map((r) => r.response_range.kvs.map(keyValue))
+      return { succeeded: res.succeeded, revision: res.header.revision, gets }
+    } catch (err) {
+      throw clientError(err)
+    }
+  }
+
+  watchPrefix(prefix: string, onChange: () => void): EtcdWatch {
+    let cancelled = false
+    let watcher = this.etcd.watch().prefix(prefix).watcher()
+    let retry: NodeJS.Timeout | undefined
+    const attach = () => {
+      watcher.on('connected', () => onChange())
+      watcher.on('data', () => onChange())
+      // an unrecoverable watch error (e.g. its resume revision was compacted): start a fresh watch
+      watcher.on('error', () => {
+        void watcher.cancel().catch(() => undefined)
+        if (cancelled) return
+        retry = setTimeout(() => {
+          watcher = this.etcd.watch().prefix(prefix).watcher()
+          attach()
+        }, 500)
+        onChange()
+      })
+    }
+    attach()
+    return {
+      cancel: async () => {
+        cancelled = true
+        clearTimeout(retry)
+        // etcd3 waits for etcd to confirm the cancel: an unreachable etcd must not hang a shutdown
+        let timer: NodeJS.Timeout | undefined
+        const gaveUp = new Promise<void>((resolve) => (timer = setTimeout(resolve, 1000)))
+        await Promise.race([watcher.cancel().catch(() => undefined), gaveUp])
+        clearTimeout(timer)
+      },
+    }
+  }
+
+  close(): void {
+    this.etcd.close()
+  }
+}

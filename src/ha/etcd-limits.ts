@@ -1,0 +1,109 @@
+/**
+ * etcd's request limits, checked before anything is sent: etcd refuses a request over 1.5 MiB or a
+ * transaction over 128 operations, and the client refuses a response over 4 MiB. Refusing locally gives
+ * a clear error and keeps a doomed request (and the client's retries of it) off the wire.
+ */
+
+/** The limits writes and paged reads are sized by. */
+export interface EtcdLimits {
+  /** etcd's `--max-request-bytes` (default 1.5 MiB). */
+  readonly maxRequestBytes: number
+  /** etcd's `--max-txn-ops` (default 128). */
+  readonly maxTxnOps: number
+  /** The client's largest response (gRPC's default receive limit, 4 MiB). */
+  readonly maxResponseBytes: number
+  /** Our bound on one stored entry (key + value): writes refuse larger ones, and read pages are sized by it. */
+  readonly maxEntryBytes: number
+}
+
+/** etcd's and the client's defaults, and 64 KiB entries (a node record is far smaller). */
+export const DEFAULT_ETCD_LIMITS: EtcdLimits = Object.freeze({
+  maxRequestBytes: 1.5 * 1024 * 1024,
+  maxTxnOps: 128,
+  maxResponseBytes: 4 * 1024 * 1024,
+  maxEntryBytes: 64 * 1024,
+})
+
+/** One write of a fenced transaction. */
+export type WriteOp =
+  | { readonly type: 'put'; readonly key: string; readonly value: Buffer | string }
+  | { readonly type: 'delete'; readonly key: string }
+  | { readonly type: 'delete_prefix'; readonly prefix: string }
+
+/** A write or read that would break a limit; nothing was sent. */
+export class EtcdLimitError extends Error {
+  override readonly name = 'EtcdLimitError'
+  constructor(readonly code: 'too_many_ops' | 'request_too_large' | 'entry_too_large', message: string) {
+    super(message)
+  }
+}
+
+// Upper bounds of the protobuf framing (tags, lengths, int64 fields) around keys and values, and of the
+// raft envelope etcd adds before it measures the request.
+const OP_OVERHEAD = 48
+const COMPARE_OVERHEAD = 48
+const ENVELOPE_OVERHEAD = 512
+
+const bytes = (s: Buffer | string) => (typeof s === 'string' ? Buffer.byteLength(s, 'utf8') : s.length)
+
+/** An upper bound of the encoded size of `op` inside a transaction. */
+export function writeOpBytes(op: WriteOp): number {
+  switch (op.type) {
+    case 'put':
+      return bytes(op.key) + bytes(op.value) + OP_OVERHEAD
+    case 'delete':
+      return bytes(op.key) + OP_OVERHEAD
+    case 'delete_prefix':
+      return 2 * bytes(op.prefix) + OP_OVERHEAD
+  }
+}
+
+/** Throws when a put's key and value together exceed `limits.maxEntryBytes`. */
+export function checkEntry(key: string, value: Buffer | string, limits: EtcdLimits): void {
+  const size = bytes(key) + bytes(value)
+  if (size > limits.maxEntryBytes) {
+    throw new EtcdLimitError('entry_too_large', `entry ${key.slice(0, 64)} is ${size} bytes, over the ${limits.maxEntryBytes}-byte entry limit`)
+  }
+}
+
+/** The bytes a transaction guarded by compares on `compareKeys` has left for its operations. */
+function opBudget(compareKeys: readonly string[], limits: EtcdLimits): number {
+  return limits.maxRequestBytes - ENVELOPE_OVERHEAD - compareKeys.reduce((sum, k) => sum + bytes(k) + COMPARE_OVERHEAD, 0)
+}
+
+/** Throws `EtcdLimitError` unless one transaction with these compares and `ops` is within the limits. */
+export function checkTransaction(compareKeys: readonly string[], ops: readonly WriteOp[], limits: EtcdLimits): void {
+  if (ops.length > limits.maxTxnOps || compareKeys.length > limits.maxTxnOps) {
+    throw new EtcdLimitError('too_many_ops', `a transaction of ${ops.length} operations is over etcd's limit of ${limits.maxTxnOps}`)
+  }
+  for (const op of ops) if (op.type === 'put') checkEntry(op.key, op.value, limits)
+  const size = ops.reduce((sum, op) => sum + writeOpBytes(op), 0)
+  const budget = opBudget(compareKeys, limits)
+  if (size > budget) {
+    throw new EtcdLimitError('request_too_large', `a transaction of about ${size} bytes is over etcd's request limit (${budget} bytes left for operations)`)
+  }
+}
+
+/**
+ * Splits `ops`, in the given order, into as few transactions as the limits allow, each guarded by the
+ * same compares. Throws when a single operation cannot fit any transaction.
+ */
+export function splitIntoTransactions(compareKeys: readonly string[], ops: readonly WriteOp[], limits: EtcdLimits): WriteOp[][] {
+  const budget = opBudget(compareKeys, limits)
+  const batches: WriteOp[][] = []
+  let batch: WriteOp[] = []
+  let size = 0
+  for (const op of ops) {
+    checkTransaction(compareKeys, [op], limits)
+    const opSize = writeOpBytes(op)
+    if (batch.length > 0 && (batch.length >= limits.maxTxnOps || size + opSize > budget)) {
+      batches.push(batch)
+      batch = []
+      size = 0
+    }
+    batch.push(op)
+    size += opSize
+  }
+  if (batch.length > 0) batches.push(batch)
+  return batches
+}

@@ -1,0 +1,164 @@
+/**
+ * One etcd lease held by a replica, kept alive by us (not by the client library) so that we know when
+ * the last renewal that etcd accepted was SENT. etcd expires the lease no earlier than TTL after it
+ * received that renewal, hence no earlier than TTL after we sent it; the session ends itself once no
+ * renewal succeeded for the renew deadline (2/3 TTL), leaving a third of the TTL before anyone else
+ * could be elected. Time is monotonic (performance.now): a process frozen past its deadline sees it
+ * passed on the first check after waking, before it acts.
+ */
+import { performance } from 'node:perf_hooks'
+import { EtcdClientError, type EtcdClient } from './etcd-api.js'
+
+/** The renewal timing of one lease TTL (client-go's LeaseDuration / RenewDeadline / RetryPeriod). */
+export interface LeaseTiming {
+  readonly ttlSeconds: number
+  /** No successful renewal SENT within this long: the session is over (2/3 TTL). */
+  readonly renewDeadlineMs: number
+  /** Pause after a successful renewal (TTL/6: several tries fit in the deadline). */
+  readonly renewIntervalMs: number
+  /** Longest wait for one renewal (TTL/6, and never past the deadline): a hung member costs one try. */
+  readonly attemptTimeoutMs: number
+  /** Pause after a failed renewal or campaign step. */
+  readonly retryDelayMs: number
+}
+
+/** The timing for a lease of `ttlSeconds`. */
+export function leaseTiming(ttlSeconds: number): LeaseTiming {
+  const ttlMs = ttlSeconds * 1000
+  return {
+    ttlSeconds,
+    renewDeadlineMs: Math.floor((ttlMs * 2) / 3),
+    renewIntervalMs: Math.floor(ttlMs / 6),
+    attemptTimeoutMs: Math.floor(ttlMs / 6),
+    retryDelayMs: Math.max(50, Math.floor(ttlMs / 20)),
+  }
+}
+
+/** Why a session ended. */
+export type SessionEndReason = 'renew_deadline' | 'lease_gone' | 'key_lost' | 'fence_refused' | 'closed'
+
+/** Hooks of a session; `onEnd` runs synchronously, exactly once. */
+export interface SessionHooks {
+  onEnd(reason: SessionEndReason): void
+  onRenewed?(): void
+  onRenewError?(err: Error): void
+}
+
+/** A monotonic clock in milliseconds. */
+export type MonotonicClock = () => number
+
+/** Revokes a lease; true when it is gone (revoked now or already), false when etcd could not be asked. */
+export async function revokeLease(client: EtcdClient, leaseId: string, timeoutMs: number): Promise<boolean> {
+  try {
+    await client.revokeLease(leaseId, timeoutMs)
+    return true
+  } catch (err) {
+    return err instanceof EtcdClientError && err.kind === 'lease_not_found'
+  }
+}
+
+/** A granted lease and the loop that renews it until the session ends. */
+export class LeaseSession {
+  private lastRenewSentAt = 0
+  private endReason: SessionEndReason | null = null
+  private deadlineTimer: NodeJS.Timeout | undefined
+  private wakeLoop: (() => void) | null = null
+  private revoking: Promise<boolean> | undefined
+
+  private constructor(
+    private readonly client: EtcdClient,
+    readonly leaseId: string,
+    private readonly timing: LeaseTiming,
+    private readonly now: MonotonicClock,
+    private readonly hooks: SessionHooks,
+    grantSentAt: number,
+  ) {
+    this.lastRenewSentAt = grantSentAt
+    this.armDeadline()
+    void this.renewLoop()
+  }
+
+  /** Grants a lease of `timing.ttlSeconds` and starts renewing it. */
+  static async open(client: EtcdClient, timing: LeaseTiming, hooks: SessionHooks, now: MonotonicClock = () => performance.now()): Promise<LeaseSession> {
+    const sentAt = now()
+    const lease = await client.grantLease(timing.ttlSeconds, timing.attemptTimeoutMs * 2)
+    return new LeaseSession(client, lease.id, timing, now, hooks, sentAt)
+  }
+
+  /** Why the session ended, or null while it runs. */
+  get ended(): SessionEndReason | null {
+    return this.endReason
+  }
+
+  /** True while the renew deadline has not passed; when it has, ends the session now (synchronously). */
+  alive(): boolean {
+    if (this.endReason !== null) return false
+    if (this.now() - this.lastRenewSentAt < this.timing.renewDeadlineMs) return true
+    this.end('renew_deadline')
+    return false
+  }
+
+  /** Stops renewing and reports `reason` (once); the lease itself stays until revoked or expired. */
+  end(reason: SessionEndReason): void {
+    if (this.endReason !== null) return
+    this.endReason = reason
+    clearTimeout(this.deadlineTimer)
+    this.wakeLoop?.()
+    this.hooks.onEnd(reason)
+  }
+
+  /** Ends the session and revokes the lease (its election key goes with it), once; false if etcd could not be told. */
+  revoke(): Promise<boolean> {
+    this.end('closed')
+    this.revoking ??= revokeLease(this.client, this.leaseId, this.timing.attemptTimeoutMs * 2)
+    return this.revoking
+  }
+
+  private armDeadline(): void {
+    clearTimeout(this.deadlineTimer)
+    const wait = this.lastRenewSentAt + this.timing.renewDeadlineMs - this.now()
+    this.deadlineTimer = setTimeout(() => this.alive(), Math.max(0, wait) + 1)
+  }
+
+  private async renewLoop(): Promise<void> {
+    while (this.alive()) {
+      const ok = await this.renewOnce()
+      if (this.endReason !== null) return
+      await this.pause(ok ? this.timing.renewIntervalMs : this.timing.retryDelayMs)
+    }
+  }
+
+  /** One keepalive; true when etcd accepted it. */
+  private async renewOnce(): Promise<boolean> {
+    const sentAt = this.now()
+    const left = this.lastRenewSentAt + this.timing.renewDeadlineMs - sentAt
+    try {
+      const ttl = await this.client.keepAliveOnce(this.leaseId, Math.max(1, Math.min(this.timing.attemptTimeoutMs, left)))
+      if (this.endReason !== null) return false
+      if (ttl <= 0) {
+        this.end('lease_gone')
+        return false
+      }
+      this.lastRenewSentAt = Math.max(this.lastRenewSentAt, sentAt)
+      if (!this.alive()) return false // the answer came, but too late to count
+      this.armDeadline()
+      this.hooks.onRenewed?.()
+      return true
+    } catch (err) {
+      if (err instanceof EtcdClientError && err.kind === 'lease_not_found') this.end('lease_gone')
+      else if (this.endReason === null) this.hooks.onRenewError?.(err as Error)
+      return false
+    }
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms)
+      function done() {
+        clearTimeout(timer)
+        resolve()
+      }
+      this.wakeLoop = done
+    })
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * How calls spread over etcd members (the client library's fault-handling hooks). etcd3's default opens
+ * a 5 s circuit breaker on a member after three failed calls: during an etcd leader election every
+ * member fails briefly, and 5 s without etcd would make a healthy leader step down. Instead, a member
+ * whose last call failed is skipped for a short cool-down while another member is not cooling down,
+ * so a hung or dead member costs one call, and the last usable member is never refused.
+ */
+import { performance } from 'node:perf_hooks'
+
+/** The one method the client library calls on a policy. */
+export interface CallPolicy {
+  execute<T>(fn: () => T | PromiseLike<T>): Promise<T>
+}
+
+/** Thrown instead of calling a cooling-down member; the library then tries the next member. */
+export class MemberCoolingDown extends Error {
+  override readonly name = 'MemberCoolingDown'
+}
+
+/**
+ * A policy per member that skips recently failed members while a healthy one is left; `isFault` tells
+ * a member's failure (unreachable, timed out) from a refusal of the request itself.
+ */
+export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 2000, now: () => number = () => performance.now()): (member: string) => CallPolicy {
+  const failedAt = new Map<string, number>()
+  const cooling = (member: string) => now() - (failedAt.get(member) ?? -Infinity) < coolDownMs
+  return (member) => {
+    failedAt.set(member, -Infinity)
+    return {
+      async execute<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+        if (cooling(member) && [...failedAt.keys()].some((m) => !cooling(m))) throw new MemberCoolingDown(`etcd member ${member} failed just now`)
+        try {
+          const result = await fn()
+          failedAt.set(member, -Infinity)
+          return result
+        } catch (err) {
+          if (isFault(err)) failedAt.set(member, now())
+          throw err
+        }
+      },
+    }
+  }
+}
+
+/** Retries a call refused unprocessed (`retryable`) on the next member, at most once per member. */
+export function retryOnOtherMember(members: number, retryable: (err: unknown) => boolean): CallPolicy {
+  return {
+    async execute<T>(fn: () => T | PromiseLike<T>): Promise<T> {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await fn()
+        } catch (err) {
+          if (attempt >= members || !retryable(err)) throw err
+        }
+      }
+    },
+  }
+}

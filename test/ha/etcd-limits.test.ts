@@ -1,0 +1,51 @@
+// Size checks of fenced transactions and read pages, without etcd (fenced-write.test.ts sends them).
+import t from 'tap'
+import { checkTransaction, DEFAULT_ETCD_LIMITS, EtcdLimitError, splitIntoTransactions, writeOpBytes, type WriteOp } from '../../src/ha/etcd-limits.js'
+import { pageLimit } from '../../src/ha/paged-read.js'
+
+const FENCE_KEYS = ['/pxe/election/694d7c8a1b2e3f40', '/pxe/election/694d7c8a1b2e3f40']
+const put = (key: string, bytes: number): WriteOp => ({ type: 'put', key, value: Buffer.alloc(bytes, 0x61) })
+const refusedWith = (code: EtcdLimitError['code']) => ({ name: 'EtcdLimitError', code })
+
+t.test('one transaction: operations, entry size and request size are checked', async (t) => {
+  t.doesNotThrow(() => checkTransaction(FENCE_KEYS, [], DEFAULT_ETCD_LIMITS), 'an empty fenced transaction is fine')
+  const ops128 = Array.from({ length: 128 }, (_, i) => put(`/pxe/n/${i}`, 10))
+  t.doesNotThrow(() => checkTransaction(FENCE_KEYS, ops128, DEFAULT_ETCD_LIMITS), '128 operations: etcd’s limit')
+  t.throws(() => checkTransaction(FENCE_KEYS, [...ops128, put('/pxe/n/x', 10)], DEFAULT_ETCD_LIMITS), refusedWith('too_many_ops'), '129 are refused')
+  t.throws(() => checkTransaction(FENCE_KEYS, [put('/pxe/big', 64 * 1024)], DEFAULT_ETCD_LIMITS), refusedWith('entry_too_large'), 'an entry over 64 KiB')
+  const nearly = Array.from({ length: 26 }, (_, i) => put(`/pxe/n/${i}`, 60 * 1024)) // 1.52 MiB of values
+  t.throws(() => checkTransaction(FENCE_KEYS, nearly, DEFAULT_ETCD_LIMITS), refusedWith('request_too_large'), 'a transaction over 1.5 MiB')
+  t.doesNotThrow(() => checkTransaction(FENCE_KEYS, nearly.slice(0, 25), DEFAULT_ETCD_LIMITS), 'one entry less fits')
+  const err = t.throws(() => checkTransaction(FENCE_KEYS, nearly, DEFAULT_ETCD_LIMITS)) as EtcdLimitError
+  t.match(err.message, /over etcd's request limit/, 'the message says which limit')
+})
+
+t.test('splitting keeps the caller’s order and fills each transaction up to a limit', async (t) => {
+  const ops = Array.from({ length: 300 }, (_, i) => put(`/pxe/n/${String(i).padStart(3, '0')}`, 10 * 1024))
+  const batches = splitIntoTransactions(FENCE_KEYS, ops, DEFAULT_ETCD_LIMITS)
+  t.same(batches.flat(), ops, 'every operation, in the given order')
+  t.ok(batches.length >= 3, `${batches.length} transactions for 300 operations of 10 KiB`)
+  for (const batch of batches) t.doesNotThrow(() => checkTransaction(FENCE_KEYS, batch, DEFAULT_ETCD_LIMITS))
+  for (const [i, batch] of batches.slice(0, -1).entries()) {
+    const next = batches[i + 1]![0]!
+    t.throws(() => checkTransaction(FENCE_KEYS, [...batch, next], DEFAULT_ETCD_LIMITS), EtcdLimitError, `transaction ${i + 1} is full`)
+  }
+  const small = Array.from({ length: 200 }, (_, i) => put(`/pxe/n/${i}`, 1))
+  t.same(splitIntoTransactions(FENCE_KEYS, small, DEFAULT_ETCD_LIMITS).map((b) => b.length), [128, 72], 'small operations split by count')
+  t.same(splitIntoTransactions(FENCE_KEYS, [], DEFAULT_ETCD_LIMITS), [], 'nothing to write, no transaction')
+  t.throws(() => splitIntoTransactions(FENCE_KEYS, [put('/pxe/ok', 1), put('/pxe/huge', 100_000)], DEFAULT_ETCD_LIMITS), refusedWith('entry_too_large'), 'one operation that fits no transaction is refused')
+})
+
+t.test('size estimates cover every operation kind', async (t) => {
+  t.ok(writeOpBytes({ type: 'put', key: '/pxe/é', value: 'ü' }) >= Buffer.byteLength('/pxe/éü'), 'UTF-8 bytes, not characters')
+  t.ok(writeOpBytes({ type: 'delete', key: '/pxe/n/1' }) > 8)
+  t.ok(writeOpBytes({ type: 'delete_prefix', prefix: '/pxe/n/' }) > 2 * 7, 'a prefix delete sends the key and the range end')
+})
+
+t.test('read pages stay under the 4 MiB response limit', async (t) => {
+  t.equal(pageLimit(DEFAULT_ETCD_LIMITS), 62, '62 entries of up to 64 KiB per page by default')
+  t.ok(pageLimit(DEFAULT_ETCD_LIMITS) * (DEFAULT_ETCD_LIMITS.maxEntryBytes + 64) < 4 * 1024 * 1024 - 64 * 1024)
+  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 2048 }), 1000, 'small entries: the page size caps')
+  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 2048 }, 50), 50)
+  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 8 * 1024 * 1024 }), 1, 'never below one entry')
+})
