@@ -110,17 +110,24 @@ export interface FakeController {
   readonly port: number
   /** Requests seen, as "CN METHOD PATH". */
   readonly seen: string[]
+  /** TLS connections accepted so far. */
+  connections(): number
   close(): Promise<void>
 }
 
 /** Answers every request with `answer(cn, path)`: a status and a JSON body. */
-export async function fakeController(pki: Pki, answer: (cn: string, path: string) => { status: number; body: unknown }): Promise<FakeController> {
+export async function fakeController(
+  pki: Pki,
+  answer: (cn: string, path: string) => { status: number; body: unknown; headers?: Record<string, string> },
+  serverPki: Pki = pki,
+): Promise<FakeController> {
   const seen: string[] = []
+  let connections = 0
   const server = https.createServer(
     {
       ca: pki.ca,
-      cert: readFileSync(join(pki.dir, 'server.pem')),
-      key: readFileSync(join(pki.dir, 'server-key.pem')),
+      cert: readFileSync(join(serverPki.dir, 'server.pem')),
+      key: readFileSync(join(serverPki.dir, 'server-key.pem')),
       requestCert: true,
       rejectUnauthorized: true,
     },
@@ -129,15 +136,17 @@ export async function fakeController(pki: Pki, answer: (cn: string, path: string
       seen.push(`${cn} ${req.method} ${req.url}`)
       req.resume()
       req.on('end', () => {
-        const { status, body } = answer(cn, req.url ?? '')
-        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+        const { status, body, headers } = answer(cn, req.url ?? '')
+        res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body))
       })
     },
   )
+  server.on('secureConnection', () => (connections += 1))
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     port: (server.address() as AddressInfo).port,
     seen,
+    connections: () => connections,
     close: () => new Promise((resolve) => {
       server.closeAllConnections()
       server.close(() => resolve())
