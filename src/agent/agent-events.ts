@@ -6,7 +6,7 @@ import type { Logger } from 'pino'
 import type { ClaimOutcome } from './claim-scheduler.js'
 import type { AuthorityLoss } from './plan-manager.js'
 import type { PlanRefusalReason } from './plan-verifier.js'
-import type { StopReason } from './shard-runner.js'
+import type { ShardRunnerHooks, StopReason } from './shard-runner.js'
 
 /** Why a plan was refused: a verification reason, or plain fields that disagree with the signed ones. */
 export type RefusalReason = PlanRefusalReason | 'plain_mismatch'
@@ -67,4 +67,19 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
 /** Logs an event at its level (the event's fields as the log object). */
 export function logEvent(logger: Logger, event: AgentEvent): void {
   logger[levelOf(event)]({ event: event.type, ...event, type: undefined }, MESSAGES[event.type])
+}
+
+/** The runner's reports as agent events. */
+export function runnerHooks(emit: (event: AgentEvent) => void): ShardRunnerHooks {
+  return {
+    started: (ctx) => emit({ type: 'shard_started', shardId: ctx.shardId, generation: ctx.generation }),
+    startFailed: (ctx, err) => emit({ type: 'shard_start_failed', shardId: ctx.shardId, detail: describe(err) }),
+    stopped: (ctx) => emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
+    stopFailed: (ctx, err) => emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
+  }
+}
+
+/** A short description of a thrown value (no stack). */
+export function describe(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 300)
 }

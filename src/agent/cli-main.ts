@@ -70,6 +70,23 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   const logger = pino({ level: args.logLevel, base: { pid: process.pid } }, pino.destination({ fd: 1, sync: true }))
   if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
   const agent = buildAgent(args, identity, logger)
+  // Registered before the start, so that a signal during it still stops cleanly.
+  const onSignal = (signal: string) => {
+    logger.info({ signal }, 'signal received: stopping every shard')
+    void agent.stop()
+  }
+  process.once('SIGTERM', onSignal)
+  process.once('SIGINT', onSignal)
+  try {
+    return await runUntilStopped(agent, io)
+  } finally {
+    process.off('SIGTERM', onSignal)
+    process.off('SIGINT', onSignal)
+  }
+}
+
+/** Starts the agent and waits for its end; a damaged state file stops it before any check-in. */
+async function runUntilStopped(agent: NodeAgent, io: CliIo): Promise<number> {
   try {
     await agent.start()
   } catch (err) {
@@ -78,14 +95,6 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     await agent.stop()
     return EXIT.startup
   }
-  const onSignal = (signal: string) => {
-    logger.info({ signal }, 'signal received: stopping every shard')
-    void agent.stop()
-  }
-  process.once('SIGTERM', onSignal)
-  process.once('SIGINT', onSignal)
   const end = await agent.closed
-  process.off('SIGTERM', onSignal)
-  process.off('SIGINT', onSignal)
   return end.reason === 'shutdown' ? EXIT.ok : EXIT.refused
 }

@@ -16,6 +16,8 @@ export interface ControllerReply {
   readonly body: unknown
   /** The error code of an error answer, or null. */
   readonly errorCode: string | null
+  /** The message of an error answer (at most 200 characters), or null. */
+  readonly errorMessage: string | null
   /** From `retry_after_ms` or `Retry-After` (429), else null. */
   readonly retryAfterMs: number | null
   readonly url: string
@@ -219,7 +221,14 @@ export class ControllerClient {
     const status = res.statusCode ?? 0
     const error = status >= 400 ? errorReplySchema.safeParse(body) : null
     if (status === 401) throw new AttemptError('refused', `401 ${error?.success ? error.data.error : 'unauthenticated'}`)
-    return { status, body, errorCode: error?.success ? error.data.error : null, retryAfterMs: status === 429 ? retryAfterOf(res, body) : null, url }
+    return {
+      status,
+      body,
+      errorCode: error?.success ? error.data.error : null,
+      errorMessage: error?.success ? error.data.message.slice(0, 200) : null,
+      retryAfterMs: status === 429 ? retryAfterOf(res, body) : null,
+      url,
+    }
   }
 }
 

@@ -3,7 +3,7 @@
  * See src/agent/README.md for a usage example.
  */
 export { NodeAgent } from './node-agent.js'
-export type { AgentState, AgentStatus, AgentEnd } from './node-agent.js'
+export type { AgentState, AgentStatus, AgentEnd } from './agent-status.js'
 export type { NodeAgentOptions, ShardHealth } from './agent-options.js'
 export { AGENT_DEFAULTS, controllerUrlProblem } from './agent-options.js'
 export type { AgentEvent, HaltReason, RefusalReason } from './agent-events.js'

@@ -5,60 +5,24 @@
  * process, each with its own identity, clock and logger.
  */
 import { pino, type Logger } from 'pino'
-import { logEvent, type AgentEvent, type HaltReason } from './agent-events.js'
+import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
 import { AGENT_DEFAULTS, assertValidOptions, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
+import type { CheckinBody } from '../core/schemas.js'
+import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
+import { CheckinCadence } from './cadence.js'
+import { checkinBody, judgeCheckinAnswer } from './checkin-exchange.js'
 import { ClaimScheduler, type ClaimOutcome } from './claim-scheduler.js'
 import { Alarm, systemClock, type AgentClock } from './clock.js'
 import { CertificateRefusedError, ControllerClient, ControllerUnreachableError } from './controller-client.js'
 import { MemoryGenerationStore, type GenerationStore } from './generation-store.js'
+import { claimIdentify } from './identify-claim.js'
 import { loadBundle } from './identity.js'
 import type { PinnedKeys } from './pinned-keys.js'
-import { plainFieldMismatch } from './plan-claims.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
-import { verifyPlanToken } from './plan-verifier.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
 import { ShardRunner } from './shard-runner.js'
-import { checkinReplySchema, identifyReplySchema } from './wire.js'
-
-/** Where an agent stands. */
-export type AgentState = 'idle' | 'joining' | 'active' | 'no_authority' | 'halted'
-
-/** A snapshot of the agent for its host's monitoring; times are wall-clock ms since the epoch. */
-export interface AgentStatus {
-  readonly nodeId: string
-  readonly state: AgentState
-  /** Generation of the last accepted plan (this process), or null. */
-  readonly acceptedGeneration: number | null
-  /** Generation reported in check-ins: the newest plan whose removals are all stopped. */
-  readonly reportedGeneration: number | null
-  /** Shards of the accepted plan. */
-  readonly assigned: readonly number[]
-  readonly running: readonly number[]
-  readonly starting: readonly number[]
-  readonly stopping: readonly number[]
-  /** Shards whose start failed (retried after startRetryMs). */
-  readonly failed: readonly number[]
-  /** Shards waiting for an Identify grant. */
-  readonly claiming: readonly number[]
-  /** When the last check-in whose plan was accepted was sent, and when its answer came. */
-  readonly lastRenewalSentAt: number | null
-  readonly lastRenewalAckAt: number | null
-  /** When authority over the shards ends unless renewed (null: none held). */
-  readonly authorityEndsAt: number | null
-  /** The controller URL in use. */
-  readonly controller: string
-  readonly lastError: string | null
-  readonly halted: { readonly reason: HaltReason; readonly detail: string } | null
-}
-
-/** How an agent ended. */
-export interface AgentEnd {
-  readonly reason: HaltReason
-  readonly detail: string
-}
 
 const SILENT = pino({ enabled: false })
-const MAX_COUNT = 128
 
 /** One node's side of the protocol; see the module comment and src/agent/README.md. */
 export class NodeAgent {
@@ -75,6 +39,7 @@ export class NodeAgent {
   private readonly plans: PlanManager
   private readonly store: GenerationStore
   private readonly checkinAlarm: Alarm
+  private readonly cadence: CheckinCadence
   private pinned: PinnedKeys
   private floor: number | null = null
   private started = false
@@ -82,8 +47,6 @@ export class NodeAgent {
   private resolveClosed!: (end: AgentEnd) => void
   private inFlight = false
   private again = false
-  private failures = 0
-  private leaseMs: number | null = null
   private lastSentAt: number | null = null
   private lastAckAt: number | null = null
   private lastError: string | null = null
@@ -97,43 +60,55 @@ export class NodeAgent {
     this.logger = (opts.logger ?? SILENT).child({ node_id: this.nodeId })
     this.store = opts.generationStore ?? new MemoryGenerationStore()
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve))
-    const { identity } = opts
-    const requestTimeoutMs = opts.requestTimeoutMs ?? AGENT_DEFAULTS.requestTimeoutMs
-    this.client = new ControllerClient({
-      urls: opts.controllers, ca: identity.ca, cert: identity.cert, key: identity.key, clock: this.clock,
-      // A request may not outlast a third of the lease, so that failover happens while authority holds.
-      requestTimeoutMs: () => Math.min(requestTimeoutMs, this.leaseMs === null ? requestTimeoutMs : Math.max(this.leaseMs / 3, 500)),
-    })
+    this.cadence = new CheckinCadence(() => this.clock.random())
+    this.client = this.newClient()
     const budget = opts.requestBudget ?? DEFAULT_REQUEST_BUDGET
     this.budget = new RequestBudget(budget.perSecond, budget.burst, () => this.clock.now())
-    this.runner = new ShardRunner(opts, {
-      started: (ctx) => this.emit({ type: 'shard_started', shardId: ctx.shardId, generation: ctx.generation }),
-      startFailed: (ctx, err) => this.emit({ type: 'shard_start_failed', shardId: ctx.shardId, detail: describe(err) }),
-      stopped: (ctx) => this.emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
-      stopFailed: (ctx, err) => this.emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
-    }, () => this.clock.now())
-    this.scheduler = new ClaimScheduler({
+    this.runner = new ShardRunner(opts, runnerHooks((event) => this.emit(event)), () => this.clock.now())
+    this.scheduler = this.newScheduler()
+    this.plans = this.newPlanManager()
+    this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
+  }
+
+  private newClient(): ControllerClient {
+    const { identity, controllers } = this.opts
+    const limit = this.opts.requestTimeoutMs ?? AGENT_DEFAULTS.requestTimeoutMs
+    return new ControllerClient({
+      urls: controllers, ca: identity.ca, cert: identity.cert, key: identity.key, clock: this.clock,
+      // A request may not outlast a third of the lease, so that failover happens while authority holds.
+      requestTimeoutMs: () => {
+        const lease = this.cadence.lease
+        return lease === null ? limit : Math.min(limit, Math.max(lease / 3, 500))
+      },
+    })
+  }
+
+  private newScheduler(): ClaimScheduler {
+    return new ClaimScheduler({
       clock: this.clock,
       budget: this.budget,
       claim: (shardId) => this.claim(shardId),
       onGranted: (shardId) => this.plans.granted(shardId),
       onOutcome: (shardId, outcome) => this.onClaimOutcome(shardId, outcome),
-      identifyIntervalMs: opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
-      handoffPollMs: opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
+      identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
+      handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
     })
-    this.plans = new PlanManager({
+  }
+
+  private newPlanManager(): PlanManager {
+    const { stopMarginMs, startRetryMs } = this.opts
+    return new PlanManager({
       clock: this.clock,
       nodeId: this.nodeId,
       runner: this.runner,
       scheduler: this.scheduler,
-      stopMarginMs: (leaseMs) => opts.stopMarginMs ?? Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6)),
-      startRetryMs: opts.startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
+      stopMarginMs: (leaseMs) => stopMarginMs ?? Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6)),
+      startRetryMs: startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
       reportNow: () => this.checkInNow(),
       authorityLost: (reason: AuthorityLoss) => {
         if (reason !== 'shutdown') this.emit({ type: 'authority_lost', reason })
       },
     })
-    this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
   }
 
   /** Loads a bundle folder (key.pem, cert.pem, ca.pem, plan-jwks.json) and builds an agent from it. */
@@ -141,7 +116,7 @@ export class NodeAgent {
     return new NodeAgent({ ...opts, identity: await loadBundle(dir) })
   }
 
-  /** Reads the stored generation floor and starts checking in; resolves once the first check-in is sent. */
+  /** Reads the stored generation floor (throws StateFileError on a damaged file) and starts checking in. */
   async start(): Promise<void> {
     if (this.started) throw new Error('the agent was already started')
     this.started = true
@@ -168,7 +143,7 @@ export class NodeAgent {
     void this.checkInOnce()
       .catch((err: unknown) => {
         this.logger.error({ err: describe(err) }, 'check-in failed unexpectedly')
-        return this.retryDelay()
+        return this.cadence.retry()
       })
       .then((delay) => {
         this.inFlight = false
@@ -239,42 +214,38 @@ export class NodeAgent {
       this.refuseCertificate(true, `${reply.url} answered 403 ${reply.errorCode ?? ''}`.trim())
       return null
     }
-    this.fail(`check-in answered ${reply.status} ${reply.errorCode ?? ''}`.trim())
-    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.retryDelay()
+    this.fail(`check-in answered ${reply.status} ${reply.errorCode ?? ''}${reply.errorMessage ? `: ${reply.errorMessage}` : ''}`)
+    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.cadence.retry()
   }
 
   private async onCheckinAnswer(body: unknown, url: string, sentAt: number): Promise<number | null> {
-    const parsed = checkinReplySchema.safeParse(body)
-    if (!parsed.success) {
-      this.fail(`the check-in answer from ${url} is not the SPEC's shape`)
-      return this.retryDelay()
-    }
-    const answer = parsed.data
-    this.leaseMs = answer.lease_seconds * 1000
     const previous = this.plans.accepted
-    const lastGeneration = maxOrNull(this.floor, previous?.generation ?? null)
-    const clockSkewMs = this.opts.clockSkewMs ?? AGENT_DEFAULTS.clockSkewMs
-    const verdict = await verifyPlanToken(answer.plan_jws, this.pinned, { nodeId: this.nodeId, nowMs: this.clock.wallNow(), lastGeneration, clockSkewMs })
-    if (!verdict.ok) {
-      this.emit({ type: 'plan_refused', reason: verdict.reason, detail: verdict.detail, controller: url })
-      return this.interval()
+    const verdict = await judgeCheckinAnswer(body, this.pinned, {
+      nodeId: this.nodeId,
+      nowMs: this.clock.wallNow(),
+      lastGeneration: maxOrNull(this.floor, previous?.generation ?? null),
+      clockSkewMs: this.opts.clockSkewMs ?? AGENT_DEFAULTS.clockSkewMs,
+    })
+    if (verdict.kind === 'malformed') {
+      this.fail(`the check-in answer from ${url} is not the SPEC's shape`)
+      return this.cadence.retry()
     }
-    const mismatch = plainFieldMismatch(answer, verdict.plan)
-    if (mismatch !== null) {
-      this.emit({ type: 'plan_refused', reason: 'plain_mismatch', detail: `the plain field ${mismatch} differs from the signed plan`, controller: url })
-      return this.interval()
+    if (verdict.kind === 'refused') {
+      this.cadence.setLease(verdict.leaseSeconds * 1000)
+      this.emit({ type: 'plan_refused', reason: verdict.reason, detail: verdict.detail, controller: url })
+      return this.cadence.next()
     }
     if (this.halt !== null) return null
     const plan = verdict.plan
+    this.cadence.setLease(plan.lease_seconds * 1000)
     await this.raiseFloor(plan.generation)
     this.plans.accept(plan, sentAt)
     this.lastSentAt = sentAt
     this.lastAckAt = this.clock.now()
-    this.failures = 0
     this.lastError = null
     const changed = previous === null || previous.generation !== plan.generation || previous.assigned.join() !== plan.assigned.join()
     this.emit({ type: 'plan_accepted', generation: plan.generation, assigned: plan.assigned, changed, controller: url })
-    return this.interval()
+    return this.cadence.next()
   }
 
   /** Persists a higher generation; a write failure is logged, not fatal (the plan itself is valid). */
@@ -298,7 +269,7 @@ export class NodeAgent {
     if (err.probableRefusal) {
       this.refuseCertificate(false, 'every controller closed the connection right after the TLS handshake without answering: the certificate is probably revoked or expired')
     }
-    return this.retryDelay()
+    return this.cadence.retry()
   }
 
   /** A definitive refusal halts the agent; a probable one stops the shards until a check-in succeeds again. */
@@ -327,53 +298,23 @@ export class NodeAgent {
     this.emit({ type: 'checkin_failed', detail })
   }
 
-  /** lease/3 with ±10 % jitter (10 s before the first answer). */
-  private interval(): number {
-    const base = (this.leaseMs ?? 30_000) / 3
-    return Math.round(base * (0.9 + 0.2 * this.clock.random()))
-  }
-
-  /** Retries come quickly at first (failover already tried every URL), then back off up to the interval. */
-  private retryDelay(): number {
-    this.failures += 1
-    return Math.min(this.interval(), Math.round(250 * 2 ** this.failures * (0.9 + 0.2 * this.clock.random())))
-  }
-
-  private checkinBody(): Record<string, unknown> {
+  private checkinBody(): CheckinBody {
     const health: ShardHealth = this.opts.health?.() ?? {
       ready_shards: this.runner.inPhase('running').length,
       starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
       backoff_shards: 0,
       fatal_shards: this.runner.inPhase('failed').length,
     }
-    const applied = this.plans.appliedGeneration
-    return {
-      node_id: this.nodeId,
-      capacity: this.opts.capacity,
-      ready_shards: clampCount(health.ready_shards),
-      starting_shards: clampCount(health.starting_shards),
-      backoff_shards: clampCount(health.backoff_shards),
-      fatal_shards: clampCount(health.fatal_shards),
-      ...(applied === null ? {} : { generation: applied }),
-    }
+    return checkinBody(this.nodeId, this.opts.capacity, health, this.plans.appliedGeneration)
   }
 
   private async claim(shardId: number): Promise<ClaimOutcome> {
-    let reply
     try {
-      reply = await this.client.post('/v1/identify', { node_id: this.nodeId, shard_id: shardId })
+      return await claimIdentify(this.client, this.nodeId, shardId)
     } catch (err) {
       if (err instanceof CertificateRefusedError) this.refuseCertificate(true, err.message)
       return { kind: 'failed', detail: describe(err) }
     }
-    if (reply.status === 429) return { kind: 'rate_limited', retryAfterMs: reply.retryAfterMs ?? 1000 }
-    if (reply.status === 403 && reply.errorCode === 'not_owner') return { kind: 'not_owner' }
-    if (reply.status !== 200) return { kind: 'failed', detail: `identify answered ${reply.status} ${reply.errorCode ?? ''}`.trim() }
-    const parsed = identifyReplySchema.safeParse(reply.body)
-    if (!parsed.success) return { kind: 'failed', detail: "the identify answer is not the SPEC's shape" }
-    const answer = parsed.data
-    if (answer.granted) return { kind: 'granted', generation: answer.generation }
-    return { kind: 'wait', reason: answer.reason, retryAfterMs: answer.retry_after_ms }
   }
 
   private onClaimOutcome(shardId: number, outcome: ClaimOutcome): void {
@@ -383,17 +324,8 @@ export class NodeAgent {
   }
 }
 
-function clampCount(n: number): number {
-  return Number.isInteger(n) ? Math.min(Math.max(n, 0), MAX_COUNT) : 0
-}
-
 function maxOrNull(a: number | null, b: number | null): number | null {
   if (a === null) return b
   if (b === null) return a
   return Math.max(a, b)
-}
-
-/** A short description of a thrown value (no stack). */
-function describe(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).slice(0, 300)
 }

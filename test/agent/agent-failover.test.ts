@@ -5,12 +5,12 @@ import { cpSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { makePki } from '../e2e/harness.js'
-import { Recorder, controllerIn, fakeController, nodeIdentity, recordingAgent, until, urlOf } from './support.js'
+import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
 
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: 6, identify_interval_ms: 5000 }
 const root = t.testdir()
 const pki = await makePki(root)
-const [idA, idB] = await Promise.all([nodeIdentity(pki, 'node-a'), nodeIdentity(pki, 'node-b')])
+const [idA, idB] = await nodeIdentities(pki, ['node-a', 'node-b'])
 
 /** A loopback port nobody listens on (taken and released). */
 async function freePort(): Promise<number> {

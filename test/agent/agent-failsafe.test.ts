@@ -9,14 +9,14 @@ import { newPlanKey } from '../../pki/plan-keys.js'
 import { parsePlanKeys } from '../../src/signing/plan-keys.js'
 import { PlanSigner } from '../../src/signing/plan-signer.js'
 import { checkinBody, makePki, request } from '../e2e/harness.js'
-import { Recorder, controllerIn, fakeController, nodeIdentity, recordingAgent, until, urlOf } from './support.js'
+import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
 import type { NodeAgent } from '../../src/agent/node-agent.js'
 
 const LEASE_MS = 6000
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: LEASE_MS / 1000, identify_interval_ms: 5000 }
 const root = t.testdir()
 const pki = await makePki(root)
-const [idA, idB, idC] = await Promise.all([nodeIdentity(pki, 'node-a'), nodeIdentity(pki, 'node-b'), nodeIdentity(pki, 'node-c')])
+const [idA, idB, idC] = await nodeIdentities(pki, ['node-a', 'node-b', 'node-c'])
 
 /** Asserts that every stop of `node` came, for reason lease_expiring, before its authority ended. */
 function assertStoppedInTime(t: Test, rec: Recorder, agent: NodeAgent, node: string, renewalSentAt: number): void {

@@ -2,11 +2,11 @@
 // the handoff released by the old owner's report, long before its lease would have run out.
 import t from 'tap'
 import { makePki, request, startTestController, bundle } from '../e2e/harness.js'
-import { Recorder, nodeIdentity, recordingAgent, until, urlOf } from './support.js'
+import { Recorder, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
 
 const root = t.testdir()
 const pki = await makePki(root)
-const [idA, idB] = await Promise.all([nodeIdentity(pki, 'node-a'), nodeIdentity(pki, 'node-b')])
+const [idA, idB] = await nodeIdentities(pki, ['node-a', 'node-b'])
 const op = await bundle(pki, 'ops', 'operator')
 // 4 shards in 4 buckets: node-a's shards are all granted at once on a fresh controller.
 const ctl = await startTestController(pki, root, { total_shards: 4, max_concurrency: 4, lease_seconds: 6, identify_interval_ms: 5000 })

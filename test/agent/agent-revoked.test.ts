@@ -4,12 +4,12 @@ import t from 'tap'
 import { join } from 'node:path'
 import { revoke } from '../../pki/revocation.js'
 import { bundle, makePki, request } from '../e2e/harness.js'
-import { Recorder, controllerIn, fakeController, nodeIdentity, recordingAgent, until, urlOf } from './support.js'
+import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
 
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: 30, identify_interval_ms: 5000 }
 const root = t.testdir()
 const pki = await makePki(root)
-const [idA, idB, idC] = await Promise.all([nodeIdentity(pki, 'node-a'), nodeIdentity(pki, 'node-b'), nodeIdentity(pki, 'node-c')])
+const [idA, idB, idC] = await nodeIdentities(pki, ['node-a', 'node-b', 'node-c'])
 const op = await bundle(pki, 'ops', 'operator')
 
 t.test('pxe-pki revoke: the agent stops every shard at once and says why; other nodes go on', async (t) => {

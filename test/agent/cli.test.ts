@@ -2,7 +2,7 @@
 // unusable bundle, and a real run that starts shards through --on-start and stops them on SIGTERM.
 import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
-import { existsSync, readFileSync, statSync } from 'node:fs'
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { issueBundle } from '../../pki/issue-certs.js'
@@ -67,6 +67,16 @@ t.test('a missing bundle: a clear error and exit status 1', async (t) => {
   t.equal(missing.status, 1)
   t.match(missing.stderr, /cannot use bundle .*no-such-bundle: cannot read .*key\.pem \(ENOENT\)/)
   t.notMatch(missing.stderr, /PRIVATE KEY/, 'no key material in the error')
+})
+
+t.test('a damaged state file: a clear error and exit status 1, the file left as it is (main in-process)', async (t) => {
+  const stateFile = join(root, 'damaged-state.json')
+  writeFileSync(stateFile, '{"version":1,"node_id":"node-cli","generation":')
+  let stderr = ''
+  const status = await main(['--bundle', bundleDir, '--controller', 'https://127.0.0.1:1', '--state-file', stateFile, '--log-level', 'silent'], { stdout: () => undefined, stderr: (s) => (stderr += s) })
+  t.equal(status, 1)
+  t.match(stderr, /state file .*damaged-state\.json is not JSON/)
+  t.equal(readFileSync(stateFile, 'utf8'), '{"version":1,"node_id":"node-cli","generation":')
 })
 
 t.test('a run: shards started by --on-start with the shard in the environment, stopped on SIGTERM, exit 0', async (t) => {

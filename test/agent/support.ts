@@ -20,6 +20,13 @@ export async function nodeIdentity(pki: Pki, name: string): Promise<NodeIdentity
   return { ...(await identityFromPem({ cert: id.cert, key: id.key, ca: pki.ca, jwks })), serial: id.serial }
 }
 
+/** Several identities, issued one after the other (the toolkit's PKI lock waits only 5 s). */
+export async function nodeIdentities<const N extends readonly string[]>(pki: Pki, names: N): Promise<{ [K in keyof N]: NodeIdentity & { serial: string } }> {
+  const out: (NodeIdentity & { serial: string })[] = []
+  for (const name of names) out.push(await nodeIdentity(pki, name))
+  return out as { [K in keyof N]: NodeIdentity & { serial: string } }
+}
+
 /** One shard start or stop as a callback saw it. */
 export interface ShardEvent {
   readonly at: number
