@@ -112,15 +112,13 @@ async function readJwksFile(dir: string): Promise<unknown> {
   }
 }
 
-/** Reads and checks a bundle folder: key.pem, cert.pem, ca.pem, plan-jwks.json. */
+/** Reads and checks a bundle folder: key.pem, cert.pem, ca.pem, plan-jwks.json (one by one, so the first problem is named). */
 export async function loadBundle(dir: string, nowMs: number = Date.now()): Promise<NodeIdentity> {
-  const [key, cert, ca, jwks] = await Promise.all([
-    readBundleFile(dir, BUNDLE_FILE_NAMES.key),
-    readBundleFile(dir, BUNDLE_FILE_NAMES.cert),
-    readBundleFile(dir, BUNDLE_FILE_NAMES.ca),
-    readJwksFile(dir),
-  ])
+  const key = await readBundleFile(dir, BUNDLE_FILE_NAMES.key)
   await assertPrivateFile(join(dir, BUNDLE_FILE_NAMES.key))
+  const cert = await readBundleFile(dir, BUNDLE_FILE_NAMES.cert)
+  const ca = await readBundleFile(dir, BUNDLE_FILE_NAMES.ca)
+  const jwks = await readJwksFile(dir)
   return identityFromPem({ cert, key, ca, jwks }, nowMs)
 }
 
