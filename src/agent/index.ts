@@ -1,6 +1,6 @@
 /**
  * The node side of the Discord-PXE protocol, as a library: `import { NodeAgent } from '<package>/agent'`.
- * See src/agent/README.md for a usage example.
+ * See README.md, section "Node agent", for a usage example.
  */
 export { NodeAgent } from './node-agent.js'
 export type { AgentState, AgentStatus, AgentEnd } from './agent-status.js'

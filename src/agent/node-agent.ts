@@ -24,7 +24,7 @@ import { ShardRunner } from './shard-runner.js'
 
 const SILENT = pino({ enabled: false })
 
-/** One node's side of the protocol; see the module comment and src/agent/README.md. */
+/** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {
   /** The certificate's CN. */
   readonly nodeId: string
