@@ -3,8 +3,9 @@
  * prom-client's global one). Names carry their unit; label values come from fixed sets (route
  * patterns, HTTP statuses, error codes, normalized TLS reasons, roles), never a node ID or serial.
  *
- * Counters move on the hot path through cached children (no label hashing per request); gauges of
- * the controller's state are read once per scrape, from the sources given to `bind`.
+ * On the hot path counters are plain tallies held per route and status (tally-counter.ts) and the
+ * duration histogram's child is cached per route; gauges of the controller's state are read once per
+ * scrape, from the sources given to `bind`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { RequestOutcome } from '../http/request-outcome.js'
@@ -13,6 +14,7 @@ import type { ConnectionRefusal } from '../server/connection-caps.js'
 import type { ControllerService } from '../service/controller-service.js'
 import { HANDSHAKE_FAILURE_REASONS, handshakeFailureReason } from './handshake-failure-reason.js'
 import type { Readiness } from './readiness.js'
+import { KeyedTally, TallyCounter, type Tally } from './tally-counter.js'
 
 /** The controller's state as the gauges read it. */
 export type StateFigures = ReturnType<ControllerService['figures']>
@@ -48,37 +50,12 @@ const REFUSALS: readonly ConnectionRefusal[] = ['max_connections_per_address', '
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const WRITE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
-/** The per-route children a request touches, made once per route. */
+/** What a request to one route touches, made once per route. */
 interface RouteSeries {
   readonly duration: Histogram.Internal<'route'>
-  readonly byStatus: Map<number, Counter.Internal>
+  readonly byStatus: Map<number, Tally>
   /** Check-ins or Identify claims by result, for those two routes. */
-  readonly results: ResultCounter | null
-}
-
-/** A counter with one label whose children are cached by value (prom-client's `labels()` allocates). */
-class ResultCounter {
-  private readonly children = new Map<string, Counter.Internal>()
-  constructor(
-    private readonly counter: Counter<string>,
-    initial: readonly string[],
-  ) {
-    // Series that exist from the start at 0, so that rate() and increase() see their first event.
-    for (const value of initial) this.child(value).inc(0)
-  }
-
-  inc(value: string): void {
-    this.child(value).inc()
-  }
-
-  private child(value: string): Counter.Internal {
-    let child = this.children.get(value)
-    if (child === undefined) {
-      child = this.counter.labels(value)
-      this.children.set(value, child)
-    }
-    return child
-  }
+  readonly results: KeyedTally<'result'> | null
 }
 
 /** The controller's registry and the hooks that move its metrics. */
@@ -88,12 +65,12 @@ export class ControllerMetrics {
   private view: ScrapeView | null = null
   private sources: MetricSources | null = null
   private readonly routes = new Map<string, RouteSeries>()
-  private readonly requests: Counter<'route' | 'status'>
+  private readonly requests: TallyCounter<'route' | 'status'>
   private readonly requestDuration: Histogram<'route'>
-  private readonly checkins: ResultCounter
-  private readonly identifyClaims: ResultCounter
-  private readonly handshakeFailures: ResultCounter
-  private readonly rateLimitedByRole: ResultCounter
+  private readonly checkins: KeyedTally<'result'>
+  private readonly identifyClaims: KeyedTally<'result'>
+  private readonly handshakeFailures: KeyedTally<'reason'>
+  private readonly rateLimitedByRole: KeyedTally<'role'>
   private readonly stateWriteDuration: Histogram
   private readonly stateWriteFailures: Counter
 
@@ -101,14 +78,14 @@ export class ControllerMetrics {
   constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
-    this.requests = new Counter({ name: 'pxe_requests_total', help: 'mTLS API requests answered, by route pattern and HTTP status', labelNames: ['route', 'status'], registers })
+    this.requests = new TallyCounter({ name: 'pxe_requests_total', help: 'mTLS API requests answered, by route pattern and HTTP status', labelNames: ['route', 'status'], registers })
     this.requestDuration = new Histogram({ name: 'pxe_request_duration_seconds', help: 'Time from request start to the answer, by route pattern', labelNames: ['route'], buckets: REQUEST_BUCKETS, registers })
-    const result = (name: string, help: string, label: string, initial: readonly string[]) =>
-      new ResultCounter(new Counter({ name, help, labelNames: [label], registers }), initial)
-    this.checkins = result('pxe_checkins_total', 'Check-ins answered, by result (ok or the error code)', 'result', ['ok'])
-    this.identifyClaims = result('pxe_identify_claims_total', 'Identify claims answered, by result (granted, the wait reason, or the error code)', 'result', IDENTIFY_RESULTS)
-    this.handshakeFailures = result('pxe_tls_handshake_failures_total', 'Refused TLS handshakes on the mTLS listener, by normalized reason', 'reason', HANDSHAKE_FAILURE_REASONS)
-    this.rateLimitedByRole = result('pxe_rate_limited_total', 'Requests refused with 429 rate_limited, by role', 'role', ROLES)
+    const keyed = <L extends string>(name: string, help: string, label: L, initial: readonly string[]) =>
+      new KeyedTally(new TallyCounter({ name, help, labelNames: [label], registers }), label, initial)
+    this.checkins = keyed('pxe_checkins_total', 'Check-ins answered, by result (ok or the error code)', 'result', ['ok'])
+    this.identifyClaims = keyed('pxe_identify_claims_total', 'Identify claims answered, by result (granted, the wait reason, or the error code)', 'result', IDENTIFY_RESULTS)
+    this.handshakeFailures = keyed('pxe_tls_handshake_failures_total', 'Refused TLS handshakes on the mTLS listener, by normalized reason', 'reason', HANDSHAKE_FAILURE_REASONS)
+    this.rateLimitedByRole = keyed('pxe_rate_limited_total', 'Requests refused with 429 rate_limited, by role', 'role', ROLES)
     this.stateWriteDuration = new Histogram({ name: 'pxe_state_write_duration_seconds', help: 'Duration of durable state writes (successful or not)', buckets: WRITE_BUCKETS, registers })
     this.stateWriteFailures = new Counter({ name: 'pxe_state_write_failures_total', help: 'State writes that failed (answers get 503 until a retry succeeds)', registers })
     this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit)
@@ -141,13 +118,14 @@ export class ControllerMetrics {
 
   /** One answered request (fastify's onResponse): `route` is the matched pattern, undefined if none. */
   observeRequest(route: string | undefined, status: number, elapsedMs: number, outcome: RequestOutcome | null): void {
-    const series = this.routeSeries(route ?? UNMATCHED_ROUTE)
-    let counter = series.byStatus.get(status)
-    if (counter === undefined) {
-      counter = this.requests.labels(route ?? UNMATCHED_ROUTE, String(status))
-      series.byStatus.set(status, counter)
+    const name = route ?? UNMATCHED_ROUTE
+    const series = this.routeSeries(name)
+    let tally = series.byStatus.get(status)
+    if (tally === undefined) {
+      tally = this.requests.tally({ route: name, status: String(status) })
+      series.byStatus.set(status, tally)
     }
-    counter.inc()
+    tally.value += 1
     series.duration.observe(elapsedMs / 1000)
     series.results?.inc(outcome ?? (status < 400 ? 'ok' : 'other'))
   }
