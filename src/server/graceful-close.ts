@@ -6,13 +6,18 @@
 import type { FastifyInstance } from 'fastify'
 
 /**
- * Answers sent once the listener is closed say `Connection: close`, so that the connection of a request
+ * Answers sent once a stop began say `Connection: close`, so that the connection of a request
  * that was in flight at the stop ends with its answer instead of idling until the grace period cuts it.
  * (fastify does this itself only for requests that arrive after the stop began.)
  */
 export function installCloseAfterStop(app: FastifyInstance): void {
+  let closing = false
+  app.addHook('preClose', (done) => {
+    closing = true
+    done()
+  })
   app.addHook('onSend', (_request, reply, payload, done) => {
-    if (!app.server.listening) void reply.header('connection', 'close')
+    if (closing) void reply.header('connection', 'close')
     done(null, payload)
   })
 }

@@ -71,6 +71,7 @@ t.test('SIGTERM: a request in flight gets its answer, idle connections close, st
   await conn.closed
   const answer = conn.received()
   t.match(answer, /HTTP\/1\.1 200 OK/, 'the check-in in flight got its 200')
+  t.match(answer, /\r\nconnection: close\r\n/i, 'and was told the connection ends with it')
   t.match(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n{') + 4)), { generation: 1, range_start: 0, range_count: 16 })
   t.equal(await ctl.exited, 0, 'exit 0')
   t.notMatch(ctl.stdout(), /after the grace period/, 'nothing had to be cut')

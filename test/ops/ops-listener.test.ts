@@ -2,11 +2,12 @@
 // allow_remote; a port it cannot take stops the start naming `ops`. Issue 10 item 2.
 import t from 'tap'
 import { mkdirSync } from 'node:fs'
-import { createServer, type Server } from 'node:net'
+import { connect, createServer, type Server, type Socket } from 'node:net'
 import { join } from 'node:path'
+import { OPS_LIMITS } from '../../src/ops/ops-server.js'
 import { makePki, startTestController, writeTestConfig } from '../e2e/harness.js'
 import { runController } from '../e2e/process.js'
-import { opsRequest, parseMetrics } from './scrape.js'
+import { eventually, opsRequest, parseMetrics } from './scrape.js'
 
 const root = t.testdir()
 const pki = await makePki(root)
@@ -61,6 +62,20 @@ t.test('anything else is 404 in the SPEC shape; no request bodies', async (t) =>
   t.equal(withBody.headers.connection, 'close')
   const posted = await opsRequest(opsPort, '/v1/nodes/x/drain', { method: 'POST', body: '{"draining":true}' })
   t.equal(posted.status, 404, 'nothing on the ops listener changes state')
+})
+
+t.test('a small connection cap: idle sockets cannot take the listener from the probes for long', async (t) => {
+  const idle: Socket[] = []
+  t.teardown(() => idle.forEach((s) => s.destroy()))
+  for (let i = 0; i < OPS_LIMITS.maxConnections; i++) {
+    const s = connect(opsPort, '127.0.0.1')
+    await new Promise((resolve) => s.once('connect', resolve))
+    s.on('error', () => undefined)
+    idle.push(s)
+  }
+  await t.rejects(opsRequest(opsPort, '/healthz'), 'one connection over the cap is dropped')
+  idle.forEach((s) => s.destroy())
+  t.ok(await eventually(2000, () => opsRequest(opsPort, '/healthz').then((r) => r.status === 200, () => false)), 'served again once they are gone')
 })
 
 t.test('the ops listener is loopback unless allow_remote', async (t) => {
