@@ -1,10 +1,9 @@
-// /readyz answers 503 with stable reasons, each made real: the state dir replaced by a file (writes fail
-// with the filesystem's own error), a CRL that passes its nextUpdate, the mTLS listener closed. Each
-// condition heals, and /readyz with it. Issue 10 item 2.
+// /readyz answers 503 with stable reasons: state writes failing (an EIO injected around the real store,
+// as test/e2e/state-write-failure.test.ts does), a real CRL that passes its nextUpdate, the mTLS listener
+// really closed. Each condition heals, and /readyz with it. Issue 10 item 2.
 import t from 'tap'
-import { renameSync, rmSync, writeFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { writeCrl } from '../../pki/revocation.js'
+import { FailingStore } from '../support/failing-store.js'
 import { bundle, checkinBody, makePki, request, startTestController } from '../e2e/harness.js'
 import { eventually, opsRequest, scrape } from './scrape.js'
 
@@ -12,7 +11,8 @@ const root = t.testdir()
 const pki = await makePki(root)
 const a = await bundle(pki, 'node-a', 'node')
 const b = await bundle(pki, 'node-b', 'node')
-const ctl = await startTestController(pki, root, { lease_seconds: 3600 })
+let faulty: FailingStore | undefined
+const ctl = await startTestController(pki, root, { lease_seconds: 3600 }, { wrapStore: (s) => (faulty = new FailingStore(s)) })
 t.teardown(() => ctl.running.stop())
 const opsPort = ctl.opsPort!
 const readyz = () => opsRequest(opsPort, '/readyz')
@@ -21,9 +21,7 @@ const isReady = async () => (await readyz()).status === 200
 t.test('state not durable: 503 state_not_durable until a write succeeds again', async (t) => {
   t.equal((await readyz()).status, 200)
   t.equal((await request(ctl.port, pki.ca, a, '/v1/checkin', { body: checkinBody('node-a') })).status, 200)
-  const stateDir = join(root, 'state')
-  renameSync(stateDir, `${stateDir}.away`)
-  writeFileSync(stateDir, 'not a directory')
+  faulty!.failing = true
   t.equal((await request(ctl.port, pki.ca, b, '/v1/checkin', { body: checkinBody('node-b') })).status, 503)
   const res = await readyz()
   t.equal(res.status, 503)
@@ -33,8 +31,7 @@ t.test('state not durable: 503 state_not_durable until a write succeeds again', 
   t.ok((s.value('pxe_state_write_failures_total') ?? 0) >= 1)
   t.equal((await opsRequest(opsPort, '/healthz')).status, 200, 'still alive: only not ready')
 
-  rmSync(stateDir)
-  renameSync(`${stateDir}.away`, stateDir)
+  faulty!.failing = false
   t.ok(await eventually(5000, isReady), 'ready again once the retry succeeds')
   t.equal((await scrape(opsPort)).value('pxe_ready'), 1)
 })
