@@ -8,6 +8,7 @@ import { frameworkErrorHandler } from './http/early-answers.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
 import { HSTS_MAX_AGE_SECONDS } from './http/security-headers.js'
+import { installCloseAfterStop } from './server/graceful-close.js'
 
 export const BODY_LIMIT_BYTES = 4096
 
@@ -25,12 +26,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
     exposeHeadRoutes: false,
-    // fastify's 503 fast path answers in its own shape without helmet; stop() closes every
-    // connection instead (forceCloseConnections), so a request is either served whole or not at all.
+    // fastify's 503 fast path answers in its own shape without helmet; a request that reaches a
+    // stopping controller is served whole instead (and its connection closed after the answer).
     return503OnClosing: false,
     // Timeouts are set on the server by its factory (src/server/http-limits.ts): fastify ignores its
-    // timeout options when it does not create the server itself.
-    forceCloseConnections: true,
+    // timeout options when it does not create the server itself. At close, idle keep-alive connections
+    // go at once; requests in flight finish (src/server/graceful-close.ts cuts them after a deadline).
+    forceCloseConnections: 'idle',
     clientErrorHandler: handleClientError,
     // Router refusals (bad URL, over-long parameter) run before any hook: answered in our shape, 401 first.
     frameworkErrors: frameworkErrorHandler(deps),
@@ -45,6 +47,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   })
   installErrorHandling(app)
   installAuth(app, deps)
+  installCloseAfterStop(app)
   registerRoutes(app, deps)
   return app
 }

@@ -15,8 +15,12 @@ import { CrlEnforcement } from './identity/crl-enforcement.js'
 import { assertNotRolledBack, loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
+import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
 import { ControllerService } from './service/controller-service.js'
+import { closeGracefully } from './server/graceful-close.js'
+import { Operations } from './ops/operations.js'
+import type { ReadinessCheck } from './ops/readiness.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
 import { JournaledFileStore } from './state/journaled-file-store.js'
@@ -27,6 +31,9 @@ export interface RunningController {
   readonly port: number
   readonly service: ControllerService
   readonly tls: TlsServer
+  /** The ops endpoint's port, or null when `ops` is turned off. */
+  readonly opsPort: number | null
+  /** Graceful stop: stop accepting, finish requests in flight (cut after the grace period), persist, audit. */
   stop(): Promise<void>
 }
 
@@ -38,7 +45,14 @@ export interface RuntimeOptions {
   readonly wrapStore?: (store: DeltaStateStore) => DeltaStateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
+  /** HA: whether this replica leads (pxe_is_leader); a standalone controller always does. */
+  readonly isLeader?: () => boolean
+  /** HA: readiness checks besides the standard ones (e.g. one answering 'not_leader'). */
+  readonly readinessChecks?: readonly ReadinessCheck[]
 }
+
+/** Requests in flight get this long to finish at a stop; every request must arrive within 10 s anyway. */
+export const DEFAULT_STOP_GRACE_MS = 5_000
 
 /** 5 lines a minute per peer and kind, then one summary: a flood cannot fill the disk. */
 const DEFAULT_PEER_AUDIT_LIMITS: PeerAuditLimits = { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024, perEvent: { connection_refused: 1 } }
@@ -78,6 +92,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const state = await store.load() // a damaged state file or journal stops the start here, untouched
   assertNotRolledBack(crl, state?.meta.crlNumber ?? undefined, config.tls.crl) // so does a CRL older than the last one in force
   const audit = await AuditLog.open(config.auditLog)
+  const ops = new Operations(config.settings)
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
   const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS, (event, fields) =>
@@ -88,7 +103,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const service = new ControllerService(controller, {
     now,
     audit,
-    store,
+    store: { write: (delta, full, whole) => ops.metrics.timeStateWrite(() => store.write(delta, full, whole)) },
     writes: {
       onFailure: (err, consecutive) => {
         // Every failure while it lasts would flood the log: the first, then every 10th.
@@ -125,12 +140,14 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     audit,
     peerAudit,
     rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
+    onRateLimited: (role: Role) => ops.metrics.rateLimited(role),
   }
   const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
     logger,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
+    onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
   })
   const app = await buildApp({
     ...authDeps,
@@ -141,12 +158,20 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     serverFactory: tls.factory,
   })
 
-  await app.listen({
-    host: config.listen.host,
-    port: config.listen.port,
-    // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
-    listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
-  })
+  // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so.
+  const { isLeader, readinessChecks } = opts
+  await ops.start(config.ops, { service, tls, app, crl: () => crls.inForce, serverCertPem: certPem, wallClock: Date.now, isLeader, readinessChecks }, logger)
+  try {
+    await app.listen({
+      host: config.listen.host,
+      port: config.listen.port,
+      // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
+      listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
+    })
+  } catch (err) {
+    await ops.close()
+    throw err
+  }
   crls.start()
   const crlWarning = startupCrlWarning(crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
@@ -165,18 +190,22 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     port,
     service,
     tls,
+    opsPort: ops.port,
     async stop() {
       if (stopped) return
       stopped = true
+      ops.markStopping()
       crls.stop()
       clearInterval(tick)
       tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
-      await app.close()
+      const cut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => tls.openConnections)
+      if (cut > 0) logger?.warn({ connections: cut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
       await service.flushFinal()
       await store.close()
-      audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })
+      audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation, connections_cut: cut })
       await audit.close()
+      await ops.close()
     },
   }
 }

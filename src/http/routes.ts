@@ -87,6 +87,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     assertSelf(body.node_id, me, peerAudit, 'identify')
     const fields = { node_id: body.node_id, shard_id: body.shard_id }
     const out = await auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
+    request.outcome = out.granted ? 'granted' : out.reason
     return renderIdentify(out)
   })
 
