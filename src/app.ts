@@ -1,13 +1,12 @@
-/** buildApp(deps) → the fastify app: helmet, auth, routes, error handling. No env reads, no listen. */
+/** buildApp(deps) → the fastify app: security headers, auth, routes, error handling. No env reads, no listen. */
 import fastify, { LogController, type FastifyInstance, type FastifyServerFactory } from 'fastify'
-import helmet from '@fastify/helmet'
 import type { Logger } from 'pino'
 import { installAuth, type AuthDeps } from './http/authenticate.js'
 import { handleClientError } from './http/client-error.js'
 import { frameworkErrorHandler } from './http/early-answers.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
-import { HSTS_MAX_AGE_SECONDS } from './http/security-headers.js'
+import { captureSecurityHeaders } from './http/security-headers.js'
 import { installCloseAfterStop } from './server/graceful-close.js'
 
 export const BODY_LIMIT_BYTES = 4096
@@ -40,10 +39,11 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.
   app.removeContentTypeParser('text/plain')
-  await app.register(helmet, {
-    hsts: { maxAge: HSTS_MAX_AGE_SECONDS, includeSubDomains: true },
-    // A JSON API loads nothing: helmet's default directives (scripts, styles, fonts) do not apply.
-    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+  // helmet's header set, computed once (see security-headers.ts); set first, so errors and 401s carry it too.
+  const headers = await captureSecurityHeaders()
+  app.addHook('onRequest', (_request, reply, done) => {
+    void reply.headers(headers)
+    done()
   })
   installErrorHandling(app)
   installAuth(app, deps)

@@ -6,6 +6,8 @@ import type { DeltaStateStore } from '../../src/state/state-store.js'
 export class FailingStore implements DeltaStateStore {
   failing = false
   failedWrites = 0
+  /** Writes that went through to the real store. */
+  writes = 0
   constructor(private readonly inner: DeltaStateStore) {}
   load(): Promise<DurableState | null> {
     return this.inner.load()
@@ -15,6 +17,7 @@ export class FailingStore implements DeltaStateStore {
       this.failedWrites += 1
       return Promise.reject(Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' }))
     }
+    this.writes += 1
     return this.inner.write(delta, full, whole)
   }
   close(): Promise<void> {
