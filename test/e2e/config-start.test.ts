@@ -66,18 +66,20 @@ const cases: BadConfig[] = [
 ]
 
 t.test('each bad config stops the start naming its key, with no stack trace and nothing created', async (t) => {
-  const runs = await Promise.all(
-    cases.map(async (c, i) => {
-      const dir = join(root, 'bad', String(i))
-      mkdirSync(dir, { recursive: true })
-      const file = join(dir, 'controller.json')
-      writeFileSync(file, typeof c.config === 'string' ? c.config : c.config(dir))
-      const before = readdirSync(dir).sort()
-      // cwd is the case folder too, so a path wrongly resolved against the cwd would also show up there.
-      const run = await runController(['--config', file], dir)
-      return { c, dir, before, run }
-    }),
-  )
+  const start = async (c: (typeof cases)[number], i: number) => {
+    const dir = join(root, 'bad', String(i))
+    mkdirSync(dir, { recursive: true })
+    const file = join(dir, 'controller.json')
+    writeFileSync(file, typeof c.config === 'string' ? c.config : c.config(dir))
+    const before = readdirSync(dir).sort()
+    // cwd is the case folder too, so a path wrongly resolved against the cwd would also show up there.
+    const run = await runController(['--config', file], dir, 60_000)
+    return { c, dir, before, run }
+  }
+  // Three starts at a time: a dozen Node processes at once on a busy 2-core machine can take longer to
+  // boot than the kill timer, which would then fail the test for the wrong reason.
+  const runs: Awaited<ReturnType<typeof start>>[] = []
+  for (let i = 0; i < cases.length; i += 3) runs.push(...(await Promise.all(cases.slice(i, i + 3).map((c, k) => start(c, i + k)))))
   for (const { c, dir, before, run } of runs) {
     t.not(run.code, 0, `${c.label}: non-zero exit`)
     t.match(run.stderr, c.names, `${c.label}: stderr names the key`)
