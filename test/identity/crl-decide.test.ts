@@ -48,7 +48,8 @@ t.test('past nextUpdate: refused while the CRL in force is valid, installed when
   t.equal(crlTimeState(stale2, (stale2.nextUpdate as Date).getTime() - 1), 'valid')
   t.match(decideParsedCrl(parseCrl(numbered2), stale2, now), { kind: 'refuse', reason: 'expired_crl', message: /pxe-pki crl/ })
   t.match(decideParsedCrl(stale1, stale2, now), { kind: 'load' }, 'both past nextUpdate: the newer revocations win')
-  t.match(decideParsedCrl(stale1, fresh, now), { kind: 'load' })
+  // fresh was signed after `now` was read (by OpenSSL's clock, in whole seconds): judge it at its own thisUpdate.
+  t.match(decideParsedCrl(stale1, fresh, Math.max(now, fresh.thisUpdate.getTime())), { kind: 'load' })
   const backwards = parseCrl(genCrl(ca, { lastUpdate: new Date(now), nextUpdate: new Date(now - 1000) }))
   t.match(decideParsedCrl(fresh, backwards, now + 10 * day), { kind: 'refuse', reason: 'malformed', message: /never valid/ })
 })
