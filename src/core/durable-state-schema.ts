@@ -13,7 +13,8 @@ import type { ControllerSnapshot } from './types.js'
 const nonNegativeInt = z.number().int().min(0)
 const count = nonNegativeInt.max(128)
 
-const persistedNodeSchema = z
+/** One persisted node record. */
+export const persistedNodeSchema = z
   .object({
     nodeId: nameSchema,
     capacity: z.number().int().min(1).max(128),
@@ -27,7 +28,8 @@ const persistedNodeSchema = z
   })
   .strict()
 
-const handoffSchema = z
+/** One pending handoff. */
+export const handoffSchema = z
   .object({ shardId: nonNegativeInt.max(65535), fromNode: nameSchema, generation: z.number().int().min(1) })
   .strict()
 

@@ -44,7 +44,8 @@ export interface LeadershipOptions {
   readonly now?: MonotonicClock
 }
 
-const sameFence = (a: Fence, b: Fence) => a.key === b.key && a.createRevision === b.createRevision && a.leaseId === b.leaseId
+/** True when two fences name the same term (key, create revision and lease). */
+export const sameFence = (a: Fence, b: Fence) => a.key === b.key && a.createRevision === b.createRevision && a.leaseId === b.leaseId
 
 /** One replica's part in the election: campaigns from `start()` until `close()`. */
 export class Leadership {
