@@ -1,5 +1,11 @@
-/** Signs plans as compact JWS (EdDSA, typ pxe-plan+jwt) with the plan key in force. */
-import { CompactSign } from 'jose'
+/**
+ * Signs plans as compact JWS (EdDSA, typ pxe-plan+jwt) with the plan key in force. The signature is made
+ * synchronously with node:crypto on a KeyObject made once (at start and on rotation), and the protected
+ * header segment is encoded once: jose's sign runs through WebCrypto, an async job on libuv's thread pool
+ * per plan, which cost more CPU than the rest of a check-in. jose stays the format's reference: the JWKS
+ * and thumbprints come from it, and the tests verify what this signer makes with jose.
+ */
+import { sign } from 'node:crypto'
 import type { PlanKeys } from './plan-keys.js'
 
 /** The claims of a signed plan (SPEC "Signed plans"); the same values as the plain check-in fields. */
@@ -19,14 +25,20 @@ export interface PlanClaims {
 
 export const PLAN_JWS_TYPE = 'pxe-plan+jwt'
 
-const encoder = new TextEncoder()
-
-/** Holds the key object once (creating it per request would cost more than the signature). */
+/** Holds the signing key and the encoded protected header of the key in force. */
 export class PlanSigner {
-  private readonly header: { alg: 'EdDSA'; typ: string; kid: string }
+  private keys!: PlanKeys
+  private headerSegment = ''
 
-  constructor(private readonly keys: PlanKeys) {
-    this.header = { alg: 'EdDSA', typ: PLAN_JWS_TYPE, kid: keys.kid }
+  constructor(keys: PlanKeys) {
+    this.rotate(keys)
+  }
+
+  /** Puts another key in force (a plan-key rotation); plans signed before stay valid under the JWKS. */
+  rotate(keys: PlanKeys): void {
+    if (keys.privateKey.asymmetricKeyType !== 'ed25519') throw new TypeError('plan keys must be Ed25519')
+    this.keys = keys
+    this.headerSegment = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: PLAN_JWS_TYPE, kid: keys.kid })).toString('base64url')
   }
 
   /** The JWKS to publish (current key and, during a rotation, the previous one). */
@@ -34,8 +46,20 @@ export class PlanSigner {
     return this.keys.jwks
   }
 
+  /** The kid of the key in force. */
+  get kid(): string {
+    return this.keys.kid
+  }
+
   /** Signs the claims and returns the compact serialization. */
-  async sign(claims: PlanClaims): Promise<string> {
-    return new CompactSign(encoder.encode(JSON.stringify(claims))).setProtectedHeader(this.header).sign(this.keys.privateKey)
+  sign(claims: PlanClaims): string {
+    return this.signPayload(JSON.stringify(claims))
+  }
+
+  /** Signs a payload already serialized as JSON (the hot path serializes the claims once for both uses). */
+  signPayload(payloadJson: string): string {
+    const input = `${this.headerSegment}.${Buffer.from(payloadJson, 'utf8').toString('base64url')}`
+    const signature = sign(null, Buffer.from(input, 'latin1'), this.keys.privateKey) // Ed25519: no digest parameter
+    return `${input}.${signature.toString('base64url')}`
   }
 }

@@ -1,0 +1,85 @@
+/**
+ * What an agent reports to its host (`onEvent`) and to its log. One union, so that a host can switch
+ * on `type`; every event is also logged at a fitting level by the agent itself.
+ */
+import type { Logger } from 'pino'
+import type { ClaimOutcome } from './claim-scheduler.js'
+import type { AuthorityLoss } from './plan-manager.js'
+import type { PlanRefusalReason } from './plan-verifier.js'
+import type { ShardRunnerHooks, StopReason } from './shard-runner.js'
+
+/** Why a plan was refused: a verification reason, or plain fields that disagree with the signed ones. */
+export type RefusalReason = PlanRefusalReason | 'plain_mismatch'
+
+/** Everything an agent reports. */
+export type AgentEvent =
+  | { readonly type: 'plan_accepted'; readonly generation: number; readonly assigned: readonly number[]; readonly changed: boolean; readonly controller: string }
+  | { readonly type: 'plan_refused'; readonly reason: RefusalReason; readonly detail: string; readonly controller: string }
+  | { readonly type: 'checkin_failed'; readonly detail: string }
+  | { readonly type: 'claim'; readonly shardId: number; readonly outcome: ClaimOutcome }
+  | { readonly type: 'shard_started'; readonly shardId: number; readonly generation: number }
+  | { readonly type: 'shard_start_failed'; readonly shardId: number; readonly detail: string }
+  | { readonly type: 'shard_stopped'; readonly shardId: number; readonly reason: StopReason }
+  | { readonly type: 'shard_stop_failed'; readonly shardId: number; readonly reason: StopReason; readonly detail: string }
+  | { readonly type: 'authority_lost'; readonly reason: AuthorityLoss }
+  | { readonly type: 'certificate_refused'; readonly definitive: boolean; readonly detail: string }
+  | { readonly type: 'halted'; readonly reason: HaltReason; readonly detail: string }
+
+/** Why an agent stopped for good. */
+export type HaltReason = 'shutdown' | 'certificate_refused'
+
+type Level = 'debug' | 'info' | 'warn' | 'error'
+
+/** The log level of an event. */
+function levelOf(event: AgentEvent): Level {
+  switch (event.type) {
+    case 'plan_accepted':
+      return event.changed ? 'info' : 'debug'
+    case 'claim':
+      return 'debug'
+    case 'shard_started':
+    case 'shard_stopped':
+      return 'info'
+    case 'plan_refused':
+    case 'checkin_failed':
+      return 'warn'
+    case 'halted':
+      return event.reason === 'shutdown' ? 'info' : 'error'
+    default:
+      return 'error'
+  }
+}
+
+const MESSAGES: Record<AgentEvent['type'], string> = {
+  plan_accepted: 'plan accepted',
+  plan_refused: 'plan refused; the last accepted plan stays in force until its lease ends',
+  checkin_failed: 'check-in failed',
+  claim: 'identify claim answered',
+  shard_started: 'shard started',
+  shard_start_failed: 'shard start failed',
+  shard_stopped: 'shard stopped',
+  shard_stop_failed: 'shard stop failed; it is retried and the new generation is not reported until it succeeds',
+  authority_lost: 'authority over the shards ended: every shard is stopped',
+  certificate_refused: "the controller refuses this node's certificate",
+  halted: 'agent halted',
+}
+
+/** Logs an event at its level (the event's fields as the log object). */
+export function logEvent(logger: Logger, event: AgentEvent): void {
+  logger[levelOf(event)]({ event: event.type, ...event, type: undefined }, MESSAGES[event.type])
+}
+
+/** The runner's reports as agent events. */
+export function runnerHooks(emit: (event: AgentEvent) => void): ShardRunnerHooks {
+  return {
+    started: (ctx) => emit({ type: 'shard_started', shardId: ctx.shardId, generation: ctx.generation }),
+    startFailed: (ctx, err) => emit({ type: 'shard_start_failed', shardId: ctx.shardId, detail: describe(err) }),
+    stopped: (ctx) => emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
+    stopFailed: (ctx, err) => emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
+  }
+}
+
+/** A short description of a thrown value (no stack). */
+export function describe(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).slice(0, 300)
+}

@@ -1,0 +1,96 @@
+/** The options of a NodeAgent, their defaults, and the checks that refuse a bad value at construction. */
+import type { Logger } from 'pino'
+import type { AgentEvent } from './agent-events.js'
+import type { AgentClock } from './clock.js'
+import type { GenerationStore } from './generation-store.js'
+import type { NodeIdentity } from './identity.js'
+import type { ShardCallbacks } from './shard-runner.js'
+
+/** Shard counts a host may report for its check-ins instead of the agent's own view. */
+export interface ShardHealth {
+  readonly ready_shards: number
+  readonly starting_shards: number
+  readonly backoff_shards: number
+  readonly fatal_shards: number
+}
+
+/** Everything a NodeAgent is made of; only identity, controllers, capacity and the callbacks are required. */
+export interface NodeAgentOptions extends ShardCallbacks {
+  /** From loadBundle() or identityFromPem(). */
+  readonly identity: NodeIdentity
+  /** Controller base URLs (https://host:port), tried in this order. */
+  readonly controllers: readonly string[]
+  /** Shards this node can run (1..128), declared in every check-in. */
+  readonly capacity: number
+  /** Every event, for the host's monitoring (called synchronously; must not throw). */
+  readonly onEvent?: (event: AgentEvent) => void
+  /** pino logger (default: none). */
+  readonly logger?: Logger
+  /** Clock, timers and randomness (default: the process's). */
+  readonly clock?: AgentClock
+  /** Last accepted generation across restarts (default: memory only). */
+  readonly generationStore?: GenerationStore
+  /** How far past `exp` a plan is still accepted (ms, default 5000). */
+  readonly clockSkewMs?: number
+  /** Shards stop this long before authority ends (ms; default lease/6, at most 5000). */
+  readonly stopMarginMs?: number
+  /** Limit of one request attempt to one controller (ms, default 10000). */
+  readonly requestTimeoutMs?: number
+  /** Wait after a grant before claiming the next shard of that bucket (ms, default 5100). */
+  readonly identifyIntervalMs?: number
+  /** How often one handoff-waiting bucket is probed (ms, default 1000). */
+  readonly handoffPollMs?: number
+  /** The agent's own request pace (default 3 a second, burst 8). */
+  readonly requestBudget?: { readonly perSecond: number; readonly burst: number }
+  /** A shard whose start failed is claimed again after this (ms, default 60000). */
+  readonly startRetryMs?: number
+  /** Overrides the shard counts sent in check-ins (default: derived from the agent's own state). */
+  readonly health?: () => ShardHealth
+}
+
+/** Defaults of the optional numeric options. */
+export const AGENT_DEFAULTS = {
+  clockSkewMs: 5000,
+  maxStopMarginMs: 5000,
+  requestTimeoutMs: 10_000,
+  identifyIntervalMs: 5100,
+  handoffPollMs: 1000,
+  startRetryMs: 60_000,
+} as const
+
+/** Why `url` is not a controller base URL (https://host[:port] and nothing else), or null. */
+export function controllerUrlProblem(url: string): string | null {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return 'is not a URL'
+  }
+  if (parsed.protocol !== 'https:') return 'must use https (the controller speaks mutual TLS only)'
+  if (parsed.username !== '' || parsed.password !== '') return 'must not carry credentials'
+  if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') return 'must be a base URL without a path, query or fragment'
+  return null
+}
+
+function checkInt(name: string, value: number | undefined, min: number, max: number): void {
+  if (value === undefined) return
+  if (!Number.isInteger(value) || value < min || value > max) throw new RangeError(`${name} must be an integer in ${min}..${max} (got ${String(value)})`)
+}
+
+/** Throws a RangeError naming the first option out of range. */
+export function assertValidOptions(o: NodeAgentOptions): void {
+  checkInt('capacity', o.capacity, 1, 128)
+  if (o.capacity === undefined) throw new RangeError('capacity is required')
+  if (!Array.isArray(o.controllers) || o.controllers.length === 0) throw new RangeError('at least one controller URL is required')
+  for (const url of o.controllers) {
+    const problem = controllerUrlProblem(url)
+    if (problem !== null) throw new RangeError(`controller URL ${JSON.stringify(url).slice(0, 80)} ${problem}`)
+  }
+  checkInt('clockSkewMs', o.clockSkewMs, 0, 300_000)
+  checkInt('stopMarginMs', o.stopMarginMs, 0, 3_600_000)
+  checkInt('requestTimeoutMs', o.requestTimeoutMs, 100, 600_000)
+  checkInt('identifyIntervalMs', o.identifyIntervalMs, 0, 600_000)
+  checkInt('handoffPollMs', o.handoffPollMs, 50, 600_000)
+  checkInt('startRetryMs', o.startRetryMs, 0, 86_400_000)
+  if (typeof o.onStart !== 'function' || typeof o.onStop !== 'function') throw new RangeError('onStart and onStop callbacks are required')
+}

@@ -1,0 +1,146 @@
+/** The pxe-node command line: flags, their checks, and the help text. */
+import { parseArgs } from 'node:util'
+import { controllerUrlProblem } from './agent-options.js'
+
+/** A bad command line; the message says what to fix. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError'
+}
+
+/** A validated command line. */
+export interface CliArgs {
+  readonly help: boolean
+  readonly bundle: string
+  readonly controllers: string[]
+  readonly capacity: number
+  readonly stateFile: string | null
+  readonly logLevel: string
+  readonly onStart: string | null
+  readonly onStop: string | null
+  readonly clockSkewMs: number
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+const DEFAULT_CAPACITY = 16
+const DEFAULT_CLOCK_SKEW_MS = 5000
+const MAX_CLOCK_SKEW_MS = 60_000
+
+const OPTIONS = {
+  bundle: { type: 'string' },
+  controller: { type: 'string' },
+  capacity: { type: 'string' },
+  'state-file': { type: 'string' },
+  'log-level': { type: 'string' },
+  'on-start': { type: 'string' },
+  'on-stop': { type: 'string' },
+  'clock-skew-ms': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const
+
+/** The text of --help. */
+export const HELP = `Usage: pxe-node --bundle DIR --controller URL[,URL...] [options]
+
+Runs the node side of the Discord-PXE protocol: checks in with the controller over mutual TLS every
+lease/3, verifies every signed plan against the keys pinned in the bundle, claims an Identify slot
+before starting each shard, releases shards it loses at once, and stops every shard before its
+authority ends when the controller cannot be reached.
+
+Required:
+  --bundle DIR           bundle folder made by "pxe-pki issue NAME --role node": key.pem (mode 0600),
+                         cert.pem, ca.pem, plan-jwks.json. The node ID is the certificate's CN.
+  --controller URLS      controller base URL(s), comma-separated, e.g. https://10.0.0.5:8443; tried in
+                         order, failing over to the next on a connection error or a 503.
+
+Options:
+  --capacity N           shards this node can run, 1..128 (default ${DEFAULT_CAPACITY})
+  --state-file FILE      keeps the last accepted plan generation across restarts, so that an older plan
+                         replayed after a restart is still refused (written atomically, mode 0600).
+                         Without it the rollback floor is kept in memory only.
+  --on-start CMD         shell command run to start a shard, once its Identify claim is granted
+  --on-stop CMD          shell command run to stop a shard; it must exit only once the shard stopped
+  --clock-skew-ms N      how long past its expiry a plan is still accepted, 0..${MAX_CLOCK_SKEW_MS} (default ${DEFAULT_CLOCK_SKEW_MS})
+  --log-level L          ${LOG_LEVELS.join(', ')} (default info)
+  -h, --help             print this help
+
+Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
+  PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_MAX_CONCURRENCY, PXE_NODE_ID,
+  PXE_GENERATION, and for stops PXE_STOP_REASON (plan, lease_expiring, certificate_refused, shutdown).
+A command that exits non-zero, or runs longer than 60 s (it is then killed), has failed: a failed start
+is claimed again after a minute; a failed stop is retried and the shard counts as running until then.
+Without --on-start / --on-stop, shard events are only logged.
+
+Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then exits 0.
+If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
+rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
+
+Exit status: 0 stopped by a signal; 1 unusable bundle or state file; 2 bad command line;
+3 the controller refused this node's certificate (every shard was stopped first).
+
+Example:
+  pxe-node --bundle /etc/pxe-node/compaq-01 \\
+    --controller https://10.0.0.5:8443,https://10.0.0.6:8443 --capacity 16 \\
+    --state-file /var/lib/pxe-node/state.json \\
+    --on-start 'systemctl start "discord-gateway@$PXE_SHARD_ID"' \\
+    --on-stop 'systemctl stop "discord-gateway@$PXE_SHARD_ID"'
+`
+
+function integer(flag: string, value: string, min: number, max: number): number {
+  if (!/^\d{1,9}$/.test(value) || Number(value) < min || Number(value) > max) {
+    throw new UsageError(`--${flag} must be an integer in ${min}..${max} (got ${JSON.stringify(value.slice(0, 32))})`)
+  }
+  return Number(value)
+}
+
+function nonEmpty(flag: string, value: string | undefined): string | null {
+  if (value === undefined) return null
+  if (value.trim() === '') throw new UsageError(`--${flag} must not be empty`)
+  return value
+}
+
+function controllers(value: string): string[] {
+  const urls = value.split(',').map((u) => u.trim())
+  for (const url of urls) {
+    const problem = url === '' ? 'is empty' : controllerUrlProblem(url)
+    if (problem !== null) throw new UsageError(`--controller: ${JSON.stringify(url.slice(0, 64))} ${problem}`)
+  }
+  if (new Set(urls.map((u) => new URL(u).origin)).size !== urls.length) throw new UsageError('--controller: a URL is listed twice')
+  return urls
+}
+
+function tokenize(argv: string[]) {
+  try {
+    return parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false, tokens: true })
+  } catch (err) {
+    // parseArgs names the flag ("Unknown option '--x'", "Option '--capacity <value>' argument missing").
+    throw new UsageError((err as Error).message.split('\n')[0]!.slice(0, 200))
+  }
+}
+
+/** Parses argv (without node and the script); throws UsageError. */
+export function parseCliArgs(argv: string[]): CliArgs {
+  const parsed = tokenize(argv)
+  const seen = new Set<string>()
+  for (const token of parsed.tokens) {
+    if (token.kind !== 'option') continue
+    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`)
+    seen.add(token.name)
+  }
+  const v = parsed.values
+  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS }
+  const bundle = nonEmpty('bundle', v.bundle)
+  if (bundle === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
+  if (v.controller === undefined) throw new UsageError('--controller URL[,URL...] is required')
+  const logLevel = v['log-level'] ?? 'info'
+  if (!LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`)
+  return {
+    help: false,
+    bundle,
+    controllers: controllers(v.controller),
+    capacity: v.capacity === undefined ? DEFAULT_CAPACITY : integer('capacity', v.capacity, 1, 128),
+    stateFile: nonEmpty('state-file', v['state-file']),
+    logLevel,
+    onStart: nonEmpty('on-start', v['on-start']),
+    onStop: nonEmpty('on-stop', v['on-stop']),
+    clockSkewMs: v['clock-skew-ms'] === undefined ? DEFAULT_CLOCK_SKEW_MS : integer('clock-skew-ms', v['clock-skew-ms'], 0, MAX_CLOCK_SKEW_MS),
+  }
+}

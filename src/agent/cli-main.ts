@@ -1,0 +1,100 @@
+/**
+ * `pxe-node`: the node agent as a process. Flags → bundle → agent with shell-command callbacks →
+ * run until SIGTERM/SIGINT (every shard stopped, exit 0) or a refused certificate (exit 3).
+ */
+import { pino, type Logger } from 'pino'
+import { parseCliArgs, HELP, UsageError, type CliArgs } from './cli-args.js'
+import { FileGenerationStore, MemoryGenerationStore, StateFileError } from './generation-store.js'
+import { IdentityError, loadBundle, loadBundleJwks, type NodeIdentity } from './identity.js'
+import { NodeAgent } from './node-agent.js'
+import type { AgentEvent } from './agent-events.js'
+import { runShardCommand } from './shard-command.js'
+
+/** Exit statuses (also in --help). */
+export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3 } as const
+
+/** Where the CLI writes: injectable for tests. */
+export interface CliIo {
+  readonly stdout: (text: string) => void
+  readonly stderr: (text: string) => void
+}
+
+function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): NodeAgent {
+  const generationStore = args.stateFile === null ? new MemoryGenerationStore() : new FileGenerationStore(args.stateFile, identity.nodeId)
+  let agent: NodeAgent | null = null
+  const onEvent = (event: AgentEvent) => {
+    // After a plan-key rotation the operator copies the new plan-jwks.json into the bundle.
+    if (event.type === 'plan_refused' && event.reason === 'unknown_kid') {
+      loadBundleJwks(args.bundle).then(
+        (keys) => agent?.setPinnedKeys(keys),
+        (err: Error) => logger.error({ err: err.message }, 'cannot re-read plan-jwks.json'),
+      )
+    }
+  }
+  agent = new NodeAgent({
+    identity,
+    controllers: args.controllers,
+    capacity: args.capacity,
+    clockSkewMs: args.clockSkewMs,
+    generationStore,
+    logger,
+    onEvent,
+    onStart: (ctx) => (args.onStart === null ? undefined : runShardCommand(args.onStart, 'start', ctx, logger)),
+    onStop: (ctx) => (args.onStop === null ? undefined : runShardCommand(args.onStop, 'stop', ctx, logger)),
+  })
+  return agent
+}
+
+/** Runs the CLI; resolves with the exit status. */
+export async function main(argv: string[], io: CliIo): Promise<number> {
+  let args: CliArgs
+  try {
+    args = parseCliArgs(argv)
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err
+    io.stderr(`pxe-node: ${err.message}\nRun "pxe-node --help" for usage.\n`)
+    return EXIT.usage
+  }
+  if (args.help) {
+    io.stdout(HELP)
+    return EXIT.ok
+  }
+  let identity: NodeIdentity
+  try {
+    identity = await loadBundle(args.bundle)
+  } catch (err) {
+    if (!(err instanceof IdentityError)) throw err
+    io.stderr(`pxe-node: cannot use bundle ${args.bundle}: ${err.message}\n`)
+    return EXIT.startup
+  }
+  const logger = pino({ level: args.logLevel, base: { pid: process.pid } }, pino.destination({ fd: 1, sync: true }))
+  if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
+  const agent = buildAgent(args, identity, logger)
+  // Registered before the start, so that a signal during it still stops cleanly.
+  const onSignal = (signal: string) => {
+    logger.info({ signal }, 'signal received: stopping every shard')
+    void agent.stop()
+  }
+  process.once('SIGTERM', onSignal)
+  process.once('SIGINT', onSignal)
+  try {
+    return await runUntilStopped(agent, io)
+  } finally {
+    process.off('SIGTERM', onSignal)
+    process.off('SIGINT', onSignal)
+  }
+}
+
+/** Starts the agent and waits for its end; a damaged state file stops it before any check-in. */
+async function runUntilStopped(agent: NodeAgent, io: CliIo): Promise<number> {
+  try {
+    await agent.start()
+  } catch (err) {
+    if (!(err instanceof StateFileError)) throw err
+    io.stderr(`pxe-node: ${err.message}\n`)
+    await agent.stop()
+    return EXIT.startup
+  }
+  const end = await agent.closed
+  return end.reason === 'shutdown' ? EXIT.ok : EXIT.refused
+}

@@ -1,0 +1,331 @@
+/**
+ * The node agent (SPEC "Node agent"): checks in every lease/3 (±10 %), verifies each plan against the
+ * pinned keys, stops what a plan takes away and then reports at once, claims Identify before each
+ * start, and stops everything before its authority ends. No global state: many agents can share one
+ * process, each with its own identity, clock and logger.
+ */
+import { pino, type Logger } from 'pino'
+import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
+import { AGENT_DEFAULTS, assertValidOptions, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
+import type { CheckinBody } from '../core/schemas.js'
+import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
+import { CheckinCadence } from './cadence.js'
+import { checkinBody, judgeCheckinAnswer } from './checkin-exchange.js'
+import { ClaimScheduler, type ClaimOutcome } from './claim-scheduler.js'
+import { Alarm, systemClock, type AgentClock } from './clock.js'
+import { CertificateRefusedError, ControllerClient, ControllerUnreachableError } from './controller-client.js'
+import { MemoryGenerationStore, type GenerationStore } from './generation-store.js'
+import { claimIdentify } from './identify-claim.js'
+import { loadBundle } from './identity.js'
+import type { PinnedKeys } from './pinned-keys.js'
+import { PlanManager, type AuthorityLoss } from './plan-manager.js'
+import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
+import { ShardRunner } from './shard-runner.js'
+
+const SILENT = pino({ enabled: false })
+
+/** One node's side of the protocol; see the module comment and README.md "Node agent". */
+export class NodeAgent {
+  /** The certificate's CN. */
+  readonly nodeId: string
+  /** Resolves once the agent halted and every shard stopped (stop(), or a refused certificate). */
+  readonly closed: Promise<AgentEnd>
+  private readonly clock: AgentClock
+  private readonly logger: Logger
+  private readonly client: ControllerClient
+  private readonly budget: RequestBudget
+  private readonly runner: ShardRunner
+  private readonly scheduler: ClaimScheduler
+  private readonly plans: PlanManager
+  private readonly store: GenerationStore
+  private readonly checkinAlarm: Alarm
+  private readonly cadence: CheckinCadence
+  private pinned: PinnedKeys
+  private floor: number | null = null
+  private started = false
+  private halt: AgentEnd | null = null
+  private resolveClosed!: (end: AgentEnd) => void
+  private inFlight = false
+  private again = false
+  private lastSentAt: number | null = null
+  private lastAckAt: number | null = null
+  private lastError: string | null = null
+
+  /** Builds an agent (nothing happens until start()); throws RangeError on a bad option. */
+  constructor(private readonly opts: NodeAgentOptions) {
+    assertValidOptions(opts)
+    this.nodeId = opts.identity.nodeId
+    this.pinned = opts.identity.pinnedKeys
+    this.clock = opts.clock ?? systemClock
+    this.logger = (opts.logger ?? SILENT).child({ node_id: this.nodeId })
+    this.store = opts.generationStore ?? new MemoryGenerationStore()
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve))
+    this.cadence = new CheckinCadence(() => this.clock.random())
+    this.client = this.newClient()
+    const budget = opts.requestBudget ?? DEFAULT_REQUEST_BUDGET
+    this.budget = new RequestBudget(budget.perSecond, budget.burst, () => this.clock.now())
+    this.runner = new ShardRunner(opts, runnerHooks((event) => this.emit(event)), () => this.clock.now())
+    this.scheduler = this.newScheduler()
+    this.plans = this.newPlanManager()
+    this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
+  }
+
+  private newClient(): ControllerClient {
+    const { identity, controllers } = this.opts
+    const limit = this.opts.requestTimeoutMs ?? AGENT_DEFAULTS.requestTimeoutMs
+    return new ControllerClient({
+      urls: controllers, ca: identity.ca, cert: identity.cert, key: identity.key, clock: this.clock,
+      // A request may not outlast a third of the lease, so that failover happens while authority holds.
+      requestTimeoutMs: () => {
+        const lease = this.cadence.lease
+        return lease === null ? limit : Math.min(limit, Math.max(lease / 3, 500))
+      },
+    })
+  }
+
+  private newScheduler(): ClaimScheduler {
+    return new ClaimScheduler({
+      clock: this.clock,
+      budget: this.budget,
+      claim: (shardId) => this.claim(shardId),
+      onGranted: (shardId) => this.plans.granted(shardId),
+      onOutcome: (shardId, outcome) => this.onClaimOutcome(shardId, outcome),
+      identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
+      handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
+    })
+  }
+
+  private newPlanManager(): PlanManager {
+    const { stopMarginMs, startRetryMs } = this.opts
+    return new PlanManager({
+      clock: this.clock,
+      nodeId: this.nodeId,
+      runner: this.runner,
+      scheduler: this.scheduler,
+      stopMarginMs: (leaseMs) => stopMarginMs ?? Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6)),
+      startRetryMs: startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
+      reportNow: () => this.checkInNow(),
+      authorityLost: (reason: AuthorityLoss) => {
+        if (reason !== 'shutdown') this.emit({ type: 'authority_lost', reason })
+      },
+    })
+  }
+
+  /** Loads a bundle folder (key.pem, cert.pem, ca.pem, plan-jwks.json) and builds an agent from it. */
+  static async fromBundle(dir: string, opts: Omit<NodeAgentOptions, 'identity'>): Promise<NodeAgent> {
+    return new NodeAgent({ ...opts, identity: await loadBundle(dir) })
+  }
+
+  /** Reads the stored generation floor (throws StateFileError on a damaged file) and starts checking in. */
+  async start(): Promise<void> {
+    if (this.started) throw new Error('the agent was already started')
+    this.started = true
+    this.floor = await this.store.load()
+    this.logger.info({ controllers: this.opts.controllers, capacity: this.opts.capacity, stored_generation: this.floor }, 'node agent starting')
+    this.checkInNow()
+  }
+
+  /** Stops every shard (reason shutdown) and all activity; resolves once done. */
+  async stop(): Promise<AgentEnd> {
+    this.haltNow('shutdown', 'stopped by the host')
+    return this.closed
+  }
+
+  /** Checks in now (or right after the check-in in flight). */
+  checkInNow(): void {
+    if (!this.started || this.halt !== null) return
+    if (this.inFlight) {
+      this.again = true
+      return
+    }
+    this.inFlight = true
+    this.checkinAlarm.cancel()
+    void this.checkInOnce()
+      .catch((err: unknown) => {
+        this.logger.error({ err: describe(err) }, 'check-in failed unexpectedly')
+        return this.cadence.retry()
+      })
+      .then((delay) => {
+        this.inFlight = false
+        if (delay === null || this.halt !== null) return
+        const next = this.again ? 0 : delay
+        this.again = false
+        this.checkinAlarm.arm(next)
+      })
+  }
+
+  /** Replaces the pinned plan keys (after the bundle's plan-jwks.json was updated for a rotation). */
+  setPinnedKeys(keys: PinnedKeys): void {
+    this.pinned = keys
+  }
+
+  /** The agent's state for monitoring. */
+  status(): AgentStatus {
+    const toWall = (t: number | null) => (t === null ? null : Math.round(this.clock.wallNow() - (this.clock.now() - t)))
+    const plan = this.plans.accepted
+    return {
+      nodeId: this.nodeId,
+      state: this.state(),
+      acceptedGeneration: plan?.generation ?? null,
+      reportedGeneration: this.plans.appliedGeneration,
+      assigned: plan?.assigned ?? [],
+      running: this.runner.inPhase('running'),
+      starting: this.runner.inPhase('starting'),
+      stopping: this.runner.inPhase('stopping'),
+      failed: this.runner.inPhase('failed'),
+      claiming: this.scheduler.pending.sort((a, b) => a - b),
+      lastRenewalSentAt: toWall(this.lastSentAt),
+      lastRenewalAckAt: toWall(this.lastAckAt),
+      authorityEndsAt: toWall(this.plans.authorityDeadline),
+      controller: this.client.currentUrl,
+      lastError: this.lastError,
+      halted: this.halt,
+    }
+  }
+
+  private state(): AgentState {
+    if (this.halt !== null) return 'halted'
+    if (!this.started) return 'idle'
+    if (this.plans.accepted === null) return 'joining'
+    return this.plans.hasAuthority() ? 'active' : 'no_authority'
+  }
+
+  private emit(event: AgentEvent): void {
+    logEvent(this.logger, event)
+    try {
+      this.opts.onEvent?.(event)
+    } catch (err) {
+      this.logger.error({ err: describe(err) }, 'onEvent threw')
+    }
+  }
+
+  /** One check-in; returns the delay before the next one, or null when the agent halted. */
+  private async checkInOnce(): Promise<number | null> {
+    const sentAt = this.clock.now()
+    this.budget.spend() // a check-in never waits for the budget, but counts against it
+    let reply
+    try {
+      reply = await this.client.post('/v1/checkin', this.checkinBody())
+    } catch (err) {
+      return this.onRequestError(err)
+    }
+    if (reply.status === 200) return this.onCheckinAnswer(reply.body, reply.url, sentAt)
+    if (reply.status === 403) {
+      this.refuseCertificate(true, `${reply.url} answered 403 ${reply.errorCode ?? ''}`.trim())
+      return null
+    }
+    this.fail(`check-in answered ${reply.status} ${reply.errorCode ?? ''}${reply.errorMessage ? `: ${reply.errorMessage}` : ''}`)
+    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.cadence.retry()
+  }
+
+  private async onCheckinAnswer(body: unknown, url: string, sentAt: number): Promise<number | null> {
+    const previous = this.plans.accepted
+    const verdict = await judgeCheckinAnswer(body, this.pinned, {
+      nodeId: this.nodeId,
+      nowMs: this.clock.wallNow(),
+      lastGeneration: maxOrNull(this.floor, previous?.generation ?? null),
+      clockSkewMs: this.opts.clockSkewMs ?? AGENT_DEFAULTS.clockSkewMs,
+    })
+    if (verdict.kind === 'malformed') {
+      this.fail(`the check-in answer from ${url} is not the SPEC's shape`)
+      return this.cadence.retry()
+    }
+    if (verdict.kind === 'refused') {
+      this.cadence.setLease(verdict.leaseSeconds * 1000)
+      this.emit({ type: 'plan_refused', reason: verdict.reason, detail: verdict.detail, controller: url })
+      return this.cadence.next()
+    }
+    if (this.halt !== null) return null
+    const plan = verdict.plan
+    this.cadence.setLease(plan.lease_seconds * 1000)
+    await this.raiseFloor(plan.generation)
+    this.plans.accept(plan, sentAt)
+    this.lastSentAt = sentAt
+    this.lastAckAt = this.clock.now()
+    this.lastError = null
+    const changed = previous === null || previous.generation !== plan.generation || previous.assigned.join() !== plan.assigned.join()
+    this.emit({ type: 'plan_accepted', generation: plan.generation, assigned: plan.assigned, changed, controller: url })
+    return this.cadence.next()
+  }
+
+  /** Persists a higher generation; a write failure is logged, not fatal (the plan itself is valid). */
+  private async raiseFloor(generation: number): Promise<void> {
+    if (this.floor !== null && generation <= this.floor) return
+    try {
+      await this.store.save(generation)
+      this.floor = generation
+    } catch (err) {
+      this.logger.error({ err: describe(err), generation }, 'cannot store the accepted generation; a restart would lose the rollback floor')
+    }
+  }
+
+  private onRequestError(err: unknown): number | null {
+    if (err instanceof CertificateRefusedError) {
+      this.refuseCertificate(true, err.message)
+      return null
+    }
+    if (!(err instanceof ControllerUnreachableError)) throw err
+    this.fail(err.message)
+    if (err.probableRefusal) {
+      this.refuseCertificate(false, 'every controller closed the connection right after the TLS handshake without answering: the certificate is probably revoked or expired')
+    }
+    return this.cadence.retry()
+  }
+
+  /** A definitive refusal halts the agent; a probable one stops the shards until a check-in succeeds again. */
+  private refuseCertificate(definitive: boolean, detail: string): void {
+    this.emit({ type: 'certificate_refused', definitive, detail })
+    if (definitive) this.haltNow('certificate_refused', detail)
+    else this.plans.loseAuthority('certificate_refused')
+  }
+
+  private haltNow(reason: HaltReason, detail: string): void {
+    if (this.halt !== null) return
+    this.halt = { reason, detail }
+    this.checkinAlarm.cancel()
+    this.scheduler.stop()
+    this.plans.loseAuthority(reason)
+    this.plans.close()
+    void this.runner.stopAll(reason).then(() => {
+      this.client.close()
+      this.emit({ type: 'halted', reason, detail })
+      this.resolveClosed(this.halt!)
+    })
+  }
+
+  private fail(detail: string): void {
+    this.lastError = detail
+    this.emit({ type: 'checkin_failed', detail })
+  }
+
+  private checkinBody(): CheckinBody {
+    const health: ShardHealth = this.opts.health?.() ?? {
+      ready_shards: this.runner.inPhase('running').length,
+      starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
+      backoff_shards: 0,
+      fatal_shards: this.runner.inPhase('failed').length,
+    }
+    return checkinBody(this.nodeId, this.opts.capacity, health, this.plans.appliedGeneration)
+  }
+
+  private async claim(shardId: number): Promise<ClaimOutcome> {
+    try {
+      return await claimIdentify(this.client, this.nodeId, shardId)
+    } catch (err) {
+      if (err instanceof CertificateRefusedError) this.refuseCertificate(true, err.message)
+      return { kind: 'failed', detail: describe(err) }
+    }
+  }
+
+  private onClaimOutcome(shardId: number, outcome: ClaimOutcome): void {
+    this.emit({ type: 'claim', shardId, outcome })
+    // The controller's plan moved on: learn it now rather than at the next regular check-in.
+    if (outcome.kind === 'not_owner') this.checkInNow()
+  }
+}
+
+function maxOrNull(a: number | null, b: number | null): number | null {
+  if (a === null) return b
+  if (b === null) return a
+  return Math.max(a, b)
+}

@@ -1,0 +1,123 @@
+/**
+ * The accepted plan and what follows from it (SPEC "Signed plans", "Node agent"): which shards should
+ * run, until when this node holds authority over them, which shards to stop and which to claim, and
+ * which generation the node may report as applied.
+ *
+ * Authority over the shards ends `lease_seconds` after the check-in that renewed it was SENT; every
+ * shard is stopped `stopMarginMs` before that moment unless a later check-in renewed it.
+ */
+import { Alarm, type AgentClock } from './clock.js'
+import type { ClaimScheduler } from './claim-scheduler.js'
+import type { PlanClaims } from './plan-claims.js'
+import type { ShardRunner, StopReason } from './shard-runner.js'
+
+/** Why the node holds no authority over shards right now. */
+export type AuthorityLoss = 'lease_expiring' | 'certificate_refused' | 'shutdown'
+
+/** What the manager needs from the agent. */
+export interface PlanManagerDeps {
+  readonly clock: AgentClock
+  readonly nodeId: string
+  readonly runner: ShardRunner
+  readonly scheduler: ClaimScheduler
+  /** Margin before the end of authority at which every shard is stopped (ms), given the lease (ms). */
+  stopMarginMs(leaseMs: number): number
+  /** How long a shard whose start failed waits before it is claimed again (ms). */
+  readonly startRetryMs: number
+  /** Shards were stopped for a newly applied generation: check in now so the new owner may start. */
+  reportNow(): void
+  /** Authority ended (the fail-safe fired, or the certificate was refused). */
+  authorityLost(reason: AuthorityLoss): void
+}
+
+/** Holds the accepted plan and reconciles the running shards with it. */
+export class PlanManager {
+  private plan: PlanClaims | null = null
+  private authorityEndsAt: number | null = null
+  private lost: AuthorityLoss | null = null
+  private applied: number | null = null
+  private readonly failSafe: Alarm
+
+  constructor(private readonly deps: PlanManagerDeps) {
+    this.failSafe = new Alarm(deps.clock, () => this.loseAuthority('lease_expiring'))
+  }
+
+  /** The last accepted plan, or null. */
+  get accepted(): PlanClaims | null {
+    return this.plan
+  }
+
+  /** The newest generation whose removals have all been stopped: the one to report. */
+  get appliedGeneration(): number | null {
+    return this.applied
+  }
+
+  /** End of authority on the monotonic clock, or null when the node holds none. */
+  get authorityDeadline(): number | null {
+    return this.lost === null ? this.authorityEndsAt : null
+  }
+
+  /** True while shards may run: a plan is accepted and its authority has not run out (margin included). */
+  hasAuthority(): boolean {
+    if (this.plan === null || this.authorityEndsAt === null || this.lost !== null) return false
+    return this.deps.clock.now() < this.authorityEndsAt - this.deps.stopMarginMs(this.plan.lease_seconds * 1000)
+  }
+
+  /** Accepts a verified plan from a check-in sent at `sentAt` (monotonic ms) and reconciles. */
+  accept(plan: PlanClaims, sentAt: number): void {
+    if (this.lost === 'shutdown') return
+    const leaseMs = plan.lease_seconds * 1000
+    this.plan = plan
+    this.authorityEndsAt = sentAt + leaseMs
+    this.lost = null // a renewal gives authority back (after the fail-safe, or a probable refusal)
+    this.failSafe.arm(this.authorityEndsAt - this.deps.stopMarginMs(leaseMs) - this.deps.clock.now())
+    this.reconcile('plan')
+  }
+
+  /** Ends authority now: every shard stops (the fail-safe, a refused certificate, or shutdown). */
+  loseAuthority(reason: AuthorityLoss): void {
+    if (this.lost === 'shutdown' || this.lost === reason || (this.lost !== null && reason === 'lease_expiring')) return
+    this.failSafe.cancel()
+    this.lost = reason
+    this.deps.authorityLost(reason)
+    this.reconcile(reason)
+  }
+
+  /** Called when a claim is granted: starts the shard if it is still ours and authority holds. */
+  granted(shardId: number): void {
+    const plan = this.plan
+    if (plan === null || !this.hasAuthority() || !plan.assigned.includes(shardId)) return
+    const { generation, total_shards, max_concurrency } = plan
+    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency })
+  }
+
+  /** Stops what the plan no longer holds, claims what it adds; reports the generation once stops succeed. */
+  reconcile(reason: StopReason): void {
+    const { runner, scheduler } = this.deps
+    const plan = this.plan
+    const authority = this.hasAuthority()
+    const wanted = new Set(authority && plan ? plan.assigned : [])
+    runner.forgetFailuresOlderThan(this.deps.startRetryMs)
+    const toStop = runner.held().filter((id) => !wanted.has(id))
+    scheduler.setWanted(
+      [...wanted].filter((id) => !runner.has(id)),
+      plan?.max_concurrency ?? 1,
+    )
+    if (plan === null) return
+    const generation = plan.generation
+    void Promise.all(toStop.map((id) => runner.stop(id, reason))).then((results) => {
+      if (!results.every(Boolean)) return // a stop failed: it is retried at the next reconcile
+      const newer = this.applied === null || generation > this.applied
+      if (newer) this.applied = generation
+      if (toStop.length === 0) return
+      // A newer plan may want a shard that was still stopping when it came: claim it now.
+      if (this.plan !== plan && this.lost === null) this.reconcile('plan')
+      if (newer && reason === 'plan') this.deps.reportNow()
+    })
+  }
+
+  /** Cancels the fail-safe timer (the agent is stopping). */
+  close(): void {
+    this.failSafe.cancel()
+  }
+}

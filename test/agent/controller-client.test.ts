@@ -1,0 +1,57 @@
+// The controller client over real mTLS against stand-in servers: one keep-alive connection, 429 waits
+// read from the body or the header, and a controller whose certificate is not from our CA.
+import t from 'tap'
+import { join } from 'node:path'
+import { systemClock } from '../../src/agent/clock.js'
+import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
+import { makePki } from '../e2e/harness.js'
+import { fakeController, nodeIdentity, urlOf } from './support.js'
+
+const root = t.testdir()
+const pki = await makePki(root)
+const stranger = await makePki(join(root, 'stranger'))
+const id = await nodeIdentity(pki, 'node-a')
+const client = (urls: string[]) => new ControllerClient({ urls, ca: id.ca, cert: id.cert, key: id.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+
+t.test('requests share one keep-alive mTLS connection', async (t) => {
+  const fake = await fakeController(pki, () => ({ status: 200, body: { ok: true } }))
+  t.teardown(() => fake.close())
+  const c = client([urlOf(fake.port)])
+  t.teardown(() => c.close())
+  for (let i = 0; i < 5; i++) t.equal((await c.post('/v1/checkin', {})).status, 200)
+  t.equal(fake.connections(), 1, 'five requests, one TLS connection')
+  t.same(fake.seen, Array(5).fill('node-a POST /v1/checkin'), 'the server saw our certificate')
+})
+
+t.test('429: the wait comes from retry_after_ms, else from Retry-After; no failover', async (t) => {
+  let withBody = true
+  const fake = await fakeController(pki, () =>
+    withBody
+      ? { status: 429, body: { error: 'rate_limited', message: 'slow down', retry_after_ms: 1234 }, headers: { 'retry-after': '2' } }
+      : { status: 429, body: { error: 'rate_limited', message: 'slow down' }, headers: { 'retry-after': '3' } },
+  )
+  t.teardown(() => fake.close())
+  const other = await fakeController(pki, () => ({ status: 200, body: {} }))
+  t.teardown(() => other.close())
+  const c = client([urlOf(fake.port), urlOf(other.port)])
+  t.teardown(() => c.close())
+  const first = await c.post('/v1/identify', {})
+  t.equal(first.status, 429)
+  t.equal(first.errorCode, 'rate_limited')
+  t.equal(first.retryAfterMs, 1234, 'the body wins (it is exact)')
+  withBody = false
+  t.equal((await c.post('/v1/identify', {})).retryAfterMs, 3000, 'the header in whole seconds')
+  t.equal(other.seen.length, 0, 'a 429 is an answer: no failover')
+})
+
+t.test('a controller whose certificate is not from our CA is never trusted', async (t) => {
+  const impostor = await fakeController(pki, () => ({ status: 200, body: {} }), stranger)
+  t.teardown(() => impostor.close())
+  const c = client([urlOf(impostor.port)])
+  t.teardown(() => c.close())
+  const error = await c.post('/v1/checkin', {}).catch((err: unknown) => err)
+  t.ok(error instanceof ControllerUnreachableError)
+  const attempt = (error as ControllerUnreachableError).attempts[0]
+  t.equal(attempt?.failure, 'server_untrusted', attempt?.detail ?? '')
+  t.equal(impostor.seen.length, 0, 'no request reached it')
+})

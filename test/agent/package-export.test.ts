@@ -1,0 +1,13 @@
+// The package exports the agent as `<package>/agent` (the compiled file, built by `npm test`).
+import t from 'tap'
+import { readFileSync } from 'node:fs'
+
+t.test('import { NodeAgent } from "<package>/agent" resolves through the exports map', async (t) => {
+  const { name } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { name: string }
+  const agent = await import(`${name}/agent`)
+  t.type(agent.NodeAgent, 'function')
+  t.type(agent.loadBundle, 'function')
+  t.type(agent.verifyPlanToken, 'function')
+  t.same(agent.PLAN_REFUSAL_REASONS.length, 10)
+  await t.rejects(import(`${name}/dist/src/runtime.js`), 'server internals are not exported')
+})
