@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 import type { ControllerSettings } from './core/types.js'
+import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -24,7 +25,9 @@ export const configFileSchema = z
     listen: z.object({ host: z.string().min(1), port: int(0, 65535) }).strict(),
     tls: z.object({ ca: pathSchema, cert: pathSchema, key: pathSchema, crl: pathSchema }).strict(),
     plan_keys: pathSchema,
-    state_dir: pathSchema,
+    // required without ha; with ha the state lives in etcd and state_dir, if given, is only read once to
+    // seed an empty etcd (moving a single controller to HA keeps its generation)
+    state_dir: pathSchema.optional(),
     audit_log: pathSchema,
     controller_id: z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters').optional(),
     total_shards: int(1, 65536),
@@ -39,9 +42,13 @@ export const configFileSchema = z
       .default(DEFAULT_RATE_LIMITS),
     max_connections_per_address: int(1, 1_000_000).default(64),
     max_connections: int(1, 10_000_000).default(20_000),
+    ha: haConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.state_dir === undefined && c.ha === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['state_dir'], message: 'is required (expected string) unless "ha" keeps the state in etcd' })
+    }
     if (c.max_concurrency > 1 && c.total_shards % c.max_concurrency !== 0) {
       ctx.addIssue({
         code: 'custom',
@@ -56,11 +63,14 @@ export interface Config {
   readonly listen: { readonly host: string; readonly port: number }
   readonly tls: { readonly ca: string; readonly cert: string; readonly key: string; readonly crl: string }
   readonly planKeys: string
-  readonly stateDir: string
+  /** The file store's folder; with `ha`, null or a state only read to seed an empty etcd. */
+  readonly stateDir: string | null
   readonly auditLog: string
   readonly controllerId: string
   readonly settings: ControllerSettings
   readonly limits: Limits
+  /** High availability on etcd (SPEC "High availability"), or null: the file store. */
+  readonly ha: HaConfig | null
 }
 
 /** A token bucket's refill rate and size. */
@@ -108,7 +118,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
     listen: Object.freeze({ ...c.listen }),
     tls: Object.freeze({ ca: at(c.tls.ca), cert: at(c.tls.cert), key: at(c.tls.key), crl: at(c.tls.crl) }),
     planKeys: at(c.plan_keys),
-    stateDir: at(c.state_dir),
+    stateDir: c.state_dir === undefined ? null : at(c.state_dir),
     auditLog: at(c.audit_log),
     controllerId: c.controller_id ?? hostname(),
     settings: Object.freeze({
@@ -126,6 +136,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       maxConnectionsPerAddress: c.max_connections_per_address,
       maxConnections: c.max_connections,
     }),
+    ha: c.ha === undefined ? null : resolveHaConfig(c.ha, baseDir),
   })
 }
 
@@ -161,5 +172,6 @@ export async function loadConfig(path: string): Promise<Config> {
   const config = parseConfig(raw, dirname(file), `config ${file}`)
   await assertPrivateKeyFile(config.tls.key, 'tls.key')
   await assertPrivateKeyFile(config.planKeys, 'plan_keys')
+  if (config.ha !== null) await assertPrivateKeyFile(config.ha.etcd.key, 'ha.etcd.key')
   return config
 }

@@ -10,21 +10,26 @@ import { buildApp } from './app.js'
 import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
 import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
-import { Controller } from './core/controller.js'
 import { CrlEnforcement } from './identity/crl-enforcement.js'
-import { assertNotRolledBack, loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
+import type { ParsedCrl } from './identity/crl.js'
+import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import { expectationHandler } from './http/early-answers.js'
-import { ControllerService } from './service/controller-service.js'
+import { openHaBackend } from './ha/ha-service-host.js'
+import type { ControllerService } from './service/controller-service.js'
+import type { ServiceHost, StateBackend } from './service/service-host.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
-import { JournaledFileStore } from './state/journaled-file-store.js'
+import { openFileBackend } from './state/file-backend.js'
 import type { DeltaStateStore } from './state/state-store.js'
 
 export interface RunningController {
   readonly app: FastifyInstance
   readonly port: number
+  /** The service side: the state backend's host (HA: one service per leadership term). */
+  readonly host: ServiceHost
+  /** The service serving now; throws in an HA replica that does not lead. */
   readonly service: ControllerService
   readonly tls: TlsServer
   stop(): Promise<void>
@@ -34,7 +39,7 @@ export interface RuntimeOptions {
   readonly logger?: Logger
   /** Period of the CRL file check and of lease expiry (ms). */
   readonly tickMs?: number
-  /** Wraps the state store (fault-injection tests: a store that fails on demand around the real one). */
+  /** Wraps the file state store (fault-injection tests: a store that fails on demand around the real one). */
   readonly wrapStore?: (store: DeltaStateStore) => DeltaStateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
@@ -58,6 +63,13 @@ async function readConfigured(path: string, key: string): Promise<string> {
   }
 }
 
+/** The file store (the default) or, with `ha`, etcd: opened before anything is written. */
+function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions): Promise<StateBackend> {
+  if (config.ha !== null) return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
+  if (config.stateDir === null) throw new Error('key "state_dir": is required without "ha"') // the config schema says so too
+  return openFileBackend(config.stateDir, crl, config.tls.crl, opts.wrapStore)
+}
+
 /** Starts the controller and returns once it listens. */
 export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
   const { logger } = opts
@@ -73,10 +85,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const ca = new X509Certificate(caPem)
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
   const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
-  const files = new JournaledFileStore(config.stateDir)
-  const store = opts.wrapStore?.(files) ?? files
-  const state = await store.load() // a damaged state file or journal stops the start here, untouched
-  assertNotRolledBack(crl, state?.meta.crlNumber ?? undefined, config.tls.crl) // so does a CRL older than the last one in force
+  // A damaged state file or journal, or a CRL older than the last one in force, stops the start here,
+  // before anything is written; so does an unreadable etcd client certificate or key.
+  const backend = await openBackend(config, crl, opts)
   const audit = await AuditLog.open(config.auditLog)
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
@@ -84,21 +95,6 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     logger?.warn(fields, `refused: ${event}`),
   )
 
-  const controller = new Controller(config.settings, state ? { state, now: now() } : undefined)
-  const service = new ControllerService(controller, {
-    now,
-    audit,
-    store,
-    writes: {
-      onFailure: (err, consecutive) => {
-        // Every failure while it lasts would flood the log: the first, then every 10th.
-        if (consecutive === 1 || consecutive % 10 === 0) {
-          logger?.error({ err: err.message, consecutive }, 'state write failed: answering 503 unavailable until a retry succeeds')
-        }
-      },
-      onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
-    },
-  })
   // The TLS server is made below: the watcher only calls into it after start().
   const crls = new CrlEnforcement(crl, {
     path: config.tls.crl,
@@ -109,15 +105,13 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     installTls: (pem) => tls.updateCrl(pem),
     dropRevoked: (isRevoked) => ({
       closedConnections: tls.closeConnections((p) => isRevoked(p.serial)),
-      removedNodes: service.removeRevoked(isRevoked),
+      removedNodes: host.current()?.removeRevoked(isRevoked) ?? [],
     }),
-    recordCrlNumber: (crlNumber) => {
-      controller.recordCrlNumber(crlNumber)
-      service.flush() // persists it
-    },
+    recordCrlNumber: (crlNumber) => host.current()?.recordCrlNumber(crlNumber), // persisted with the state
   })
   const isRevoked = crls.isRevoked
-  service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
+  // Serving starts here (HA: campaigning); restored nodes whose certificate was revoked meanwhile are removed.
+  const host = backend.start({ settings: config.settings, now, audit, logger, isRevoked, crlInForce: () => crls.inForce })
 
   const authDeps = {
     isRevoked,
@@ -134,36 +128,48 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   })
   const app = await buildApp({
     ...authDeps,
-    service,
+    service: host.api,
     signer,
     controllerId: config.controllerId,
     logger,
     serverFactory: tls.factory,
   })
 
-  await app.listen({
-    host: config.listen.host,
-    port: config.listen.port,
-    // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
-    listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
-  })
+  try {
+    await app.listen({
+      host: config.listen.host,
+      port: config.listen.port,
+      // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
+      listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
+    })
+  } catch (err) {
+    await host.stop().catch(() => undefined) // HA: stop campaigning; nothing else runs yet
+    await audit.close()
+    throw err
+  }
   crls.start()
   const crlWarning = startupCrlWarning(crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
-    service.expireStaleNodes()
+    host.current()?.expireStaleNodes()
     peerAudit.flushSuppressed()
   }, opts.tickMs ?? 1000)
   tick.unref()
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.listen.port
-  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: controller.generation, restored: state !== null })
+  const generation = () => host.current()?.figures().generation ?? null
+  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: generation(), restored: backend.restored, ha: config.ha !== null })
 
   let stopped = false
   return {
     app,
     port,
-    service,
+    host,
+    get service(): ControllerService {
+      const service = host.current()
+      if (service === null) throw new Error('no controller serves in this replica (HA: not the leader)')
+      return service
+    },
     tls,
     async stop() {
       if (stopped) return
@@ -173,9 +179,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
       await app.close()
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
-      await service.flushFinal()
-      await store.close()
-      audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation })
+      const last = generation()
+      await host.stop() // the last state write; HA: steps down
+      audit.record('controller_stop', { controller_id: config.controllerId, generation: last })
       await audit.close()
     },
   }

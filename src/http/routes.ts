@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { AppError } from '../errors.js'
 import { nameSchema } from '../core/names.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/schemas.js'
-import type { ControllerService } from '../service/controller-service.js'
+import type { ServiceApi } from '../service/controller-service.js'
 import type { AuditSink } from '../service/audit-sink.js'
 import type { PlanSigner } from '../signing/plan-signer.js'
 import type { PeerAuditLimiter, PrincipalEvent } from '../audit/peer-audit-limiter.js'
@@ -13,7 +13,7 @@ import { parseOr400 } from './parse.js'
 import { renderIdentify, renderPlan, shardList } from './render.js'
 
 export interface RouteDeps {
-  readonly service: ControllerService
+  readonly service: ServiceApi
   readonly signer: PlanSigner
   readonly controllerId: string
   readonly wallClock: () => number
@@ -100,7 +100,8 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
 
   app.get('/v1/plan', async () => {
     const view = await service.plan()
-    return renderPlan(view)
+    // only the leader answers (an HA follower refuses with not_leader): this replica is the leader
+    return { ...renderPlan(view), leader: deps.controllerId }
   })
 
   app.post('/v1/nodes/:node_id/drain', async (request) => {
