@@ -4,10 +4,10 @@
 // the TTL and serves again once etcd is back; a three-member etcd cluster losing its raft leader keeps serving.
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { bundle, checkinBody, makePki, request, type Pki } from '../e2e/harness.js'
+import { bundle, checkinBody, makePki, request, startTestController, type Pki } from '../e2e/harness.js'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { assignments, auditOf, Fleet, haSection, startReplicaController } from './ha-fleet.js'
 import { until } from './replica.js'
@@ -143,4 +143,25 @@ t.test('a three-member etcd cluster losing its raft leader keeps serving', needs
   const op = await bundle(pki, 'ops-bob', 'operator')
   const drained = await request(leader.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true } })
   t.equal(drained.status, 200, `a state write commits on the two members left: ${drained.text}`)
+})
+
+t.test('moving a single controller to HA: its state_dir seeds an empty etcd, the generation goes on', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  mkdirSync(join(root, 'single'), { recursive: true })
+  const single = await startTestController(pki, join(root, 'single'))
+  const ports = [single.port]
+  await fleet.checkInAll(ports)
+  const generation = [...(await fleet.checkInAll(ports)).values()][0]!.generation
+  const before = assignments(await fleet.checkInAll(ports, generation))
+  await single.running.stop()
+
+  const ha = haSection(cluster, '/pxe-ha-seed/', TTL)
+  const seeded = await startReplicaController(t, pki, join(root, 'seed'), 'first', ha, { state_dir: join(root, 'single', 'state') })
+  await soleLeader([seeded])
+  t.match(auditOf(seeded.root).find((e) => e.event === 'leader_elected'), { generation, restored: true }, 'the file state was taken over')
+  t.same(assignments(await fleet.checkInAll([seeded.port], generation)), before, 'the nodes renew with the same ranges and generation')
+  await seeded.stop()
+  const next = await startReplicaController(t, pki, join(root, 'seed'), 'second', ha)
+  await soleLeader([next])
+  t.same(assignments(await fleet.checkInAll([next.port], generation)), before, 'a replica without state_dir finds it all in etcd')
 })

@@ -23,7 +23,7 @@ export function haSection(cluster: EtcdCluster, prefix: string, ttl: number, end
 export function replicaConfig(pki: Pki, root: string, id: string, ha: Record<string, unknown>, overrides: Record<string, unknown> = {}): Record<string, unknown> {
   const dir = join(root, id)
   mkdirSync(dir, { recursive: true })
-  return { ...testConfig(pki, dir, { controller_id: id, ha, lease_seconds: 30, ...overrides }), state_dir: undefined }
+  return { ...testConfig(pki, dir, { controller_id: id, ha, lease_seconds: 30, ...overrides }), state_dir: overrides.state_dir }
 }
 
 /** An in-process replica; stopped at the test's end. */
