@@ -15,7 +15,7 @@ import tls, { type TLSSocket } from 'node:tls'
 import { fileURLToPath } from 'node:url'
 import { initPki } from '../pki/init-pki.js'
 import { issueBundle, issueServerCert } from '../pki/issue-certs.js'
-import { BENCH_CAPACITY, BENCH_NODES, benchNodeName } from './mtls-shared.js'
+import { BENCH_CAPACITY, BENCH_NODES, BENCH_RATE_LIMITS, benchNodeName } from './mtls-shared.js'
 
 // Many short alternating rounds rather than a few long ones: on a shared 2-core VM the background load
 // drifts, and alternation spreads that drift evenly over both targets.
@@ -275,6 +275,8 @@ export async function runMtlsBench(log: Log): Promise<void> {
   const targets: Target[] = []
   try {
     log(`mTLS check-in bench: ${BENCH_NODES} keep-alive connections, ${BENCH_NODES} distinct node certificates, 127.0.0.1`)
+    const limit = BENCH_RATE_LIMITS.node
+    log(`  rate limits configured out of the way: ${limit.per_second.toLocaleString('en-US')}/s, burst ${limit.burst.toLocaleString('en-US')} per certificate (checked on every request, never refusing); metrics on, as in production`)
     const { ids, ca } = await makeBenchPki(root, log)
 
     const controller = await startTarget('controller', root)

@@ -18,7 +18,7 @@ import { buildSecureContextOptions } from '../src/identity/tls-crl.js'
 import { startController } from '../src/runtime.js'
 import { loadPlanKeys } from '../src/signing/plan-keys.js'
 import { PLAN_JWS_TYPE } from '../src/signing/plan-signer.js'
-import { BENCH_LEASE_SECONDS, BENCH_MAX_CONCURRENCY, BENCH_NODES, BENCH_TOTAL_SHARDS, benchNodeIndex } from './mtls-shared.js'
+import { BENCH_LEASE_SECONDS, BENCH_MAX_CONCURRENCY, BENCH_NODES, BENCH_RATE_LIMITS, BENCH_TOTAL_SHARDS, benchNodeIndex } from './mtls-shared.js'
 
 /** The files both targets use, all under `<root>/pki` (made by the bench with our toolkit). */
 function pkiFile(root: string, name: string): string {
@@ -42,8 +42,9 @@ async function startRealController(root: string, haFile?: string): Promise<{ por
       total_shards: BENCH_TOTAL_SHARDS,
       max_concurrency: BENCH_MAX_CONCURRENCY,
       lease_seconds: BENCH_LEASE_SECONDS,
-      // the bench measures check-ins, not the per-certificate limits (32 nodes check in far faster than 5/s)
-      rate_limits: { node: { per_second: 1_000_000, burst: 1_000_000 }, operator: { per_second: 1_000_000, burst: 1_000_000 } },
+      rate_limits: BENCH_RATE_LIMITS,
+      // Metrics stay on, as in production (a free port, so nothing else on the box collides).
+      ops: { host: '127.0.0.1', port: 0 },
     },
     root,
   )

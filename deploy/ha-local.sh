@@ -7,7 +7,8 @@
 #
 #   npm run build && deploy/ha-local.sh DIR
 #
-# Ports: etcd clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, controllers on BASE+21 and BASE+22,
+# Ports: etcd clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, controllers on BASE+21 and BASE+22
+# (their ops endpoints, plain HTTP: BASE+31 and BASE+32),
 # BASE=${PXE_ETCD_BASE_PORT:-23790} (not etcd's default 2379, so a system etcd does not get in the way).
 # Needs etcd (Debian: etcd-server), openssl and node on the PATH, and the built controller (dist/).
 # PXE_LOCAL_ETCD_ONLY=1 starts the etcd cluster only.
@@ -132,6 +133,7 @@ for i in 1 2; do
   "tls": { "ca": "pki/ca.pem", "cert": "pki/server.pem", "key": "pki/server-key.pem", "crl": "pki/crl.pem" },
   "plan_keys": "pki/plan-keys.json", "audit_log": "controller-$i/audit.log",
   "controller_id": "pxe-local-$i", "total_shards": 64, "max_concurrency": 16,
+  "ops": { "host": "127.0.0.1", "port": $((BASE + 30 + i)) },
   "ha": $HA }
 JSON
   "${GUARD[@]}" node "$REPO/dist/src/main.js" --config "$DIR/controller-$i.json" >"$DIR/logs/controller-$i.log" 2>&1 &
@@ -157,6 +159,7 @@ for port in "${PORTS[@]}"; do
 done
 echo "ha-local: the node agent takes both: pxe-node --bundle $NODE --controller https://127.0.0.1:${PORTS[0]},https://127.0.0.1:${PORTS[1]}"
 echo "ha-local: the plan, as operator: curl --cacert $OP/ca.pem --cert $OP/cert.pem --key $OP/key.pem https://127.0.0.1:${PORTS[0]}/v1/plan"
+echo "ha-local: readiness (200 on the leader, 503 not_leader on the other): curl http://127.0.0.1:$((BASE + 31))/readyz and :$((BASE + 32))/readyz"
 echo "ha-local: kill the leader (kill \$(cat $DIR/logs/controller-1.pid)) and the other takes over within 2 x 10 s"
 echo "ha-local: Ctrl-C stops the controllers and the cluster"
 wait

@@ -1,13 +1,13 @@
-/** buildApp(deps) → the fastify app: helmet, auth, routes, error handling. No env reads, no listen. */
+/** buildApp(deps) → the fastify app: security headers, auth, routes, error handling. No env reads, no listen. */
 import fastify, { LogController, type FastifyInstance, type FastifyServerFactory } from 'fastify'
-import helmet from '@fastify/helmet'
 import type { Logger } from 'pino'
 import { installAuth, type AuthDeps } from './http/authenticate.js'
 import { handleClientError } from './http/client-error.js'
 import { frameworkErrorHandler } from './http/early-answers.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
-import { HSTS_MAX_AGE_SECONDS } from './http/security-headers.js'
+import { captureSecurityHeaders } from './http/security-headers.js'
+import { installCloseAfterStop } from './server/graceful-close.js'
 
 export const BODY_LIMIT_BYTES = 4096
 
@@ -25,12 +25,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,
     exposeHeadRoutes: false,
-    // fastify's 503 fast path answers in its own shape without helmet; stop() closes every
-    // connection instead (forceCloseConnections), so a request is either served whole or not at all.
+    // fastify's 503 fast path answers in its own shape without helmet; a request that reaches a
+    // stopping controller is served whole instead (and its connection closed after the answer).
     return503OnClosing: false,
     // Timeouts are set on the server by its factory (src/server/http-limits.ts): fastify ignores its
-    // timeout options when it does not create the server itself.
-    forceCloseConnections: true,
+    // timeout options when it does not create the server itself. At close, idle keep-alive connections
+    // go at once; requests in flight finish (src/server/graceful-close.ts cuts them after a deadline).
+    forceCloseConnections: 'idle',
     clientErrorHandler: handleClientError,
     // Router refusals (bad URL, over-long parameter) run before any hook: answered in our shape, 401 first.
     frameworkErrors: frameworkErrorHandler(deps),
@@ -38,13 +39,15 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.
   app.removeContentTypeParser('text/plain')
-  await app.register(helmet, {
-    hsts: { maxAge: HSTS_MAX_AGE_SECONDS, includeSubDomains: true },
-    // A JSON API loads nothing: helmet's default directives (scripts, styles, fonts) do not apply.
-    contentSecurityPolicy: { useDefaults: false, directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] } },
+  // helmet's header set, computed once (see security-headers.ts); set first, so errors and 401s carry it too.
+  const headers = await captureSecurityHeaders()
+  app.addHook('onRequest', (_request, reply, done) => {
+    void reply.headers(headers)
+    done()
   })
   installErrorHandling(app)
   installAuth(app, deps)
+  installCloseAfterStop(app)
   registerRoutes(app, deps)
   return app
 }

@@ -8,6 +8,7 @@ import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 import type { ControllerSettings } from './core/types.js'
 import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
+import { isLoopbackHost } from './host.js'
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -19,6 +20,26 @@ const bucketSchema = z
 
 /** SPEC "Rate limits" defaults: a node checks in every few seconds and claims a few Identifies a second. */
 export const DEFAULT_RATE_LIMITS = { node: { per_second: 5, burst: 20 }, operator: { per_second: 20, burst: 40 } } as const
+
+/** SPEC "Operations endpoint" default: plain HTTP on loopback (`"ops": null` turns it off). */
+export const DEFAULT_OPS = { host: '127.0.0.1', port: 9464, allow_remote: false } as const
+
+/** The ops listener serves plain HTTP: a non-loopback host must be asked for explicitly. */
+const opsSchema = z
+  .object({
+    host: z.string().min(1).max(255).default(DEFAULT_OPS.host),
+    port: int(0, 65535).default(DEFAULT_OPS.port),
+    allow_remote: z.boolean().default(DEFAULT_OPS.allow_remote),
+  })
+  .strict()
+  .superRefine((o, ctx) => {
+    if (o.allow_remote || isLoopbackHost(o.host)) return
+    ctx.addIssue({
+      code: 'custom',
+      path: ['host'],
+      message: `"${o.host}" is not a loopback address; the ops endpoint is plain HTTP, so serving it beyond this host needs "ops": {..., "allow_remote": true}`,
+    })
+  })
 
 export const configFileSchema = z
   .object({
@@ -42,10 +63,14 @@ export const configFileSchema = z
       .default(DEFAULT_RATE_LIMITS),
     max_connections_per_address: int(1, 1_000_000).default(64),
     max_connections: int(1, 10_000_000).default(20_000),
+    ops: opsSchema.nullable().default({ ...DEFAULT_OPS }),
     ha: haConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.ops !== null && c.ops.port !== 0 && c.ops.port === c.listen.port) {
+      ctx.addIssue({ code: 'custom', path: ['ops', 'port'], message: `must differ from listen.port (${c.listen.port})` })
+    }
     if (c.state_dir === undefined && c.ha === undefined) {
       ctx.addIssue({ code: 'custom', path: ['state_dir'], message: 'is required (expected string) unless "ha" keeps the state in etcd' })
     }
@@ -69,8 +94,17 @@ export interface Config {
   readonly controllerId: string
   readonly settings: ControllerSettings
   readonly limits: Limits
+  /** The operations endpoint (metrics, health, readiness), or null when turned off. */
+  readonly ops: OpsConfig | null
   /** High availability on etcd (SPEC "High availability"), or null: the file store. */
   readonly ha: HaConfig | null
+}
+
+/** Where the plain-HTTP operations endpoint listens. */
+export interface OpsConfig {
+  readonly host: string
+  readonly port: number
+  readonly allowRemote: boolean
 }
 
 /** A token bucket's refill rate and size. */
@@ -136,6 +170,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       maxConnectionsPerAddress: c.max_connections_per_address,
       maxConnections: c.max_connections,
     }),
+    ops: c.ops === null ? null : Object.freeze({ host: c.ops.host, port: c.ops.port, allowRemote: c.ops.allow_remote }),
     ha: c.ha === undefined ? null : resolveHaConfig(c.ha, baseDir),
   })
 }

@@ -3,17 +3,18 @@
  * (CA, server cert for localhost, a node and an operator bundle) and a loopback-only config.
  */
 import { access } from 'node:fs/promises'
-import { isIP } from 'node:net'
 import { join, relative, resolve } from 'node:path'
 import { initPki } from '../pki/init-pki.js'
 import { issueBundle, issueServerCert } from '../pki/issue-certs.js'
 import { BUNDLE_FILES, PKI_FILES } from '../pki/layout.js'
 import { parseConfig, type Config } from './config.js'
+import { hostForUrl, isLoopbackHost } from './host.js'
 
 export const DEV_NODE = 'dev-node-1'
 export const DEV_OPERATOR = 'dev-operator'
 export const DEV_DEFAULT_PORT = 8443
-const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost'])
+/** The ops endpoint's port in development; with `--port 0` (or this port) it picks a free one too. */
+export const DEV_DEFAULT_OPS_PORT = 9464
 
 async function exists(path: string): Promise<boolean> {
   return access(path).then(
@@ -24,7 +25,7 @@ async function exists(path: string): Promise<boolean> {
 
 /** Development mode listens on loopback only: anything else is refused. */
 export function assertLoopback(host: string): void {
-  if (!LOOPBACK.has(host) && !(isIP(host) === 4 && host.startsWith('127.'))) {
+  if (!isLoopbackHost(host)) {
     throw new Error(`development mode listens on loopback only; refusing host "${host}" (use --config for a production deployment)`)
   }
 }
@@ -62,6 +63,8 @@ export async function prepareDevDefault(varDir: string, host: string, port: numb
       controller_id: 'pxe-controller-dev',
       total_shards: 16,
       max_concurrency: 1,
+      // Same loopback host as the API: development never serves anything beyond this machine.
+      ops: { host, port: port === 0 || port === DEV_DEFAULT_OPS_PORT ? 0 : DEV_DEFAULT_OPS_PORT },
     },
     resolve(varDir),
     'development config',
@@ -71,11 +74,15 @@ export async function prepareDevDefault(varDir: string, host: string, port: numb
 /** A ready-to-paste curl command that checks in as the development node. */
 export function devCurlCommand(varDir: string, host: string, port: number): string {
   const bundle = relative(process.cwd(), resolve(varDir, 'pki', PKI_FILES.bundles, DEV_NODE)) || '.'
-  const urlHost = host === '::1' ? '[::1]' : host
   const body = JSON.stringify({ node_id: DEV_NODE, capacity: 16, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0 })
   return [
     `curl --cacert ${bundle}/${BUNDLE_FILES.ca} --cert ${bundle}/${BUNDLE_FILES.cert} --key ${bundle}/${BUNDLE_FILES.key} \\`,
     `  -H 'content-type: application/json' -d '${body}' \\`,
-    `  https://${urlHost}:${port}/v1/checkin`,
+    `  https://${hostForUrl(host)}:${port}/v1/checkin`,
   ].join('\n')
+}
+
+/** A command that reads the development controller's metrics from its ops endpoint. */
+export function devMetricsCommand(host: string, opsPort: number): string {
+  return `curl http://${hostForUrl(host)}:${opsPort}/metrics`
 }

@@ -1,9 +1,9 @@
 /** Process entry: parse flags → config (file or development default) → start → stop on signals. */
 import { parseArgs } from 'node:util'
-import { pino } from 'pino'
+import { pino, type Logger } from 'pino'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { DEV_DEFAULT_PORT, devCurlCommand, prepareDevDefault } from './dev-default.js'
-import { startController } from './runtime.js'
+import { DEV_DEFAULT_PORT, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
+import { DEFAULT_STOP_GRACE_MS, startController, type RunningController } from './runtime.js'
 
 const HELP = `Usage: pxe-controller [--config FILE]
        npm start -- [--config FILE]
@@ -66,14 +66,32 @@ async function main(): Promise<void> {
   logger.info({ host: config.listen.host, port: running.port, mode: dev ? 'development' : 'production' }, 'controller listening (mTLS)')
   if (dev) {
     process.stdout.write(`\nDevelopment controller on https://${config.listen.host}:${running.port} — check in as the dev node:\n\n${devCurlCommand(varDir, config.listen.host, running.port)}\n\n`)
+    if (running.opsPort !== null) process.stdout.write(`Metrics, health and readiness (plain HTTP, loopback):\n\n${devMetricsCommand(config.listen.host, running.opsPort)}\n\n`)
   }
+  handleStopSignals(running, logger)
+}
+
+/** Exit codes of a stop cut short by a second signal (128 + signal number, as a shell reports it). */
+const SIGNAL_EXIT_CODES = { SIGTERM: 143, SIGINT: 130 } as const
+
+/**
+ * The first SIGTERM or SIGINT stops gracefully (requests in flight finish, state is made durable,
+ * `controller_stop` is audited) and exits 0; a second one exits at once, non-zero.
+ */
+function handleStopSignals(running: RunningController, logger: Logger): void {
   let stopping = false
-  const stop = (signal: string) => {
-    if (stopping) return
+  const stop = (signal: keyof typeof SIGNAL_EXIT_CODES) => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal: exiting at once; requests in flight are dropped, state is as last written')
+      process.exit(SIGNAL_EXIT_CODES[signal])
+    }
     stopping = true
-    logger.info({ signal }, 'stopping')
+    logger.info({ signal, graceMs: DEFAULT_STOP_GRACE_MS }, 'stopping: no new connections, finishing requests in flight (send the signal again to exit at once)')
     running.stop().then(
-      () => process.exit(0),
+      () => {
+        logger.info('stopped: state durable, controller_stop audited')
+        process.exit(0)
+      },
       (err: Error) => fail(`stop failed: ${err.message}`),
     )
   }

@@ -15,10 +15,13 @@ import type { ParsedCrl } from './identity/crl.js'
 import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
+import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
 import { openHaBackend } from './ha/ha-service-host.js'
 import type { ControllerService } from './service/controller-service.js'
 import type { ServiceHost, StateBackend } from './service/service-host.js'
+import { closeGracefully } from './server/graceful-close.js'
+import { Operations } from './ops/operations.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
 import { openFileBackend } from './state/file-backend.js'
@@ -32,6 +35,9 @@ export interface RunningController {
   /** The service serving now; throws in an HA replica that does not lead. */
   readonly service: ControllerService
   readonly tls: TlsServer
+  /** The ops endpoint's port, or null when `ops` is turned off. */
+  readonly opsPort: number | null
+  /** Graceful stop: stop accepting, finish requests in flight (cut after the grace period), persist, audit. */
   stop(): Promise<void>
 }
 
@@ -44,6 +50,9 @@ export interface RuntimeOptions {
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
 }
+
+/** Requests in flight get this long to finish at a stop; every request must arrive within 10 s anyway. */
+export const DEFAULT_STOP_GRACE_MS = 5_000
 
 /** 5 lines a minute per peer and kind, then one summary: a flood cannot fill the disk. */
 const DEFAULT_PEER_AUDIT_LIMITS: PeerAuditLimits = { maxPerWindow: 5, windowMs: 60_000, maxPeers: 1024, perEvent: { connection_refused: 1 } }
@@ -89,6 +98,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   // before anything is written; so does an unreadable etcd client certificate or key.
   const backend = await openBackend(config, crl, opts)
   const audit = await AuditLog.open(config.auditLog)
+  const ops = new Operations(config.settings)
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
   const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS, (event, fields) =>
@@ -111,7 +121,15 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   })
   const isRevoked = crls.isRevoked
   // Serving starts here (HA: campaigning); restored nodes whose certificate was revoked meanwhile are removed.
-  const host = backend.start({ settings: config.settings, now, audit, logger, isRevoked, crlInForce: () => crls.inForce })
+  const host = backend.start({
+    settings: config.settings,
+    now,
+    audit,
+    logger,
+    isRevoked,
+    crlInForce: () => crls.inForce,
+    timeStateWrite: (write) => ops.metrics.timeStateWrite(write),
+  })
 
   const authDeps = {
     isRevoked,
@@ -119,12 +137,14 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     audit,
     peerAudit,
     rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
+    onRateLimited: (role: Role) => ops.metrics.rateLimited(role),
   }
   const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
     logger,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
+    onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
   })
   const app = await buildApp({
     ...authDeps,
@@ -135,7 +155,11 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     serverFactory: tls.factory,
   })
 
+  // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
+  // ready (and pxe_is_leader 1) only while it leads with its state loaded.
+  const isLeader = () => host.isLeader()
   try {
+    await ops.start(config.ops, { service: host, tls, app, crl: () => crls.inForce, serverCertPem: certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
     await app.listen({
       host: config.listen.host,
       port: config.listen.port,
@@ -143,6 +167,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
     })
   } catch (err) {
+    await ops.close()
     await host.stop().catch(() => undefined) // HA: stop campaigning; nothing else runs yet
     await audit.close()
     throw err
@@ -171,18 +196,22 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       return service
     },
     tls,
+    opsPort: ops.port,
     async stop() {
       if (stopped) return
       stopped = true
+      ops.markStopping()
       crls.stop()
       clearInterval(tick)
       tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
-      await app.close()
+      const cut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => tls.openConnections)
+      if (cut > 0) logger?.warn({ connections: cut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
       const last = generation()
       await host.stop() // the last state write; HA: steps down
-      audit.record('controller_stop', { controller_id: config.controllerId, generation: last })
+      audit.record('controller_stop', { controller_id: config.controllerId, generation: last, connections_cut: cut })
       await audit.close()
+      await ops.close()
     },
   }
 }

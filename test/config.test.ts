@@ -166,3 +166,23 @@ t.test('loadConfig: an ha client key readable by others stops the start', async 
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...good, ha }))
   await t.rejects(loadConfig(join(dir, 'config.json')), /key "ha\.etcd\.key": private key .* accessible by group or others \(mode 0644\)/)
 })
+
+t.test('ops: on loopback 9464 by default, null turns it off, non-loopback only with allow_remote', async (t) => {
+  const at = (raw: Record<string, unknown>) => parseConfig(raw, '/x')
+  t.same(at(good).ops, { host: '127.0.0.1', port: 9464, allowRemote: false }, 'the SPEC default')
+  t.equal(at({ ...good, ops: null }).ops, null, '"ops": null turns it off')
+  t.same(at({ ...good, ops: { port: 9100 } }).ops, { host: '127.0.0.1', port: 9100, allowRemote: false }, 'host defaults to loopback')
+  for (const host of ['127.0.0.1', '127.8.9.10', '::1', 'localhost']) t.equal(at({ ...good, ops: { host } }).ops?.host, host, `${host} is loopback`)
+  t.same(at({ ...good, ops: { host: '0.0.0.0', port: 9464, allow_remote: true } }).ops, { host: '0.0.0.0', port: 9464, allowRemote: true })
+  const refused: [string, unknown, RegExp][] = [
+    ['0.0.0.0 without allow_remote', { host: '0.0.0.0' }, /key "ops\.host": "0\.0\.0\.0" is not a loopback address.*"allow_remote": true/],
+    ['a LAN address with allow_remote false', { host: '10.0.0.5', allow_remote: false }, /key "ops\.host": "10\.0\.0\.5" is not a loopback address/],
+    ['::', { host: '::' }, /key "ops\.host"/],
+    ['an unknown key', { host: '127.0.0.1', path: '/metrics' }, /unknown key "ops\.path"/],
+    ['allow_remote as a string', { allow_remote: 'yes' }, /key "ops\.allow_remote"/],
+    ['port out of range', { port: 65536 }, /key "ops\.port"/],
+    ['the API port', { port: 8443 }, /key "ops\.port": must differ from listen\.port \(8443\)/],
+    ['not an object', 9464, /key "ops"/],
+  ]
+  for (const [label, ops, pattern] of refused) t.throws(() => parseConfig({ ...good, ops }, '/x'), pattern, label)
+})

@@ -62,6 +62,7 @@ export class Controller {
   private unassigned: number
   private gen = 0
   private stale = false
+  private replanCount = 0
   /** Set after a restart with another plan (total_shards, planner), until every restored node applied it. */
   private reshard: ReshardBarrier | null = null
   /** The highest CRL number installed so far (carried for the runtime and persisted; never decided on here). */
@@ -101,6 +102,11 @@ export class Controller {
   /** Moves whenever the durable state changed (health counts aside); settle() may move it too. */
   get persistVersion(): number {
     return this.version
+  }
+
+  /** How many times the plan was recomputed (for tests and metrics: a steady check-in must not re-plan). */
+  get replans(): number {
+    return this.replanCount
   }
 
   /** True while check-ins wait for a re-plan (see settle). */
@@ -356,6 +362,7 @@ export class Controller {
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
   private replan(): void {
     this.stale = false
+    this.replanCount += 1
     const inputs = [...this.live.values()].map((record) => ({
       nodeId: record.nodeId,
       capacity: record.capacity,

@@ -1,19 +1,15 @@
 /**
- * zod schemas of what a state store reads back (DurableState, StateDelta, and the version-1 snapshot that
- * earlier releases wrote), and the conversion of a version-1 snapshot. Stores validate what they READ;
- * what the controller itself produces is typed, and a test keeps both in step.
+ * zod schemas of what a state store reads back (DurableState, StateDelta). Stores validate what they READ;
+ * what the controller itself produces is typed, and compile-time guards keep both in step.
  */
 import { z } from 'zod'
 import { nameSchema } from './names.js'
-import { planFingerprint } from './plan-fingerprint.js'
 import type { DurableState, PersistedNode, StateDelta } from './durable-state.js'
-import { controllerSnapshotSchema } from './snapshot-schema.js'
-import type { ControllerSnapshot } from './types.js'
 
 const nonNegativeInt = z.number().int().min(0)
 const count = nonNegativeInt.max(128)
 
-/** One persisted node record. */
+/** A node record as persisted. */
 export const persistedNodeSchema = z
   .object({
     nodeId: nameSchema,
@@ -28,7 +24,7 @@ export const persistedNodeSchema = z
   })
   .strict()
 
-/** One pending handoff. */
+/** A pending handoff. */
 export const handoffSchema = z
   .object({ shardId: nonNegativeInt.max(65535), fromNode: nameSchema, generation: z.number().int().min(1) })
   .strict()
@@ -70,36 +66,6 @@ export const stateDeltaSchema = z
     dropGrantsBefore: z.number().int().nullable(),
   })
   .strict()
-
-/** A version-1 snapshot (ranges per node) as the same state in version 2; its plan fingerprint from its ranges. */
-export function fromVersion1(snapshot: ControllerSnapshot): DurableState {
-  const byId = [...snapshot.nodes].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0))
-  const nodes: PersistedNode[] = byId.map(({ rangeStart: _s, rangeCount: _c, ...node }) => node)
-  return {
-    version: 2,
-    meta: {
-      generation: snapshot.generation,
-      totalShards: snapshot.totalShards,
-      maxConcurrency: snapshot.maxConcurrency ?? null,
-      planFingerprint: planFingerprint(byId.map((n) => [n.nodeId, n] as const)),
-      reshard: snapshot.reshard === undefined ? null : { ...snapshot.reshard, waitingFor: [...snapshot.reshard.waitingFor] },
-      crlNumber: snapshot.crlNumber ?? null,
-    },
-    nodes,
-    draining: [...snapshot.draining],
-    handoffs: [...snapshot.handoffs],
-    dailyGrants: [...snapshot.dailyGrants],
-  }
-}
-
-/** Parses a state read back from a store: version 2, or version 1 converted. */
-export function parseStoredState(value: unknown): { success: true; data: DurableState } | { success: false; error: z.ZodError } {
-  const v2 = durableStateSchema.safeParse(value)
-  if (v2.success) return { success: true, data: v2.data }
-  const v1 = controllerSnapshotSchema.safeParse(value)
-  if (v1.success) return { success: true, data: fromVersion1(v1.data as ControllerSnapshot) }
-  return { success: false, error: (value as { version?: unknown })?.version === 1 ? v1.error : v2.error }
-}
 
 // Compile-time guards: the schemas and the types must not drift apart.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false

@@ -1,30 +1,15 @@
-/** zod schema of ControllerSnapshot, so the state store can parse what it reads back from disk. */
+/**
+ * The version-1 state file body that earlier releases wrote (ranges stored per node): its zod schema, and
+ * its conversion to the current DurableState. Read back on the first start after an upgrade; never written.
+ */
 import { z } from 'zod'
+import { handoffSchema, durableStateSchema, persistedNodeSchema } from './durable-state-schema.js'
+import type { DurableState, PersistedNode } from './durable-state.js'
 import { nameSchema } from './names.js'
+import { planFingerprint } from './plan-fingerprint.js'
 import type { ControllerSnapshot } from './types.js'
 
 const nonNegativeInt = z.number().int().min(0)
-const count = nonNegativeInt.max(128)
-
-const snapshotNodeSchema = z
-  .object({
-    nodeId: nameSchema,
-    capacity: z.number().int().min(1).max(128),
-    rangeStart: nonNegativeInt.max(65536),
-    rangeCount: count,
-    reportedGeneration: nonNegativeInt.nullable(),
-    certSerial: z.string().regex(/^[0-9a-f]{1,128}$/, 'must be lower-case hex'),
-    certNotBefore: z.number().int(),
-    readyShards: count,
-    startingShards: count,
-    backoffShards: count,
-    fatalShards: count,
-  })
-  .strict()
-
-const handoffSchema = z
-  .object({ shardId: nonNegativeInt.max(65535), fromNode: nameSchema, generation: z.number().int().min(1) })
-  .strict()
 
 /** The persisted controller state (version 1), strict at every level. */
 export const controllerSnapshotSchema = z
@@ -32,9 +17,7 @@ export const controllerSnapshotSchema = z
     version: z.literal(1),
     generation: nonNegativeInt,
     totalShards: z.number().int().min(1).max(65536),
-    maxConcurrency: z.number().int().min(1).max(65536).optional(),
-    reshard: z.object({ generation: z.number().int().min(1), waitingFor: z.array(nameSchema) }).strict().optional(),
-    nodes: z.array(snapshotNodeSchema),
+    nodes: z.array(persistedNodeSchema.extend({ rangeStart: nonNegativeInt.max(65536), rangeCount: nonNegativeInt.max(128) }).strict()),
     draining: z.array(nameSchema),
     handoffs: z.array(handoffSchema),
     dailyGrants: z.array(z.number().int()),
@@ -43,14 +26,38 @@ export const controllerSnapshotSchema = z
   })
   .strict()
 
-// Compile-time guards: the schema and the ControllerSnapshot type must not drift apart.
-type Parsed = z.infer<typeof controllerSnapshotSchema>
-type SameKeys<A, B> = [keyof A] extends [keyof B] ? ([keyof B] extends [keyof A] ? true : false) : false
-const parsedIsSnapshot = (value: Parsed): ControllerSnapshot => value
-const topKeysMatch: SameKeys<Parsed, ControllerSnapshot> = true
-const nodeKeysMatch: SameKeys<Parsed['nodes'][number], ControllerSnapshot['nodes'][number]> = true
-const handoffKeysMatch: SameKeys<Parsed['handoffs'][number], ControllerSnapshot['handoffs'][number]> = true
-void parsedIsSnapshot
-void topKeysMatch
-void nodeKeysMatch
-void handoffKeysMatch
+/** A version-1 snapshot (ranges per node) as the same state in version 2; its plan fingerprint from its ranges. */
+export function fromVersion1(snapshot: ControllerSnapshot): DurableState {
+  const byId = [...snapshot.nodes].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0))
+  const nodes: PersistedNode[] = byId.map(({ rangeStart: _s, rangeCount: _c, ...node }) => node)
+  return {
+    version: 2,
+    meta: {
+      generation: snapshot.generation,
+      totalShards: snapshot.totalShards,
+      maxConcurrency: null, // not recorded then: taken as unchanged
+      planFingerprint: planFingerprint(byId.map((n) => [n.nodeId, n] as const)),
+      reshard: null,
+      crlNumber: snapshot.crlNumber ?? null,
+    },
+    nodes,
+    draining: [...snapshot.draining],
+    handoffs: [...snapshot.handoffs],
+    dailyGrants: [...snapshot.dailyGrants],
+  }
+}
+
+/** Parses a state read back from a store: version 2, or version 1 converted. */
+export function parseStoredState(value: unknown): { success: true; data: DurableState } | { success: false; error: z.ZodError } {
+  const v2 = durableStateSchema.safeParse(value)
+  if (v2.success) return { success: true, data: v2.data }
+  const v1 = controllerSnapshotSchema.safeParse(value)
+  if (v1.success) return { success: true, data: fromVersion1(v1.data as ControllerSnapshot) }
+  return { success: false, error: (value as { version?: unknown })?.version === 1 ? v1.error : v2.error }
+}
+
+
+// Compile-time guard: the schema and the ControllerSnapshot type must not drift apart.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+const snapshotMatches: Same<keyof z.infer<typeof controllerSnapshotSchema>, keyof ControllerSnapshot> = true
+void snapshotMatches

@@ -2,6 +2,7 @@
  * The contract of the pure controller core: what the HTTP layer, the state store and the audit log
  * see of it. All times are milliseconds on the injected clock (epoch-based, monotonic in practice).
  */
+import type { PersistedHandoff, PersistedNode } from './durable-state.js'
 
 /** Static settings of one deployment (validated by the config loader). */
 export interface ControllerSettings {
@@ -116,27 +117,11 @@ export interface ControllerSnapshot {
   readonly version: 1
   readonly generation: number
   readonly totalShards: number
-  /** Recorded so that a restart with another value is noticed (absent in files written before). */
-  readonly maxConcurrency?: number
-  /** A reshard still waiting for restored nodes to apply the new plan (see core/reshard.ts). */
-  readonly reshard?: { readonly generation: number; readonly waitingFor: readonly string[] }
-  readonly nodes: readonly {
-    readonly nodeId: string
-    readonly capacity: number
-    readonly rangeStart: number
-    readonly rangeCount: number
-    readonly reportedGeneration: number | null
-    readonly certSerial: string
-    readonly certNotBefore: number
-    readonly readyShards: number
-    readonly startingShards: number
-    readonly backoffShards: number
-    readonly fatalShards: number
-  }[]
+  readonly nodes: readonly (PersistedNode & NodeRange)[]
   /** Operator drain flags, kept for nodes that are not live too. */
   readonly draining: readonly string[]
   /** Shards whose previous owner has not yet released them. */
-  readonly handoffs: readonly { readonly shardId: number; readonly fromNode: string; readonly generation: number }[]
+  readonly handoffs: readonly PersistedHandoff[]
   /** Grant times (ms) still inside the rolling 24-hour daily Identify window. */
   readonly dailyGrants: readonly number[]
   /** The highest CRL number installed (decimal); absent in files written before it was recorded. */

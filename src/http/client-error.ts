@@ -7,7 +7,7 @@ import { STATUS_CODES } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { ERROR_STATUS, type ErrorCode } from '../errors.js'
 import { HTTP_LIMITS } from '../server/http-limits.js'
-import { SECURITY_HEADERS } from './security-headers.js'
+import { securityHeaders } from './security-headers.js'
 
 function classify(err: NodeJS.ErrnoException): { code: ErrorCode; message: string } {
   switch (err.code) {
@@ -26,7 +26,7 @@ export function clientErrorResponse(err: NodeJS.ErrnoException): string {
   const status = ERROR_STATUS[code]
   const body = JSON.stringify({ error: code, message })
   const headers = {
-    ...SECURITY_HEADERS,
+    ...securityHeaders(),
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),
     connection: 'close',

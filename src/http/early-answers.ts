@@ -10,7 +10,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AppError } from '../errors.js'
 import { isPrincipal } from '../identity/principal.js'
 import { authenticateSocket, rateLimited, type AuthDeps } from './authenticate.js'
-import { SECURITY_HEADERS } from './security-headers.js'
+import { securityHeaders } from './security-headers.js'
 
 /** The refusal for a socket's caller: 401 without an identity, 429 over its rate, else null. */
 function callerRefusal(socket: TLSSocket, deps: AuthDeps, what: string): AppError | null {
@@ -31,7 +31,7 @@ function callerRefusal(socket: TLSSocket, deps: AuthDeps, what: string): AppErro
 function writeRaw(res: ServerResponse, err: AppError): void {
   const body = JSON.stringify({ error: err.code, message: err.message, ...err.extra })
   res.writeHead(err.statusCode, {
-    ...SECURITY_HEADERS,
+    ...securityHeaders(),
     ...err.headers,
     'content-type': 'application/json; charset=utf-8',
     'content-length': String(Buffer.byteLength(body)),

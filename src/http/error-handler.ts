@@ -1,6 +1,7 @@
 /** The one place errors become responses: `{error, message}`, no stack traces, no paths. */
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { AppError, type ErrorCode } from '../errors.js'
+import { installRequestOutcome } from './request-outcome.js'
 
 /** Maps a framework error (body parsing, limits) to a stable code and a safe message. */
 function fromFrameworkError(err: FastifyError): AppError {
@@ -23,12 +24,15 @@ function fromFrameworkError(err: FastifyError): AppError {
 
 /** Installs the error and not-found handlers on the app. */
 export function installErrorHandling(app: FastifyInstance): void {
+  installRequestOutcome(app)
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appError = err instanceof AppError ? err : fromFrameworkError(err)
+    request.outcome = appError.code
     if (appError.statusCode >= 500 && appError.code === 'internal_error') request.log.error({ err }, 'request failed')
     void reply.headers(appError.headers).code(appError.statusCode).send({ error: appError.code, message: appError.message, ...appError.extra })
   })
-  app.setNotFoundHandler((_request, reply) => {
+  app.setNotFoundHandler((request, reply) => {
+    request.outcome = 'not_found'
     void reply.code(404).send({ error: 'not_found', message: 'no such endpoint' })
   })
 }

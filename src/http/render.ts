@@ -1,13 +1,6 @@
 /** Core views → the SPEC's JSON shapes (snake_case, ISO 8601 times). */
 import type { IdentifyOutcome, PlanView } from '../core/types.js'
 
-/** The shard IDs of a contiguous range. */
-export function shardList(start: number, count: number): number[] {
-  const out = new Array<number>(count)
-  for (let i = 0; i < count; i++) out[i] = start + i
-  return out
-}
-
 export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
   if (out.granted) return { granted: true, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
   return { granted: false, retry_after_ms: out.retryAfterMs, reason: out.reason }

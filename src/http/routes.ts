@@ -10,7 +10,8 @@ import type { PlanSigner } from '../signing/plan-signer.js'
 import type { PeerAuditLimiter, PrincipalEvent } from '../audit/peer-audit-limiter.js'
 import type { Principal } from '../identity/principal.js'
 import { parseOr400 } from './parse.js'
-import { renderIdentify, renderPlan, shardList } from './render.js'
+import { checkinAnswer } from './checkin-answer.js'
+import { renderIdentify, renderPlan } from './render.js'
 
 export interface RouteDeps {
   readonly service: ServiceApi
@@ -48,37 +49,14 @@ function auditRefusal<T>(event: PrincipalEvent, me: Principal, audit: LimitedAud
 export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const { service, signer, peerAudit } = deps
 
-  app.post('/v1/checkin', async (request) => {
+  app.post('/v1/checkin', async (request, reply) => {
     const body = parseOr400(checkinBodySchema, request.body, 'check-in body')
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'checkin')
     const cert = { serial: me.serial, notBefore: me.notBefore }
     const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => service.checkIn(body, cert))
-    const assigned = shardList(out.rangeStart, out.rangeCount)
-    const iat = Math.floor(deps.wallClock() / 1000)
-    const plan_jws = await signer.sign({
-      iss: deps.controllerId,
-      sub: body.node_id,
-      iat,
-      exp: iat + out.leaseSeconds,
-      generation: out.generation,
-      total_shards: out.totalShards,
-      range_start: out.rangeStart,
-      range_count: out.rangeCount,
-      assigned,
-      lease_seconds: out.leaseSeconds,
-      max_concurrency: out.maxConcurrency,
-    })
-    return {
-      generation: out.generation,
-      total_shards: out.totalShards,
-      assigned,
-      range_start: out.rangeStart,
-      range_count: out.rangeCount,
-      lease_seconds: out.leaseSeconds,
-      max_concurrency: out.maxConcurrency,
-      plan_jws,
-    }
+    const body_ = checkinAnswer(out, body.node_id, deps.controllerId, deps.wallClock(), signer)
+    return reply.type('application/json; charset=utf-8').send(body_)
   })
 
   app.post('/v1/identify', async (request) => {
@@ -87,6 +65,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     assertSelf(body.node_id, me, peerAudit, 'identify')
     const fields = { node_id: body.node_id, shard_id: body.shard_id }
     const out = await auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
+    request.outcome = out.granted ? 'granted' : out.reason
     return renderIdentify(out)
   })
 

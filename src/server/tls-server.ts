@@ -29,6 +29,8 @@ export interface TlsServerDeps {
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
   /** Open connections allowed per source address and in total (dropped at accept time). */
   readonly connectionLimits: ConnectionLimits
+  /** Told the raw code of every refused handshake (OpenSSL verify code, else Node's error code), for metrics. */
+  readonly onHandshakeFailure?: (code: string | undefined) => void
   /** Answers a request whose `Expect` header Node cannot meet (instead of Node's bare 417). */
   readonly onUnmetExpectation?: (req: IncomingMessage, res: ServerResponse) => void
 }
@@ -105,7 +107,9 @@ export class TlsServer {
     })
     server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => {
       if (this.stopping || this.caps.wasDropped(rawOf(socket))) return
-      const reason = socket.authorizationError?.toString() ?? err.code ?? err.message
+      const code = socket.authorizationError?.toString() ?? err.code
+      this.deps.onHandshakeFailure?.(code)
+      const reason = code ?? err.message
       const peer = peerOf(socket)
       // Logged through the limiter (runtime.ts mirrors written lines): a flood writes a few lines, then a count.
       this.deps.peerAudit.record('tls_rejected', peer, { reason })

@@ -176,8 +176,9 @@ export class ControllerService {
   }
 
   /** Read-only figures for metrics, computed now. */
-  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null } {
+  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number } {
     const now = this.deps.now()
-    return { generation: this.controller.generation, ...this.controller.counts(), dailyBudgetRemaining: this.controller.dailyBudgetRemaining(now) }
+    const c = this.controller
+    return { generation: c.generation, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans }
   }
 }

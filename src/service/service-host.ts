@@ -41,6 +41,8 @@ export interface ServiceStartDeps {
   readonly isRevoked: (serial: string) => boolean
   /** The CRL in force (HA: a new term checks the state's CRL number against it, and records it). */
   readonly crlInForce: () => ParsedCrl
+  /** Runs one state write (the metrics time it and count its failures). */
+  readonly timeStateWrite?: (write: () => Promise<void>) => Promise<void>
 }
 
 /** A state backend opened (the file store: and loaded) before anything is written; `start` begins serving. */
@@ -50,7 +52,8 @@ export interface StateBackend {
   start(deps: ServiceStartDeps): ServiceHost
 }
 
-const NO_FIGURES: ServiceFigures = { generation: 0, live: 0, draining: 0, unassigned: 0, dailyBudgetRemaining: null }
+const run = (write: () => Promise<void>) => write()
+const NO_FIGURES: ServiceFigures = { generation: 0, live: 0, draining: 0, unassigned: 0, dailyBudgetRemaining: null, replans: 0 }
 
 /**
  * A controller started from `state` (null: fresh) exactly as after a restart: leases count from now, every
@@ -63,7 +66,7 @@ export function startService(deps: ServiceStartDeps, store: DeltaStateStore, sta
   const service = new ControllerService(controller, {
     now: deps.now,
     audit: deps.audit,
-    store,
+    store: { write: (delta, full, whole) => (deps.timeStateWrite ?? run)(() => store.write(delta, full, whole)) },
     writes: {
       onFailure: (err, consecutive) => {
         // Every failure while it lasts would flood the log: the first, then every 10th.

@@ -2,7 +2,8 @@
 // version-1 files of earlier releases, and what a changed plan on restore does.
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { durableStateSchema, fromVersion1, parseStoredState } from '../../src/core/durable-state-schema.js'
+import { durableStateSchema } from '../../src/core/durable-state-schema.js'
+import { fromVersion1, parseStoredState } from '../../src/core/snapshot-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
 import type { ControllerSnapshot } from '../../src/core/types.js'
 import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'

@@ -20,6 +20,11 @@ t.test('starts from an empty var/ and the printed curl command succeeds', async 
   const json = JSON.parse(answer)
   t.match(json, { generation: 1, total_shards: 16, range_start: 0, range_count: 16 })
   t.type(json.plan_jws, 'string')
+  // The ops endpoint: on loopback too, on a free port with --port 0, and its printed command works.
+  const metricsCommand = /^curl http:\/\/127\.0\.0\.1:(\d+)\/metrics$/m.exec(ctl.stdout())
+  t.ok(metricsCommand, 'a metrics command is printed')
+  t.equal(Number(metricsCommand![1]), ctl.opsPort)
+  t.match(execFileSync('bash', ['-c', `${metricsCommand![0].replace(/^curl /, 'curl -sS --fail ')}`], { encoding: 'utf8' }), /^pxe_plan_generation 1$/m)
   t.equal(statSync(join(cwd, 'var', 'pki', 'ca-key.pem')).mode & 0o777, 0o600)
   t.ok(existsSync(join(cwd, 'var', 'audit.log')))
   ctl.child.kill('SIGTERM')

@@ -4,8 +4,10 @@
 // client gets 401 before any routing answer.
 import t, { type Test } from 'tap'
 import { join } from 'node:path'
-import { SECURITY_HEADERS } from '../../src/http/security-headers.js'
+import { captureSecurityHeaders } from '../../src/http/security-headers.js'
 import { bundle, makePki, opensslCert, request, startTestController, type Identity, type Reply, type RequestOptions } from './harness.js'
+
+const SECURITY_HEADERS = await captureSecurityHeaders()
 
 const root = t.testdir()
 const pki = await makePki(root)

@@ -54,6 +54,8 @@ export function opensslCert(pki: Pki, work: string, label: string, subject: stri
 export interface TestController {
   readonly running: RunningController
   readonly port: number
+  /** The ops endpoint's port (plain HTTP on 127.0.0.1), or null when the test turned it off. */
+  readonly opsPort: number | null
   readonly root: string
 }
 
@@ -70,6 +72,8 @@ export function testConfig(pki: Pki, root: string, overrides: Record<string, unk
     max_concurrency: 16,
     // Tests send bursts from one certificate; the rate-limit tests set their own limits.
     rate_limits: { node: { per_second: 100_000, burst: 100_000 }, operator: { per_second: 100_000, burst: 100_000 } },
+    // A free port: the default 9464 would collide between tests running in parallel.
+    ops: { host: '127.0.0.1', port: 0 },
     ...overrides,
   }
 }
@@ -85,7 +89,7 @@ export function writeTestConfig(pki: Pki, root: string, overrides: Record<string
 export async function startTestController(pki: Pki, root: string, overrides: Record<string, unknown> = {}, runtime: RuntimeOptions = {}): Promise<TestController> {
   const config = parseConfig(testConfig(pki, root, overrides), root)
   const running = await startController(config, { tickMs: 200, ...runtime })
-  return { running, port: running.port, root }
+  return { running, port: running.port, opsPort: running.opsPort, root }
 }
 
 export interface Reply {

@@ -2,9 +2,11 @@
 // requests are answered in the SPEC's error shape with the security headers, then the connection closes.
 import t, { type Test } from 'tap'
 import tls from 'node:tls'
-import { HSTS_MAX_AGE_SECONDS, SECURITY_HEADERS } from '../../src/http/security-headers.js'
+import { HSTS_MAX_AGE_SECONDS, captureSecurityHeaders } from '../../src/http/security-headers.js'
 import { HTTP_LIMITS } from '../../src/server/http-limits.js'
 import { bundle, makePki, request, startTestController, type Identity } from './harness.js'
+
+const SECURITY_HEADERS = await captureSecurityHeaders()
 
 const root = t.testdir()
 const pki = await makePki(root)

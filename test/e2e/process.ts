@@ -8,6 +8,8 @@ export const MAIN = fileURLToPath(new URL('../../dist/src/main.js', import.meta.
 export interface ChildController {
   readonly child: ChildProcess
   readonly port: number
+  /** The ops endpoint's port (it listens before the mTLS listener), or null when it is off. */
+  readonly opsPort: number | null
   stdout(): string
   stderr(): string
   /** Resolves with the exit code (or signal) once the process ended. */
@@ -31,7 +33,8 @@ export function spawnController(args: string[], cwd: string, timeoutMs = 60_000)
       const m = /"port":(\d+),"mode":"[a-z]+","msg":"controller listening/.exec(out)
       if (m) {
         clearTimeout(timer)
-        resolve({ child, port: Number(m[1]), stdout: () => out, stderr: () => err, exited })
+        const ops = /ops endpoint listening on \S+:(\d+) /.exec(out)
+        resolve({ child, port: Number(m[1]), opsPort: ops ? Number(ops[1]) : null, stdout: () => out, stderr: () => err, exited })
       }
     })
     child.stderr!.on('data', (d: Buffer) => (err += d.toString()))

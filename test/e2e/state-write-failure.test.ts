@@ -3,30 +3,9 @@
 // reaches the disk; the retry writes the whole latest state and heals everything without another change.
 import t from 'tap'
 import { join } from 'node:path'
-import type { DurableState, StateDelta } from '../../src/core/durable-state.js'
 import { JournaledFileStore } from '../../src/state/journaled-file-store.js'
-import type { DeltaStateStore } from '../../src/state/state-store.js'
+import { FailingStore } from '../support/failing-store.js'
 import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
-
-/** The real store, failing every write with EIO while `failing` is set. */
-class FailingStore implements DeltaStateStore {
-  failing = false
-  failedWrites = 0
-  constructor(private readonly inner: DeltaStateStore) {}
-  load(): Promise<DurableState | null> {
-    return this.inner.load()
-  }
-  write(delta: StateDelta, full: () => DurableState, whole?: boolean): Promise<void> {
-    if (this.failing) {
-      this.failedWrites += 1
-      return Promise.reject(Object.assign(new Error('EIO: i/o error, write'), { code: 'EIO' }))
-    }
-    return this.inner.write(delta, full, whole)
-  }
-  close(): Promise<void> {
-    return this.inner.close()
-  }
-}
 
 const root = t.testdir()
 const pki = await makePki(root)

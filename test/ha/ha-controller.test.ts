@@ -1,5 +1,5 @@
 // HA controllers in-process, over real mTLS and a real etcd: one leader serves and the others refuse with
-// 503 not_leader naming it (GET /v1/keys still served); a leader that stops hands over at once and the
+// 503 not_leader naming it (GET /v1/keys still served; /readyz not ready, pxe_is_leader 0); a leader that stops hands over at once and the
 // nodes renew with the same ranges and generation; with etcd stopped the leader stops answering within
 // the TTL and serves again once etcd is back; a three-member etcd cluster losing its raft leader keeps serving.
 import t from 'tap'
@@ -8,6 +8,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { bundle, checkinBody, makePki, request, startTestController, type Pki } from '../e2e/harness.js'
+import { opsRequest, scrape } from '../ops/scrape.js'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { assignments, auditOf, Fleet, haSection, startReplicaController } from './ha-fleet.js'
 import { until } from './replica.js'
@@ -57,6 +58,12 @@ t.test('two and three replicas: one leader serves, the others answer 503 not_lea
     t.match(plan.json, { leader: leader.id, nodes: [{ node_id: node.id }] }, 'GET /v1/plan says which replica leads')
     t.match(auditOf(leader.root).find((e) => e.event === 'leader_elected'), { controller_id: leader.id, generation: 0, restored: false })
     for (const f of followers) t.notOk(auditOf(f.root).some((e) => e.event === 'leader_elected'), `${f.id} never led`)
+    for (const r of replicas) {
+      const ready = await opsRequest(r.opsPort!, '/readyz')
+      if (r === leader) t.equal(ready.status, 200, `${r.id} (leader) is ready`)
+      else t.same([ready.status, ready.json], [503, { status: 'not_ready', reasons: ['not_leader'] }], `${r.id} is not ready: not_leader`)
+      t.equal((await scrape(r.opsPort!)).value('pxe_is_leader'), r === leader ? 1 : 0, `${r.id}: pxe_is_leader`)
+    }
     for (const r of replicas) await r.stop()
   }
 })
@@ -106,6 +113,8 @@ t.test('etcd stopped: the leader stops answering within the TTL, and serves agai
   t.ok(lastServed < TTL * 1000, `no answer after the TTL (${TTL * 1000} ms): the last one came ${lastServed.toFixed(0)} ms after etcd stopped`)
   t.match(auditOf(leader.root).find((e) => e.event === 'leader_lost'), { reason: 'renew_deadline' })
   for (const r of replicas) t.notOk(r.host.isLeader(), `${r.id} does not lead without etcd`)
+  t.same((await opsRequest(leader.opsPort!, '/readyz')).json, { status: 'not_ready', reasons: ['not_leader'] }, '/readyz says so')
+  t.equal((await scrape(leader.opsPort!)).value('pxe_is_leader'), 0, 'and so does pxe_is_leader')
 
   await cluster.restart(0)
   await soleLeader(replicas)
