@@ -29,23 +29,26 @@ const STALL_MS = 10_000
 const TARGET_RATIO = 0.6
 
 type Log = (line: string) => void
-type TargetKind = 'controller' | 'ceiling'
+/** What a target process serves: the controller (file store, or HA on etcd) or the ceiling. */
+export type TargetKind = 'controller' | 'controller-ha' | 'ceiling'
 
-interface Identity {
+export interface Identity {
   readonly name: string
   readonly cert: Buffer
   readonly key: Buffer
 }
 
-interface Target {
+export interface Target {
   readonly kind: TargetKind
   readonly port: number
   readonly child: ChildProcess
 }
 
 /** One round's outcome for one target. */
-interface RoundResult {
+export interface RoundResult {
   readonly completed: number
+  /** Every check-in answered in the round, the warm-up included (for CPU per check-in around the round). */
+  readonly total: number
   readonly seconds: number
   readonly latenciesMs: Float64Array
   /** CPU the load generator itself used, as a share of one core: near 1.0 would mean it is the bottleneck. */
@@ -53,7 +56,7 @@ interface RoundResult {
 }
 
 /** The request bytes a node sends on every check-in. */
-function checkinRequest(name: string, generation: number | undefined): Buffer {
+export function checkinRequest(name: string, generation: number | undefined): Buffer {
   const body = JSON.stringify({ node_id: name, capacity: BENCH_CAPACITY, ready_shards: 32, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...(generation === undefined ? {} : { generation }) })
   return Buffer.from(`POST /v1/checkin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, 'latin1')
 }
@@ -125,18 +128,18 @@ class Connection {
   }
 }
 
-/** Starts a target process and waits for its port. */
-function startTarget(kind: TargetKind, root: string): Promise<Target> {
+/** Starts a target process and waits for its port (`args`: more arguments, e.g. the HA config file). */
+export function startTarget(kind: TargetKind, root: string, args: readonly string[] = []): Promise<Target> {
   const entry = fileURLToPath(new URL('./mtls-target.js', import.meta.url))
   // stdout (the controller's pino info lines) is discarded; stderr stays visible for failures.
-  const child = fork(entry, [kind, root], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  const child = fork(entry, [kind, root, ...args], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
   return new Promise((resolve, reject) => {
     child.once('message', (msg: { port: number }) => resolve({ kind, port: msg.port, child }))
     child.once('exit', (code) => reject(new Error(`${kind} target exited with code ${code} before listening`)))
   })
 }
 
-function stopTarget(target: Target): Promise<void> {
+export function stopTarget(target: Target): Promise<void> {
   return new Promise((resolve) => {
     if (target.child.exitCode !== null) return resolve()
     target.child.once('exit', () => resolve())
@@ -153,7 +156,7 @@ function closeAll(connections: readonly Connection[]): void {
 }
 
 /** Every node checks in once, one after another, so the plan settles; returns the final generation. */
-async function joinAll(target: Target, ca: Buffer, ids: readonly Identity[]): Promise<number> {
+export async function joinAll(target: Target, ca: Buffer, ids: readonly Identity[]): Promise<number> {
   const connections = await openAll(target, ca, ids)
   try {
     let generation = 0
@@ -170,10 +173,14 @@ async function joinAll(target: Target, ca: Buffer, ids: readonly Identity[]): Pr
   }
 }
 
-/** One round: fresh connections (handshakes not timed), a warm-up, then MEASURE_MS of closed-loop check-ins. */
-async function runRound(target: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[], warmupMs = WARMUP_MS): Promise<RoundResult> {
+/**
+ * One round: fresh connections (handshakes not timed), a warm-up, then MEASURE_MS of closed-loop check-ins;
+ * `requests[i]` is what connection i sends, its buffers in turn.
+ */
+export async function runRound(target: Target, ca: Buffer, ids: readonly Identity[], requests: readonly (Buffer | readonly Buffer[])[], warmupMs = WARMUP_MS): Promise<RoundResult> {
   const connections = await openAll(target, ca, ids)
   const latencies: number[] = []
+  let total = 0
   let recording = false
   let running = true
   let failure: Error | undefined
@@ -185,9 +192,12 @@ async function runRound(target: Target, ca: Buffer, ids: readonly Identity[], re
     closeAll(connections) // fails the requests in flight, so the loops end
   }, 500)
   const loops = connections.map(async (connection, i) => {
-    while (running) {
-      const reply = await connection.send(requests[i]!)
+    const mine = requests[i]!
+    const turns = Buffer.isBuffer(mine) ? [mine] : mine
+    for (let n = 0; running; n++) {
+      const reply = await connection.send(turns[n % turns.length]!)
       lastProgress = performance.now()
+      total += 1
       if (reply.status !== 200) {
         failure ??= new Error(`${target.kind} answered ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
         running = false
@@ -214,7 +224,7 @@ async function runRound(target: Target, ca: Buffer, ids: readonly Identity[], re
   clearInterval(watchdog)
   closeAll(connections)
   if (failure) throw failure
-  return { completed, seconds, latenciesMs: Float64Array.from(latencies.slice(0, completed)), generatorCpu: (cpu.user + cpu.system) / 1e6 / seconds }
+  return { completed, total, seconds, latenciesMs: Float64Array.from(latencies.slice(0, completed)), generatorCpu: (cpu.user + cpu.system) / 1e6 / seconds }
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -222,13 +232,13 @@ function percentile(sorted: Float64Array, p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 }
 
-interface Summary {
+export interface Summary {
   readonly perSecond: number
   readonly p50: number
   readonly p99: number
 }
 
-function summarize(rounds: readonly RoundResult[]): Summary {
+export function summarize(rounds: readonly RoundResult[]): Summary {
   const completed = rounds.reduce((n, r) => n + r.completed, 0)
   const seconds = rounds.reduce((n, r) => n + r.seconds, 0)
   const all = new Float64Array(completed)
@@ -241,28 +251,33 @@ function summarize(rounds: readonly RoundResult[]): Summary {
   return { perSecond: completed / seconds, p50: percentile(all, 50), p99: percentile(all, 99) }
 }
 
-const fmtRate = (perSecond: number): string => `${Math.round(perSecond).toLocaleString('en-US').padStart(7)} check-ins/s`
-const fmtMs = (ms: number): string => `${ms.toFixed(2).padStart(6)} ms`
+export const fmtRate = (perSecond: number): string => `${Math.round(perSecond).toLocaleString('en-US').padStart(7)} check-ins/s`
+export const fmtMs = (ms: number): string => `${ms.toFixed(2).padStart(6)} ms`
+
+/** Makes a throw-away PKI under `<root>/pki` and the bench's node certificates with our toolkit. */
+export async function makeBenchPki(root: string, log: Log): Promise<{ ids: Identity[]; ca: Buffer }> {
+  const pkiDir = join(root, 'pki')
+  log(`  making a PKI and ${BENCH_NODES} node certificates with pki/…`)
+  await initPki(pkiDir)
+  await issueServerCert(pkiDir, { dns: ['localhost'], ip: ['127.0.0.1'] })
+  const ids: Identity[] = []
+  for (let i = 0; i < BENCH_NODES; i++) {
+    const name = benchNodeName(i)
+    const { bundleDir } = await issueBundle(pkiDir, name, 'node')
+    ids.push({ name, cert: await readFile(join(bundleDir, 'cert.pem')), key: await readFile(join(bundleDir, 'key.pem')) })
+  }
+  return { ids, ca: await readFile(join(pkiDir, 'ca.pem')) }
+}
 
 /** Makes the PKI and 32 node bundles with our toolkit, runs the alternating rounds, prints the figures. */
 export async function runMtlsBench(log: Log): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'pxe-mtls-bench-'))
   const targets: Target[] = []
   try {
-    const pkiDir = join(root, 'pki')
     log(`mTLS check-in bench: ${BENCH_NODES} keep-alive connections, ${BENCH_NODES} distinct node certificates, 127.0.0.1`)
     const limit = BENCH_RATE_LIMITS.node
     log(`  rate limits configured out of the way: ${limit.per_second.toLocaleString('en-US')}/s, burst ${limit.burst.toLocaleString('en-US')} per certificate (checked on every request, never refusing); metrics on, as in production`)
-    log(`  making a PKI and ${BENCH_NODES} node certificates with pki/ (RSA key generation, about half a minute)…`)
-    await initPki(pkiDir)
-    await issueServerCert(pkiDir, { dns: ['localhost'], ip: ['127.0.0.1'] })
-    const ids: Identity[] = []
-    for (let i = 0; i < BENCH_NODES; i++) {
-      const name = benchNodeName(i)
-      const { bundleDir } = await issueBundle(pkiDir, name, 'node')
-      ids.push({ name, cert: await readFile(join(bundleDir, 'cert.pem')), key: await readFile(join(bundleDir, 'key.pem')) })
-    }
-    const ca = await readFile(join(pkiDir, 'ca.pem'))
+    const { ids, ca } = await makeBenchPki(root, log)
 
     const controller = await startTarget('controller', root)
     targets.push(controller)
@@ -276,12 +291,12 @@ export async function runMtlsBench(log: Log): Promise<void> {
     log(`  ${BENCH_NODES} nodes joined the controller (generation ${generation}); a discarded warm-up round each, then ${ROUNDS_PER_TARGET} alternating rounds per target of ${MEASURE_MS} ms measured`)
     for (const target of [controller, ceiling]) await runRound(target, ca, ids, requests, JIT_WARMUP_MS)
 
-    const results: Record<TargetKind, RoundResult[]> = { controller: [], ceiling: [] }
+    const results = { controller: [] as RoundResult[], ceiling: [] as RoundResult[] }
     for (let round = 1; round <= ROUNDS_PER_TARGET; round++) {
       // The order flips every round, so neither target always runs right after the other.
       for (const target of round % 2 === 1 ? [controller, ceiling] : [ceiling, controller]) {
         const result = await runRound(target, ca, ids, requests)
-        results[target.kind].push(result)
+        ;(target === controller ? results.controller : results.ceiling).push(result)
         const s = summarize([result])
         log(`  round ${round}/${ROUNDS_PER_TARGET} ${target.kind.padEnd(10)} ${fmtRate(s.perSecond)}  p99 ${fmtMs(s.p99)}  (load generator ${Math.round(result.generatorCpu * 100)} % of a core)`)
       }

@@ -3,6 +3,7 @@
  *
  *   node dist/bench/mtls-target.js controller <root>   the real controller (production code path)
  *   node dist/bench/mtls-target.js ceiling <root>      the ceiling: raw node:https + node:crypto
+ *   node dist/bench/mtls-target.js controller-ha <root> <ha.json>   the controller on etcd (bench/ha-bench.ts)
  *
  * Each target runs in its own process so that it owns one core and the load generator the other;
  * it reports `{ port }` over IPC once it listens.
@@ -24,14 +25,19 @@ function pkiFile(root: string, name: string): string {
   return join(root, 'pki', name)
 }
 
-async function startRealController(root: string): Promise<{ port: number; stop: () => Promise<void> }> {
+/**
+ * The real controller: on the file store, or with `haFile` (a JSON file holding an `ha` config section)
+ * as the only replica of an HA deployment on that etcd, under a prefix of its own.
+ */
+async function startRealController(root: string, haFile?: string): Promise<{ port: number; stop: () => Promise<void> }> {
+  const ha = haFile === undefined ? undefined : { ...(JSON.parse(readFileSync(haFile, 'utf8')) as object), prefix: `/pxe-bench-${process.pid}/` }
   const config = parseConfig(
     {
       listen: { host: '127.0.0.1', port: 0 },
       tls: { ca: pkiFile(root, 'ca.pem'), cert: pkiFile(root, 'server.pem'), key: pkiFile(root, 'server-key.pem'), crl: pkiFile(root, 'crl.pem') },
       plan_keys: pkiFile(root, 'plan-keys.json'),
-      state_dir: join(root, 'state'),
-      audit_log: join(root, 'audit.log'),
+      ...(ha === undefined ? { state_dir: join(root, 'state') } : { ha }),
+      audit_log: join(root, ha === undefined ? 'audit.log' : 'audit-ha.log'),
       controller_id: 'bench-controller',
       total_shards: BENCH_TOTAL_SHARDS,
       max_concurrency: BENCH_MAX_CONCURRENCY,
@@ -44,6 +50,8 @@ async function startRealController(root: string): Promise<{ port: number; stop: 
   )
   // The production logger (main.ts) at its production level; the parent discards stdout.
   const running = await startController(config, { logger: pino({ level: 'info', base: { service: 'pxe-controller' } }) })
+  // an HA replica serves once it leads and has loaded the state
+  while (!running.host.isLeader()) await new Promise((resolve) => setTimeout(resolve, 50))
   return { port: running.port, stop: () => running.stop() }
 }
 
@@ -116,14 +124,18 @@ async function startCeiling(root: string): Promise<{ port: number; stop: () => P
 }
 
 async function main(): Promise<void> {
-  const [kind, root] = process.argv.slice(2)
-  if (!root || (kind !== 'controller' && kind !== 'ceiling')) {
-    process.stderr.write('usage: mtls-target.js controller|ceiling <root>\n')
+  const [kind, root, haFile] = process.argv.slice(2)
+  if (!root || (kind !== 'controller' && kind !== 'ceiling' && !(kind === 'controller-ha' && haFile))) {
+    process.stderr.write('usage: mtls-target.js controller|ceiling <root> | controller-ha <root> <ha.json>\n')
     process.exit(2)
   }
   if (!process.send) throw new Error('mtls-target must be started by the bench (IPC channel missing)')
-  const target = kind === 'controller' ? await startRealController(root) : await startCeiling(root)
+  const target = kind === 'ceiling' ? await startCeiling(root) : await startRealController(root, kind === 'controller-ha' ? haFile : undefined)
   process.send({ port: target.port })
+  // the bench asks for this process's CPU time around a round (server CPU per check-in)
+  process.on('message', (msg: { cpu?: boolean }) => {
+    if (msg.cpu) process.send?.({ cpu: process.cpuUsage() })
+  })
   process.once('disconnect', () => {
     target.stop().then(
       () => process.exit(0),

@@ -1,20 +1,30 @@
 #!/usr/bin/env bash
 # Try high availability locally, without compose: a 3-member etcd cluster on 127.0.0.1 with client and
-# peer mutual TLS, its certificates made with openssl. Everything goes into DIR (certificates, data,
-# logs); a second run reuses them. Ctrl-C (or SIGTERM) stops every member it started.
+# peer mutual TLS (its certificates made with openssl), a development PKI made by our toolkit (pxe-pki),
+# and two controllers sharing that etcd: one leads, the other answers 503 not_leader until it takes over.
+# Everything goes into DIR (certificates, PKI, data, configs, audit logs, logs); a second run reuses
+# them. Ctrl-C (or SIGTERM) stops every process it started.
 #
-#   deploy/ha-local.sh DIR
+#   npm run build && deploy/ha-local.sh DIR
 #
-# Ports: clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, BASE=${PXE_ETCD_BASE_PORT:-23790}
-# (not etcd's default 2379, so a system etcd does not get in the way). Needs etcd (Debian: etcd-server)
-# and openssl on the PATH.
+# Ports: etcd clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, controllers on BASE+21 and BASE+22
+# (their ops endpoints, plain HTTP: BASE+31 and BASE+32),
+# BASE=${PXE_ETCD_BASE_PORT:-23790} (not etcd's default 2379, so a system etcd does not get in the way).
+# Needs etcd (Debian: etcd-server), openssl and node on the PATH, and the built controller (dist/).
+# PXE_LOCAL_ETCD_ONLY=1 starts the etcd cluster only.
 set -euo pipefail
 
 DIR=${1:?usage: deploy/ha-local.sh DIR}
 BASE=${PXE_ETCD_BASE_PORT:-23790}
-for tool in etcd openssl; do
+ETCD_ONLY=${PXE_LOCAL_ETCD_ONLY:-}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+for tool in etcd openssl node; do
   command -v "$tool" >/dev/null || { echo "ha-local: $tool not found on the PATH" >&2; exit 1; }
 done
+if [ -z "$ETCD_ONLY" ] && [ ! -f "$REPO/dist/src/main.js" ]; then
+  echo "ha-local: $REPO/dist is missing: run npm run build first" >&2
+  exit 1
+fi
 umask 077
 mkdir -p "$DIR/certs" "$DIR/data" "$DIR/logs"
 DIR=$(cd "$DIR" && pwd)
@@ -53,10 +63,15 @@ PIDS=()
 stop_all() {
   trap - EXIT INT TERM
   if [ "${#PIDS[@]}" -gt 0 ]; then
-    kill "${PIDS[@]}" 2>/dev/null || true
+    # the controllers first (they write their state and step down while etcd still runs), then etcd
+    if [ "${#PIDS[@]}" -gt 3 ]; then
+      kill "${PIDS[@]:3}" 2>/dev/null || true
+      wait "${PIDS[@]:3}" 2>/dev/null || true
+    fi
+    kill "${PIDS[@]:0:3}" 2>/dev/null || true
     wait "${PIDS[@]}" 2>/dev/null || true
   fi
-  echo "ha-local: etcd stopped" >&2
+  echo "ha-local: controllers and etcd stopped" >&2
 }
 trap stop_all EXIT
 trap 'exit 130' INT
@@ -87,17 +102,64 @@ for i in 1 2 3; do
 done
 
 ENDPOINTS="\"https://127.0.0.1:$((BASE + 1))\", \"https://127.0.0.1:$((BASE + 2))\", \"https://127.0.0.1:$((BASE + 3))\""
+HA="{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\"}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
 echo "ha-local: etcd cluster of 3 members ready (logs in $DIR/logs)"
-echo "ha-local: \"ha\" section for each controller's config:"
-echo "{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\"}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
+echo "$HA" >"$DIR/ha.json"
+echo "ha-local: \"ha\" section for each controller's config (also in $DIR/ha.json):"
+echo "$HA"
+if [ -n "$ETCD_ONLY" ]; then
+  echo "ha-local: Ctrl-C stops the cluster"
+  wait
+  exit 0
+fi
 
-# --- controllers -----------------------------------------------------------------------------------
-# PLACEHOLDER (not implemented yet): start two controllers here, each with its own controller_id,
-# listen port and state folder, and the "ha" section printed above in its config file, e.g.
-#   pxe-controller --config "$DIR/controller-1.json" & PIDS+=("$!")
-#   pxe-controller --config "$DIR/controller-2.json" & PIDS+=("$!")
-# The controllers do not read the "ha" section yet; until they do, this script runs etcd only.
-# ----------------------------------------------------------------------------------------------------
+# --- controllers: a development PKI by our toolkit, two configs, two processes ----------------------
+PKI=$DIR/pki
+pki() { node "$REPO/dist/pki/cli.js" "$@" --dir "$PKI" >/dev/null; }
+if [ ! -f "$PKI/server.pem" ]; then
+  pki init
+  pki server-cert --dns localhost --ip 127.0.0.1
+  pki issue local-node-1 --role node
+  pki issue local-operator --role operator
+  echo "ha-local: development PKI made in $PKI (bundles in $PKI/bundles)"
+fi
+PORTS=()
+for i in 1 2; do
+  port=$((BASE + 20 + i))
+  PORTS+=("$port")
+  mkdir -p "$DIR/controller-$i"
+  cat >"$DIR/controller-$i.json" <<JSON
+{ "listen": { "host": "127.0.0.1", "port": $port },
+  "tls": { "ca": "pki/ca.pem", "cert": "pki/server.pem", "key": "pki/server-key.pem", "crl": "pki/crl.pem" },
+  "plan_keys": "pki/plan-keys.json", "audit_log": "controller-$i/audit.log",
+  "controller_id": "pxe-local-$i", "total_shards": 64, "max_concurrency": 16,
+  "ops": { "host": "127.0.0.1", "port": $((BASE + 30 + i)) },
+  "ha": $HA }
+JSON
+  "${GUARD[@]}" node "$REPO/dist/src/main.js" --config "$DIR/controller-$i.json" >"$DIR/logs/controller-$i.log" 2>&1 &
+  PIDS+=("$!")
+  echo "$!" >"$DIR/logs/controller-$i.pid"
+done
+for i in 1 2; do
+  for _ in $(seq 1 300); do
+    grep -q '"msg":"controller listening (mTLS)"' "$DIR/logs/controller-$i.log" 2>/dev/null && break
+    kill -0 "${PIDS[$((i + 2))]}" 2>/dev/null || { echo "ha-local: controller $i exited; see $DIR/logs/controller-$i.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  grep -q '"msg":"controller listening (mTLS)"' "$DIR/logs/controller-$i.log" || { echo "ha-local: controller $i not listening in 30 s; see $DIR/logs/controller-$i.log" >&2; exit 1; }
+done
 
-echo "ha-local: Ctrl-C stops the cluster"
+NODE=$PKI/bundles/local-node-1
+OP=$PKI/bundles/local-operator
+echo "ha-local: controllers pxe-local-1 and pxe-local-2 on https://127.0.0.1:${PORTS[0]} and :${PORTS[1]} (logs in $DIR/logs)"
+echo "ha-local: a node check-in (one of the two answers 503 not_leader naming the leader):"
+for port in "${PORTS[@]}"; do
+  echo "  curl --cacert $NODE/ca.pem --cert $NODE/cert.pem --key $NODE/key.pem -H 'content-type: application/json' \\"
+  echo "    -d '{\"node_id\":\"local-node-1\",\"capacity\":16,\"ready_shards\":0,\"starting_shards\":0,\"backoff_shards\":0,\"fatal_shards\":0}' https://127.0.0.1:$port/v1/checkin"
+done
+echo "ha-local: the node agent takes both: pxe-node --bundle $NODE --controller https://127.0.0.1:${PORTS[0]},https://127.0.0.1:${PORTS[1]}"
+echo "ha-local: the plan, as operator: curl --cacert $OP/ca.pem --cert $OP/cert.pem --key $OP/key.pem https://127.0.0.1:${PORTS[0]}/v1/plan"
+echo "ha-local: readiness (200 on the leader, 503 not_leader on the other): curl http://127.0.0.1:$((BASE + 31))/readyz and :$((BASE + 32))/readyz"
+echo "ha-local: kill the leader (kill \$(cat $DIR/logs/controller-1.pid)) and the other takes over within 2 x 10 s"
+echo "ha-local: Ctrl-C stops the controllers and the cluster"
 wait

@@ -7,6 +7,7 @@ import { hostname } from 'node:os'
 import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 import type { ControllerSettings } from './core/types.js'
+import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
 import { isLoopbackHost } from './host.js'
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
@@ -45,7 +46,9 @@ export const configFileSchema = z
     listen: z.object({ host: z.string().min(1), port: int(0, 65535) }).strict(),
     tls: z.object({ ca: pathSchema, cert: pathSchema, key: pathSchema, crl: pathSchema }).strict(),
     plan_keys: pathSchema,
-    state_dir: pathSchema,
+    // required without ha; with ha the state lives in etcd and state_dir, if given, is only read once to
+    // seed an empty etcd (moving a single controller to HA keeps its generation)
+    state_dir: pathSchema.optional(),
     audit_log: pathSchema,
     controller_id: z.string().regex(/^[\x21-\x7e]{1,128}$/, 'must be 1-128 printable ASCII characters').optional(),
     total_shards: int(1, 65536),
@@ -61,11 +64,15 @@ export const configFileSchema = z
     max_connections_per_address: int(1, 1_000_000).default(64),
     max_connections: int(1, 10_000_000).default(20_000),
     ops: opsSchema.nullable().default({ ...DEFAULT_OPS }),
+    ha: haConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
     if (c.ops !== null && c.ops.port !== 0 && c.ops.port === c.listen.port) {
       ctx.addIssue({ code: 'custom', path: ['ops', 'port'], message: `must differ from listen.port (${c.listen.port})` })
+    }
+    if (c.state_dir === undefined && c.ha === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['state_dir'], message: 'is required (expected string) unless "ha" keeps the state in etcd' })
     }
     if (c.max_concurrency > 1 && c.total_shards % c.max_concurrency !== 0) {
       ctx.addIssue({
@@ -81,13 +88,16 @@ export interface Config {
   readonly listen: { readonly host: string; readonly port: number }
   readonly tls: { readonly ca: string; readonly cert: string; readonly key: string; readonly crl: string }
   readonly planKeys: string
-  readonly stateDir: string
+  /** The file store's folder; with `ha`, null or a state only read to seed an empty etcd. */
+  readonly stateDir: string | null
   readonly auditLog: string
   readonly controllerId: string
   readonly settings: ControllerSettings
   readonly limits: Limits
   /** The operations endpoint (metrics, health, readiness), or null when turned off. */
   readonly ops: OpsConfig | null
+  /** High availability on etcd (SPEC "High availability"), or null: the file store. */
+  readonly ha: HaConfig | null
 }
 
 /** Where the plain-HTTP operations endpoint listens. */
@@ -142,7 +152,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
     listen: Object.freeze({ ...c.listen }),
     tls: Object.freeze({ ca: at(c.tls.ca), cert: at(c.tls.cert), key: at(c.tls.key), crl: at(c.tls.crl) }),
     planKeys: at(c.plan_keys),
-    stateDir: at(c.state_dir),
+    stateDir: c.state_dir === undefined ? null : at(c.state_dir),
     auditLog: at(c.audit_log),
     controllerId: c.controller_id ?? hostname(),
     settings: Object.freeze({
@@ -161,6 +171,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       maxConnections: c.max_connections,
     }),
     ops: c.ops === null ? null : Object.freeze({ host: c.ops.host, port: c.ops.port, allowRemote: c.ops.allow_remote }),
+    ha: c.ha === undefined ? null : resolveHaConfig(c.ha, baseDir),
   })
 }
 
@@ -196,5 +207,6 @@ export async function loadConfig(path: string): Promise<Config> {
   const config = parseConfig(raw, dirname(file), `config ${file}`)
   await assertPrivateKeyFile(config.tls.key, 'tls.key')
   await assertPrivateKeyFile(config.planKeys, 'plan_keys')
+  if (config.ha !== null) await assertPrivateKeyFile(config.ha.etcd.key, 'ha.etcd.key')
   return config
 }

@@ -10,25 +10,29 @@ import { buildApp } from './app.js'
 import { assertPrivateKeyFile, type Config } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
 import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
-import { Controller } from './core/controller.js'
 import { CrlEnforcement } from './identity/crl-enforcement.js'
-import { assertNotRolledBack, loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
+import type { ParsedCrl } from './identity/crl.js'
+import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
-import { ControllerService } from './service/controller-service.js'
+import { openHaBackend } from './ha/ha-service-host.js'
+import type { ControllerService } from './service/controller-service.js'
+import type { ServiceHost, StateBackend } from './service/service-host.js'
 import { closeGracefully } from './server/graceful-close.js'
 import { Operations } from './ops/operations.js'
-import type { ReadinessCheck } from './ops/readiness.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
-import { JournaledFileStore } from './state/journaled-file-store.js'
+import { openFileBackend } from './state/file-backend.js'
 import type { DeltaStateStore } from './state/state-store.js'
 
 export interface RunningController {
   readonly app: FastifyInstance
   readonly port: number
+  /** The service side: the state backend's host (HA: one service per leadership term). */
+  readonly host: ServiceHost
+  /** The service serving now; throws in an HA replica that does not lead. */
   readonly service: ControllerService
   readonly tls: TlsServer
   /** The ops endpoint's port, or null when `ops` is turned off. */
@@ -41,14 +45,10 @@ export interface RuntimeOptions {
   readonly logger?: Logger
   /** Period of the CRL file check and of lease expiry (ms). */
   readonly tickMs?: number
-  /** Wraps the state store (fault-injection tests: a store that fails on demand around the real one). */
+  /** Wraps the file state store (fault-injection tests: a store that fails on demand around the real one). */
   readonly wrapStore?: (store: DeltaStateStore) => DeltaStateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
-  /** HA: whether this replica leads (pxe_is_leader); a standalone controller always does. */
-  readonly isLeader?: () => boolean
-  /** HA: readiness checks besides the standard ones (e.g. one answering 'not_leader'). */
-  readonly readinessChecks?: readonly ReadinessCheck[]
 }
 
 /** Requests in flight get this long to finish at a stop; every request must arrive within 10 s anyway. */
@@ -72,6 +72,13 @@ async function readConfigured(path: string, key: string): Promise<string> {
   }
 }
 
+/** The file store (the default) or, with `ha`, etcd: opened before anything is written. */
+function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions): Promise<StateBackend> {
+  if (config.ha !== null) return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
+  if (config.stateDir === null) throw new Error('key "state_dir": is required without "ha"') // the config schema says so too
+  return openFileBackend(config.stateDir, crl, config.tls.crl, opts.wrapStore)
+}
+
 /** Starts the controller and returns once it listens. */
 export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
   const { logger } = opts
@@ -87,10 +94,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const ca = new X509Certificate(caPem)
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
   const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
-  const files = new JournaledFileStore(config.stateDir)
-  const store = opts.wrapStore?.(files) ?? files
-  const state = await store.load() // a damaged state file or journal stops the start here, untouched
-  assertNotRolledBack(crl, state?.meta.crlNumber ?? undefined, config.tls.crl) // so does a CRL older than the last one in force
+  // A damaged state file or journal, or a CRL older than the last one in force, stops the start here,
+  // before anything is written; so does an unreadable etcd client certificate or key.
+  const backend = await openBackend(config, crl, opts)
   const audit = await AuditLog.open(config.auditLog)
   const ops = new Operations(config.settings)
   const now = monotonicEpochClock()
@@ -99,21 +105,6 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     logger?.warn(fields, `refused: ${event}`),
   )
 
-  const controller = new Controller(config.settings, state ? { state, now: now() } : undefined)
-  const service = new ControllerService(controller, {
-    now,
-    audit,
-    store: { write: (delta, full, whole) => ops.metrics.timeStateWrite(() => store.write(delta, full, whole)) },
-    writes: {
-      onFailure: (err, consecutive) => {
-        // Every failure while it lasts would flood the log: the first, then every 10th.
-        if (consecutive === 1 || consecutive % 10 === 0) {
-          logger?.error({ err: err.message, consecutive }, 'state write failed: answering 503 unavailable until a retry succeeds')
-        }
-      },
-      onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
-    },
-  })
   // The TLS server is made below: the watcher only calls into it after start().
   const crls = new CrlEnforcement(crl, {
     path: config.tls.crl,
@@ -124,15 +115,21 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     installTls: (pem) => tls.updateCrl(pem),
     dropRevoked: (isRevoked) => ({
       closedConnections: tls.closeConnections((p) => isRevoked(p.serial)),
-      removedNodes: service.removeRevoked(isRevoked),
+      removedNodes: host.current()?.removeRevoked(isRevoked) ?? [],
     }),
-    recordCrlNumber: (crlNumber) => {
-      controller.recordCrlNumber(crlNumber)
-      service.flush() // persists it
-    },
+    recordCrlNumber: (crlNumber) => host.current()?.recordCrlNumber(crlNumber), // persisted with the state
   })
   const isRevoked = crls.isRevoked
-  service.removeRevoked(isRevoked) // restored nodes whose certificate was revoked while we were down
+  // Serving starts here (HA: campaigning); restored nodes whose certificate was revoked meanwhile are removed.
+  const host = backend.start({
+    settings: config.settings,
+    now,
+    audit,
+    logger,
+    isRevoked,
+    crlInForce: () => crls.inForce,
+    timeStateWrite: (write) => ops.metrics.timeStateWrite(write),
+  })
 
   const authDeps = {
     isRevoked,
@@ -151,17 +148,18 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   })
   const app = await buildApp({
     ...authDeps,
-    service,
+    service: host.api,
     signer,
     controllerId: config.controllerId,
     logger,
     serverFactory: tls.factory,
   })
 
-  // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so.
-  const { isLeader, readinessChecks } = opts
-  await ops.start(config.ops, { service, tls, app, crl: () => crls.inForce, serverCertPem: certPem, wallClock: Date.now, isLeader, readinessChecks }, logger)
+  // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
+  // ready (and pxe_is_leader 1) only while it leads with its state loaded.
+  const isLeader = () => host.isLeader()
   try {
+    await ops.start(config.ops, { service: host, tls, app, crl: () => crls.inForce, serverCertPem: certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
     await app.listen({
       host: config.listen.host,
       port: config.listen.port,
@@ -170,25 +168,33 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     })
   } catch (err) {
     await ops.close()
+    await host.stop().catch(() => undefined) // HA: stop campaigning; nothing else runs yet
+    await audit.close()
     throw err
   }
   crls.start()
   const crlWarning = startupCrlWarning(crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
-    service.expireStaleNodes()
+    host.current()?.expireStaleNodes()
     peerAudit.flushSuppressed()
   }, opts.tickMs ?? 1000)
   tick.unref()
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.listen.port
-  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: controller.generation, restored: state !== null })
+  const generation = () => host.current()?.figures().generation ?? null
+  audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: generation(), restored: backend.restored, ha: config.ha !== null })
 
   let stopped = false
   return {
     app,
     port,
-    service,
+    host,
+    get service(): ControllerService {
+      const service = host.current()
+      if (service === null) throw new Error('no controller serves in this replica (HA: not the leader)')
+      return service
+    },
     tls,
     opsPort: ops.port,
     async stop() {
@@ -201,9 +207,9 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       const cut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => tls.openConnections)
       if (cut > 0) logger?.warn({ connections: cut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
-      await service.flushFinal()
-      await store.close()
-      audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation, connections_cut: cut })
+      const last = generation()
+      await host.stop() // the last state write; HA: steps down
+      audit.record('controller_stop', { controller_id: config.controllerId, generation: last, connections_cut: cut })
       await audit.close()
       await ops.close()
     },

@@ -129,6 +129,44 @@ t.test('loadConfig: not JSON, missing file, and private keys readable by others 
   await t.rejects(loadConfig(join(dir, 'config.json')), /key "plan_keys"/)
 })
 
+t.test('the ha section: parsed and resolved; state_dir optional with it; bad values named by key', async (t) => {
+  const ha = { etcd: { endpoints: ['https://10.0.0.5:2379', 'https://10.0.0.6:2379'], ca: 'etcd/ca.pem', cert: 'etcd/client.pem', key: 'etcd/client-key.pem' } }
+  const withHa = parseConfig({ ...without('state_dir'), ha }, '/etc/pxe')
+  t.same(withHa.ha, { etcd: { ...ha.etcd, ca: '/etc/pxe/etcd/ca.pem', cert: '/etc/pxe/etcd/client.pem', key: '/etc/pxe/etcd/client-key.pem' }, prefix: '/pxe/', leaseTtlSeconds: 10 })
+  t.equal(withHa.stateDir, null, 'no state_dir: the state lives in etcd')
+  t.equal(parseConfig({ ...good, ha }, '/etc/pxe').stateDir, '/etc/pxe/state', 'a state_dir with ha is kept (read once to seed an empty etcd)')
+  t.equal(parseConfig(good, '/x').ha, null, 'no ha: the file store')
+  const cases: [string, Record<string, unknown>, RegExp][] = [
+    ['no state_dir and no ha', without('state_dir'), /key "state_dir": is required \(expected string\) unless "ha" keeps the state in etcd/],
+    ['an http endpoint', { ...good, ha: withEdit(ha, 'etcd.endpoints', ['http://10.0.0.5:2379']) }, /key "ha\.etcd\.endpoints\.0": must be an https:\/\/host:port URL/],
+    ['no endpoints', { ...good, ha: withEdit(ha, 'etcd.endpoints', []) }, /key "ha\.etcd\.endpoints": must list at least one etcd endpoint/],
+    ['no client key', { ...good, ha: withEdit(ha, 'etcd.key') }, /key "ha\.etcd\.key": is required/],
+    ['a password', { ...good, ha: withEdit(ha, 'etcd.password', 'x') }, /unknown key "ha\.etcd\.password"/],
+    ['a TTL of 1 s', { ...good, ha: { ...ha, lease_ttl_seconds: 1 } }, /key "ha\.lease_ttl_seconds"/],
+    ['a prefix without slashes', { ...good, ha: { ...ha, prefix: 'pxe' } }, /key "ha\.prefix": must be a key prefix like \/pxe\//],
+    ['an unknown key', { ...good, ha: { ...ha, ttl: 5 } }, /unknown key "ha\.ttl"/],
+    ['not an object', { ...good, ha: true }, /key "ha"/],
+  ]
+  for (const [label, raw, pattern] of cases) {
+    try {
+      parseConfig(raw, '/x')
+      t.fail(`${label}: accepted`)
+    } catch (err) {
+      t.type(err, ConfigError, label)
+      t.match((err as Error).message, pattern, label)
+    }
+  }
+})
+
+t.test('loadConfig: an ha client key readable by others stops the start', async (t) => {
+  const dir = t.testdir({ 'server-key.pem': 'x', 'plan-keys.json': '{}', 'etcd-key.pem': 'x' })
+  for (const f of ['server-key.pem', 'plan-keys.json']) chmodSync(join(dir, f), 0o600)
+  chmodSync(join(dir, 'etcd-key.pem'), 0o644)
+  const ha = { etcd: { endpoints: ['https://127.0.0.1:2379'], ca: 'ca.pem', cert: 'etcd.pem', key: 'etcd-key.pem' } }
+  writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...good, ha }))
+  await t.rejects(loadConfig(join(dir, 'config.json')), /key "ha\.etcd\.key": private key .* accessible by group or others \(mode 0644\)/)
+})
+
 t.test('ops: on loopback 9464 by default, null turns it off, non-loopback only with allow_remote', async (t) => {
   const at = (raw: Record<string, unknown>) => parseConfig(raw, '/x')
   t.same(at(good).ops, { host: '127.0.0.1', port: 9464, allowRemote: false }, 'the SPEC default')

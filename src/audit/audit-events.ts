@@ -21,6 +21,9 @@ export const AUDIT_EVENTS = [
   'node_removed', // e.g. revoked
   'controller_start',
   'controller_stop',
+  'leader_elected', // HA: this replica leads (with the generation it continues from)
+  'leader_lost', // HA: this replica stopped leading (renew deadline, fence refused, key lost, stop)
+  'fenced_write_refused', // HA: etcd refused a state write: another replica may lead; this one steps down
   'audit_chain_resumed', // the log was reopened after a torn write or with a broken tail
 ] as const
 

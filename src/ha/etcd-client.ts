@@ -2,6 +2,7 @@
  * The only module that imports the etcd client library (npm `etcd3`): `EtcdClient` (etcd-api.ts) over
  * it, so the library can be replaced without touching election, fencing or reads.
  */
+import { createPrivateKey, X509Certificate } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { assertPrivateKeyFile } from '../config.js'
 import {
@@ -43,10 +44,14 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
   if (config.endpoints.length === 0) throw new Error('etcd: no endpoints given')
   await assertPrivateKeyFile(config.key, 'ha.etcd.key')
   const [rootCertificate, certChain, privateKey] = await Promise.all([
-    readPem(config.ca, 'CA certificate'),
-    readPem(config.cert, 'client certificate'),
-    readPem(config.key, 'client key'),
+    readPem(config.ca, 'CA certificate', 'ha.etcd.ca'),
+    readPem(config.cert, 'client certificate', 'ha.etcd.cert'),
+    readPem(config.key, 'client key', 'ha.etcd.key'),
   ])
+  // gRPC would only find a bad PEM at the first handshake, as endless campaign failures: refuse it now
+  checkPem(() => new X509Certificate(rootCertificate), config.ca, 'ha.etcd.ca', 'a CA certificate')
+  checkPem(() => new X509Certificate(certChain), config.cert, 'ha.etcd.cert', 'a certificate')
+  checkPem(() => createPrivateKey(privateKey), config.key, 'ha.etcd.key', 'a private key')
   const requestTimeoutMs = options.requestTimeoutMs ?? 5000
   const etcd = new Etcd3({
     hosts: [...config.endpoints],
@@ -57,11 +62,19 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
   return new Etcd3Client(etcd)
 }
 
-async function readPem(path: string, what: string): Promise<Buffer> {
+async function readPem(path: string, what: string, key: string): Promise<Buffer> {
   try {
     return await readFile(path)
   } catch (err) {
-    throw new Error(`etcd: cannot read the ${what} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+    throw new Error(`key "${key}": cannot read the etcd ${what} ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'})`)
+  }
+}
+
+function checkPem(parse: () => unknown, path: string, key: string, what: string): void {
+  try {
+    parse()
+  } catch {
+    throw new Error(`key "${key}": ${path} is not ${what} in PEM form`)
   }
 }
 

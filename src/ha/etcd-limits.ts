@@ -29,6 +29,8 @@ export type WriteOp =
   | { readonly type: 'put'; readonly key: string; readonly value: Buffer | string }
   | { readonly type: 'delete'; readonly key: string }
   | { readonly type: 'delete_prefix'; readonly prefix: string }
+  /** Every key in `[key, rangeEnd)`. */
+  | { readonly type: 'delete_range'; readonly key: string; readonly rangeEnd: string }
 
 /** A write or read that would break a limit; nothing was sent. */
 export class EtcdLimitError extends Error {
@@ -55,6 +57,8 @@ export function writeOpBytes(op: WriteOp): number {
       return bytes(op.key) + OP_OVERHEAD
     case 'delete_prefix':
       return 2 * bytes(op.prefix) + OP_OVERHEAD
+    case 'delete_range':
+      return bytes(op.key) + bytes(op.rangeEnd) + OP_OVERHEAD
   }
 }
 

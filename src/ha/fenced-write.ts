@@ -30,6 +30,7 @@ export function fenceCompares(fence: Fence): TxnCompare[] {
 
 function txnOp(op: WriteOp): TxnOp {
   if (op.type === 'delete_prefix') return { type: 'delete', key: op.prefix, rangeEnd: prefixRangeEnd(op.prefix) }
+  if (op.type === 'delete_range') return { type: 'delete', key: op.key, rangeEnd: Buffer.from(op.rangeEnd) }
   return op
 }
 
@@ -53,8 +54,15 @@ export async function fencedWrite(client: EtcdClient, fence: Fence, ops: readonl
  * Applies `ops` in the caller's order as several fenced transactions when one would break a limit;
  * stops at the first refusal. Not atomic across transactions: order the operations so that every
  * prefix of them is a state a new leader can start from (e.g. records first, the generation last).
+ * `beforeEach` runs before every transaction and may throw to stop (e.g. the leader's renew deadline).
  */
-export async function fencedWrites(client: EtcdClient, fence: Fence, ops: readonly WriteOp[], limits: EtcdLimits = DEFAULT_ETCD_LIMITS): Promise<FencedWritesResult> {
+export async function fencedWrites(
+  client: EtcdClient,
+  fence: Fence,
+  ops: readonly WriteOp[],
+  limits: EtcdLimits = DEFAULT_ETCD_LIMITS,
+  beforeEach?: () => void,
+): Promise<FencedWritesResult> {
   const batches = splitIntoTransactions(
     fenceCompares(fence).map((c) => c.key),
     ops,
@@ -62,6 +70,7 @@ export async function fencedWrites(client: EtcdClient, fence: Fence, ops: readon
   )
   let revision = ''
   for (const [index, batch] of batches.entries()) {
+    beforeEach?.()
     const res = await fencedWrite(client, fence, batch, limits)
     revision = res.revision
     if (res.status === 'refused') return { status: 'refused', revision, committed: index, transactions: batches.length }

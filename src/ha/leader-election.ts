@@ -44,7 +44,8 @@ export interface LeadershipOptions {
   readonly now?: MonotonicClock
 }
 
-const sameFence = (a: Fence, b: Fence) => a.key === b.key && a.createRevision === b.createRevision && a.leaseId === b.leaseId
+/** True when two fences name the same term (key, create revision and lease). */
+export const sameFence = (a: Fence, b: Fence) => a.key === b.key && a.createRevision === b.createRevision && a.leaseId === b.leaseId
 
 /** One replica's part in the election: campaigns from `start()` until `close()`. */
 export class Leadership {
@@ -61,6 +62,8 @@ export class Leadership {
   private evaluateAgain = false
   private closed = false
   private campaignFailures = 0
+  /** After resign(): no campaign before this (monotonic ms). */
+  private pauseUntil = 0
   /** Our old leases that etcd could not be told to revoke (it was unreachable); retried on the next campaign. */
   private readonly staleLeases = new Set<string>()
 
@@ -97,6 +100,15 @@ export class Leadership {
     if (this.candidate && sameFence(fence, this.candidate)) this.session?.end('fence_refused')
   }
 
+  /**
+   * Stops leading now (its lease is revoked, so another replica can lead at once) and stays out of the
+   * election for `pauseMs`: for a replica that cannot serve (e.g. its CRL is older than the state's).
+   */
+  resign(pauseMs: number): void {
+    this.pauseUntil = this.now() + pauseMs
+    this.session?.end('resigned')
+  }
+
   /** Stops campaigning; a leader steps down and revokes its lease so that another takes over at once. */
   async close(): Promise<void> {
     this.closed = true
@@ -124,7 +136,7 @@ export class Leadership {
     clearTimeout(this.campaignTimer)
     if (this.closed) return
     const delay = Math.min(this.timing.retryDelayMs * 2 ** this.campaignFailures, this.timing.renewIntervalMs)
-    this.campaignTimer = setTimeout(() => void this.campaign(), delay)
+    this.campaignTimer = setTimeout(() => void this.campaign(), Math.max(delay, this.pauseUntil - this.now()))
   }
 
   /** Opens a new lease and puts this replica's election key on it. */

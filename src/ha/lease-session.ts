@@ -35,7 +35,7 @@ export function leaseTiming(ttlSeconds: number): LeaseTiming {
 }
 
 /** Why a session ended. */
-export type SessionEndReason = 'renew_deadline' | 'lease_gone' | 'key_lost' | 'fence_refused' | 'closed'
+export type SessionEndReason = 'renew_deadline' | 'lease_gone' | 'key_lost' | 'fence_refused' | 'resigned' | 'closed'
 
 /** Hooks of a session; `onEnd` runs synchronously, exactly once. */
 export interface SessionHooks {

@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { AppError } from '../errors.js'
 import { nameSchema } from '../core/names.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/schemas.js'
-import type { ControllerService } from '../service/controller-service.js'
+import type { ServiceApi } from '../service/controller-service.js'
 import type { AuditSink } from '../service/audit-sink.js'
 import type { PlanSigner } from '../signing/plan-signer.js'
 import type { PeerAuditLimiter, PrincipalEvent } from '../audit/peer-audit-limiter.js'
@@ -14,7 +14,7 @@ import { checkinAnswer } from './checkin-answer.js'
 import { renderIdentify, renderPlan } from './render.js'
 
 export interface RouteDeps {
-  readonly service: ControllerService
+  readonly service: ServiceApi
   readonly signer: PlanSigner
   readonly controllerId: string
   readonly wallClock: () => number
@@ -79,7 +79,8 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
 
   app.get('/v1/plan', async () => {
     const view = await service.plan()
-    return renderPlan(view)
+    // only the leader answers (an HA follower refuses with not_leader): this replica is the leader
+    return { ...renderPlan(view), leader: deps.controllerId }
   })
 
   app.post('/v1/nodes/:node_id/drain', async (request) => {

@@ -57,6 +57,9 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
   }
 }
 
+/** What the routes call: a ControllerService, or (HA) a gate in front of the current leader's. */
+export type ServiceApi = Pick<ControllerService, 'checkIn' | 'claimIdentify' | 'route' | 'plan' | 'setDraining'>
+
 /** The controller as the HTTP layer and the process see it. */
 export class ControllerService {
   private readonly writer: DurableWriter
@@ -114,6 +117,11 @@ export class ControllerService {
   /** Why state is not durable right now (a failed write not yet healed by a retry), or null. */
   get durabilityProblem(): string | null {
     return this.writer.failure?.message ?? null
+  }
+
+  /** This process may no longer write (HA: leadership ended): waiting answers get 503, nothing more is written. */
+  abandon(): void {
+    this.writer.abandon()
   }
 
   /** At stop: writes the latest state one last time; throws if it cannot be made durable. */

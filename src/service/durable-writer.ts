@@ -52,6 +52,8 @@ export class DurableWriter {
   private stopped = false
   /** A write failed since the last success: the next one must be whole. */
   private wholeNext = false
+  /** Set by abandon(): this process may no longer write. */
+  private abandoned = false
 
   constructor(private readonly opts: DurableWriterOptions) {}
 
@@ -75,7 +77,7 @@ export class DurableWriter {
    * at once when nothing is pending, else after the write that covers the current state.
    */
   answer<T>(compute: () => T, needsSettle = false): Promise<T> {
-    if (this.lastError !== null) return Promise.reject(unavailable())
+    if (this.lastError !== null || this.abandoned) return Promise.reject(unavailable())
     if (!this.looping && !needsSettle && this.opts.version() === this.durable) {
       try {
         return Promise.resolve(compute())
@@ -109,6 +111,17 @@ export class DurableWriter {
     this.lastError = null
     this.wholeNext = false
     this.release(this.takeQueue())
+  }
+
+  /**
+   * This process may no longer write (HA: its leadership ended): no more writes or retries, and every
+   * answer waiting or asked for gets 503 `unavailable`. A write in flight ends on its own (it is fenced).
+   */
+  abandon(): void {
+    this.abandoned = true
+    this.stopped = true
+    clearTimeout(this.retryTimer)
+    for (const w of this.takeQueue()) w.reject(unavailable())
   }
 
   private loop(): Promise<void> {

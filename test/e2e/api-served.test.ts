@@ -52,7 +52,7 @@ t.test('an operator reads the plan and drains a node', async (t) => {
   t.equal(r2.status, 200)
   const plan = await get(op, '/v1/plan')
   t.equal(plan.status, 200)
-  t.match(plan.json, { total_shards: 64, max_concurrency: 16, lease_seconds: 30 })
+  t.match(plan.json, { total_shards: 64, max_concurrency: 16, lease_seconds: 30, leader: 'test-controller' })
   t.same(plan.json.nodes.map((n: { node_id: string }) => n.node_id), ['compaq-01', 'compaq-02'])
   t.match(plan.json.nodes[1], { capacity: 16, draining: false, ready_shards: 3, generation: null })
   t.ok(!Number.isNaN(Date.parse(plan.json.nodes[1].last_seen)))

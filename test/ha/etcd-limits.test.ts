@@ -40,6 +40,7 @@ t.test('size estimates cover every operation kind', async (t) => {
   t.ok(writeOpBytes({ type: 'put', key: '/pxe/é', value: 'ü' }) >= Buffer.byteLength('/pxe/éü'), 'UTF-8 bytes, not characters')
   t.ok(writeOpBytes({ type: 'delete', key: '/pxe/n/1' }) > 8)
   t.ok(writeOpBytes({ type: 'delete_prefix', prefix: '/pxe/n/' }) > 2 * 7, 'a prefix delete sends the key and the range end')
+  t.ok(writeOpBytes({ type: 'delete_range', key: '/pxe/n/', rangeEnd: '/pxe/n/0042' }) > 7 + 11, 'a range delete sends both ends')
 })
 
 t.test('read pages stay under the 4 MiB response limit', async (t) => {

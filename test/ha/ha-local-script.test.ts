@@ -1,5 +1,6 @@
 // deploy/ha-local.sh: starts a 3-member etcd cluster with mutual TLS that our client can use, prints the
-// "ha" config section for controllers, and stops every member on SIGTERM.
+// "ha" config section, starts two controllers on it with a development PKI made by our toolkit (one
+// leads, the other answers 503 not_leader naming it), and stops everything on SIGTERM.
 import t from 'tap'
 import { readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
@@ -8,6 +9,7 @@ import { fileURLToPath } from 'node:url'
 import { connectEtcd } from '../../src/ha/etcd-client.js'
 import { haConfigSchema, resolveHaConfig } from '../../src/ha/ha-config.js'
 import { exited, needsEtcd, processAlive, spawnGuarded } from '../support/etcd-cluster.js'
+import { checkinBody, request, type Reply } from '../e2e/harness.js'
 import { until } from './replica.js'
 
 const SCRIPT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deploy', 'ha-local.sh')
@@ -19,20 +21,21 @@ const portFree = (port: number) =>
     server.listen(port, '127.0.0.1', () => server.close(() => done(true)))
   })
 
-/** A base port whose six derived ports (clients BASE+1..3, peers BASE+11..13) are free now. */
+/** A base port whose derived ports (etcd clients BASE+1..3, peers BASE+11..13, controllers BASE+21..22, ops BASE+31..32) are free now. */
 async function freeBase(): Promise<number> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const base = 20000 + Math.floor(Math.random() * 30000)
-    const ports = [1, 2, 3, 11, 12, 13].map((d) => base + d)
+    const ports = [1, 2, 3, 11, 12, 13, 21, 22, 31, 32].map((d) => base + d)
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base
   }
   throw new Error('no free port range found')
 }
 
 
-t.test('ha-local.sh runs a 3-member TLS etcd cluster and stops it', needsEtcd(), async (t) => {
+t.test('ha-local.sh runs a 3-member TLS etcd cluster and two controllers on it, and stops them', needsEtcd(), async (t) => {
   const dir = t.testdir()
-  const script = spawnGuarded('bash', [SCRIPT, dir], { env: { ...process.env, PXE_ETCD_BASE_PORT: String(await freeBase()) } })
+  const base = await freeBase()
+  const script = spawnGuarded('bash', [SCRIPT, dir], { env: { ...process.env, PXE_ETCD_BASE_PORT: String(base) } })
   t.teardown(async () => {
     script.kill('SIGTERM')
     await exited(script)
@@ -40,7 +43,7 @@ t.test('ha-local.sh runs a 3-member TLS etcd cluster and stops it', needsEtcd(),
   let out = ''
   script.stdout!.on('data', (d: Buffer) => (out += d.toString()))
   script.stderr!.on('data', (d: Buffer) => (out += d.toString()))
-  await until(() => out.includes('Ctrl-C stops the cluster') || script.exitCode !== null, 30_000, 'the script reports the cluster ready').catch((err: Error) => {
+  await until(() => out.includes('Ctrl-C stops the controllers') || script.exitCode !== null, 60_000, 'the script reports the controllers ready').catch((err: Error) => {
     throw new Error(`${err.message}\n${out}`)
   })
   t.match(out, /etcd cluster of 3 members ready/)
@@ -53,10 +56,25 @@ t.test('ha-local.sh runs a 3-member TLS etcd cluster and stops it', needsEtcd(),
     t.ok(res.succeeded, `member ${endpoint} serves over mTLS`)
     client.close()
   }
+  // the controllers: one leads (after its first campaign), the other names it
+  const bundleDir = join(dir, 'pki', 'bundles', 'local-node-1')
+  const node = { cert: readFileSync(join(bundleDir, 'cert.pem'), 'utf8'), key: readFileSync(join(bundleDir, 'key.pem'), 'utf8') }
+  const ca = readFileSync(join(bundleDir, 'ca.pem'), 'utf8')
+  const checkIn = (port: number) => request(port, ca, node, '/v1/checkin', { body: checkinBody('local-node-1') })
+  let answers: Reply[] = []
+  await until(async () => {
+    answers = await Promise.all([base + 21, base + 22].map(checkIn))
+    return answers.map((a) => a.status).sort().join() === '200,503' && answers.some((a) => a.json.error === 'not_leader')
+  }, 30_000, 'one controller serves, the other names it').catch((err: Error) => {
+    throw new Error(`${err.message}: ${answers.map((a) => a.text).join(' | ')}`)
+  })
+  t.match(answers.find((a) => a.status === 503)!.json.message, /the leader is pxe-local-[12]$/, 'the follower names the leader')
+  t.match(out, /pxe-node --bundle .*local-node-1 --controller https:\/\/127\.0\.0\.1:\d+,https:\/\/127\.0\.0\.1:\d+/, 'it prints the agent command with both controllers')
   const pids = [1, 2, 3].map((i) => Number(readFileSync(join(dir, 'logs', `m${i}.pid`), 'utf8')))
+  pids.push(...[1, 2].map((i) => Number(readFileSync(join(dir, 'logs', `controller-${i}.pid`), 'utf8'))))
   script.kill('SIGTERM')
   await exited(script)
   t.match(out, /etcd stopped/)
-  await until(() => pids.every((pid) => !processAlive(pid)), 10_000, 'every member is gone')
-  t.pass('SIGTERM stopped every member')
+  await until(() => pids.every((pid) => !processAlive(pid)), 10_000, 'every member and controller is gone')
+  t.pass('SIGTERM stopped every member and both controllers')
 })

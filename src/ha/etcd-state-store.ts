@@ -1,0 +1,99 @@
+/**
+ * The controller's DeltaStateStore on etcd (SPEC "High availability"), for one leadership term: reads
+ * the state at one revision, and writes each change as fenced transactions that etcd applies only while
+ * this term's election key stands. The key layout is in state-layout.ts, the write order (why a write
+ * split over several transactions is safe to interrupt anywhere) in state-writes.ts and README.md.
+ *
+ * No mirror of etcd is kept: a write sends the delta; the first write of a term, and every write after a
+ * failed or ambiguous one (`whole`), reads what etcd holds and writes the difference to `full()`.
+ */
+import type { DurableState, StateDelta } from '../core/durable-state.js'
+import type { DeltaStateStore } from '../state/state-store.js'
+import type { EtcdClient } from './etcd-api.js'
+import { DEFAULT_ETCD_LIMITS, type EtcdLimits, type WriteOp } from './etcd-limits.js'
+import { fencedWrites } from './fenced-write.js'
+import { FencedWriteRefused, NotLeading } from './ha-errors.js'
+import { sameFence, type Fence } from './leader-election.js'
+import { readPrefix } from './paged-read.js'
+import { decodeState } from './state-decode.js'
+import { StateLayout } from './state-layout.js'
+import { deltaWrites, reconcileWrites, type WriteContext } from './state-writes.js'
+
+/** What an etcd state store needs. */
+export interface EtcdStateStoreOptions {
+  readonly client: EtcdClient
+  /** The HA key prefix (e.g. `/pxe/`); the state lives under `<prefix>state/`. */
+  readonly prefix: string
+  /** The term this store writes for: every transaction is guarded by it. */
+  readonly fence: Fence
+  /** The fence this replica holds right now, or null (checks the renew deadline): asked before every transaction. */
+  readonly currentFence: () => Fence | null
+  readonly limits?: EtcdLimits
+  /** etcd refused a write (this replica was deposed); called before the write rejects with the same error. */
+  readonly onRefused?: (err: FencedWriteRefused) => void
+}
+
+/** One term's view of the state in etcd. One write at a time. */
+export class EtcdStateStore implements DeltaStateStore {
+  readonly layout: StateLayout
+  private readonly limits: EtcdLimits
+  private readonly context: WriteContext
+  /** The first write of a term, and the one after a failure, reconciles instead of trusting a delta. */
+  private reconcileNext = true
+  private busy = false
+  private grants = 0
+
+  constructor(private readonly options: EtcdStateStoreOptions) {
+    this.layout = new StateLayout(options.prefix)
+    this.limits = options.limits ?? DEFAULT_ETCD_LIMITS
+    // the election key's create revision is unique to this term: grant keys of two terms never collide
+    this.context = { layout: this.layout, grantId: () => `${options.fence.createRevision}.${++this.grants}` }
+  }
+
+  /** The state at one revision (paged), validated; null when none was ever completely written. */
+  async load(): Promise<DurableState | null> {
+    const { entries } = await readPrefix(this.options.client, this.layout.root, { limits: this.limits })
+    return decodeState(this.layout, entries)
+  }
+
+  /**
+   * Sends the delta (or, on the term's first write and with `whole`, the difference between etcd and
+   * `full()`). Throws NotLeading when the term ended before a transaction was sent, FencedWriteRefused
+   * when etcd refused one; after any failure the next write reconciles.
+   */
+  async write(delta: StateDelta, full: () => DurableState, whole = false): Promise<void> {
+    if (this.busy) throw new Error('EtcdStateStore: one write at a time')
+    this.busy = true
+    const state = whole || this.reconcileNext ? full() : null // before any await (the interface's rule)
+    try {
+      const ops = state === null ? deltaWrites(delta, this.context) : await this.reconcile(state)
+      await this.send(ops)
+      this.reconcileNext = false
+    } catch (err) {
+      this.reconcileNext = true
+      throw err
+    } finally {
+      this.busy = false
+    }
+  }
+
+  /** Nothing to release: the etcd client belongs to the HA runtime. */
+  async close(): Promise<void> {}
+
+  private async reconcile(state: DurableState): Promise<WriteOp[]> {
+    const { entries } = await readPrefix(this.options.client, this.layout.root, { limits: this.limits })
+    return reconcileWrites(entries, state, this.context)
+  }
+
+  private async send(ops: readonly WriteOp[]): Promise<void> {
+    const { client, fence } = this.options
+    const res = await fencedWrites(client, fence, ops, this.limits, () => {
+      const current = this.options.currentFence()
+      if (current === null || !sameFence(current, fence)) throw new NotLeading(fence)
+    })
+    if (res.status === 'committed') return
+    const err = new FencedWriteRefused(fence, res.revision, res.committed)
+    this.options.onRefused?.(err)
+    throw err
+  }
+}

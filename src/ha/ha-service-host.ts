@@ -1,0 +1,238 @@
+/**
+ * HA mode (SPEC "High availability"): every replica campaigns; the leader serves from a controller started
+ * from the state in etcd exactly as after a restart (leases and Identify buckets count from the take-over,
+ * no shard moves, the generation continues), and followers refuse node and operator requests with 503
+ * `not_leader` naming the leader. A term ends when the leadership does (renew deadline, fence refused,
+ * key lost): from that moment every request gets 503 `unavailable`, the term's controller is dropped, and
+ * the replica campaigns again; a new term reloads the state from etcd.
+ *
+ * Every answer is checked twice: before the controller acts and again when its answer is ready (after the
+ * write that covers it committed), each time with the renew deadline checked synchronously, so a replica
+ * frozen past its deadline never answers from memory.
+ */
+import type { Logger } from 'pino'
+import type { DurableState } from '../core/durable-state.js'
+import { AppError } from '../errors.js'
+import { assertNotRolledBack } from '../identity/crl-startup.js'
+import type { ControllerService, ServiceApi } from '../service/controller-service.js'
+import { noFigures, startService, type ServiceFigures, type ServiceHost, type ServiceStartDeps, type StateBackend } from '../service/service-host.js'
+import { JournaledFileStore } from '../state/journaled-file-store.js'
+import type { EtcdClient } from './etcd-api.js'
+import { connectEtcd } from './etcd-client.js'
+import { EtcdStateStore } from './etcd-state-store.js'
+import type { HaConfig } from './ha-config.js'
+import type { FencedWriteRefused } from './ha-errors.js'
+import { Leadership, sameFence, type Fence, type StepDownReason } from './leader-election.js'
+
+/** What the HA host needs besides what every service needs. */
+export interface HaHostOptions {
+  readonly ha: HaConfig
+  readonly controllerId: string
+  readonly client: EtcdClient
+  /** The configured CRL file (for the rollback message). */
+  readonly crlPath: string
+  /** The state to start from when etcd holds none (state_dir with ha: moving one controller to HA). */
+  readonly seed?: (() => Promise<DurableState | null>) | undefined
+  readonly logger?: Logger | undefined
+}
+
+/** One leadership term: its fence, its store, and its service once the state is loaded. */
+interface Term {
+  readonly fence: Fence
+  readonly store: EtcdStateStore
+  service: ControllerService | null
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A replica in an HA deployment: campaigns from start until stop, serves while it leads. */
+export class HaServiceHost implements ServiceHost {
+  readonly api: ServiceApi
+  private readonly leadership: Leadership
+  private term: Term | null = null
+  private readonly errorsLoggedAt = new Map<string, number>()
+
+  constructor(
+    private readonly options: HaHostOptions,
+    private readonly deps: ServiceStartDeps,
+  ) {
+    const { ha, controllerId, client } = options
+    this.leadership = new Leadership({
+      client,
+      prefix: ha.prefix,
+      controllerId,
+      leaseTtlSeconds: ha.leaseTtlSeconds,
+      events: {
+        onStartedLeading: (fence) => void this.beginTerm(fence),
+        onStoppedLeading: (reason) => this.endTerm(reason),
+        onNewLeader: (id) => options.logger?.info({ leader: id }, id === null ? 'no leader' : `the leader is ${id}`),
+        onError: (err, during) => this.logThrottled(during, err),
+      },
+    })
+    this.api = {
+      checkIn: (body, cert) => this.serve((s) => s.checkIn(body, cert)),
+      claimIdentify: (body) => this.serve((s) => s.claimIdentify(body)),
+      route: (guildId) => this.serve((s) => s.route(guildId)),
+      plan: () => this.serve((s) => s.plan()),
+      setDraining: (nodeId, draining, operator) => this.serve((s) => s.setDraining(nodeId, draining, operator)),
+    }
+  }
+
+  /** Starts campaigning. */
+  start(): this {
+    this.leadership.start()
+    return this
+  }
+
+  current(): ControllerService | null {
+    return this.servingTerm()?.service ?? null
+  }
+
+  isLeader(): boolean {
+    return this.servingTerm() !== null
+  }
+
+  figures(): ServiceFigures {
+    return this.current()?.figures() ?? noFigures()
+  }
+
+  get durabilityProblem(): string | null {
+    return this.current()?.durabilityProblem ?? null
+  }
+
+  /** A leader writes its state once more, then steps down (its lease revoked: another leads at once). */
+  async stop(): Promise<void> {
+    const service = this.current()
+    if (service !== null) {
+      await service.flushFinal().catch((err: Error) => this.options.logger?.warn({ err: err.message }, 'stop: the last state write failed (no longer leading?)'))
+    }
+    await this.leadership.close()
+    this.options.client.close()
+  }
+
+  /** The term that may serve now: leading (renew deadline checked now), under the term's fence, state loaded. */
+  private servingTerm(): (Term & { service: ControllerService }) | null {
+    const term = this.term
+    const fence = this.leadership.fence()
+    if (term === null || term.service === null || fence === null || !sameFence(fence, term.fence)) return null
+    return term as Term & { service: ControllerService }
+  }
+
+  /**
+   * Runs a request on the term's service; refuses with 503 when no term serves, and again when the term
+   * ended before the answer was ready. Synchronous refusals of the service stay synchronous (audited by the caller).
+   */
+  private serve<T>(op: (service: ControllerService) => Promise<T>): Promise<T> {
+    const term = this.servingTerm()
+    if (term === null) throw this.refusal()
+    return op(term.service).then((answer) => {
+      if (this.servingTerm() !== term) throw new AppError('unavailable', 'this controller stopped leading before it could answer; retry (another replica leads soon)')
+      return answer
+    })
+  }
+
+  private refusal(): AppError {
+    if (this.leadership.isLeader) return new AppError('unavailable', 'this controller was just elected leader and is loading the state; retry shortly')
+    const leader = this.leadership.leaderId
+    if (leader !== null && leader !== this.options.controllerId) {
+      return new AppError('not_leader', `this controller is not the leader; the leader is ${leader.slice(0, 128)}`)
+    }
+    return new AppError('unavailable', 'no controller leads right now (an election is under way); retry shortly')
+  }
+
+  /** Elected: load the state at one revision and start a controller as after a restart. */
+  private async beginTerm(fence: Fence): Promise<void> {
+    const { ha, client, controllerId, logger } = this.options
+    const store = new EtcdStateStore({ client, prefix: ha.prefix, fence, currentFence: () => this.leadership.fence(), onRefused: (err) => this.refused(err) })
+    const term: Term = { fence, store, service: null }
+    this.term = term
+    let state: DurableState | null
+    try {
+      const loaded = await this.loadState(term)
+      if (loaded === undefined) return // the term ended while loading
+      state = loaded
+      assertNotRolledBack(this.deps.crlInForce(), state?.meta.crlNumber ?? undefined, this.options.crlPath)
+    } catch (err) {
+      // the state in etcd (or the seed) is unusable, or our CRL is older than the deployment's: let another replica lead
+      logger?.error({ err: (err as Error).message }, 'cannot serve as leader: stepping down for two lease TTLs')
+      if (this.term === term) this.leadership.resign(2 * ha.leaseTtlSeconds * 1000)
+      return
+    }
+    if (this.term !== term) return
+    const service = startService(this.deps, store, state)
+    const crlNumber = this.deps.crlInForce().crlNumber
+    if (crlNumber !== null) service.recordCrlNumber(crlNumber)
+    term.service = service
+    const generation = service.figures().generation
+    this.deps.audit.record('leader_elected', { controller_id: controllerId, generation, restored: state !== null, election_key: fence.key, election_revision: fence.createRevision })
+    logger?.info({ generation, restored: state !== null }, 'leading: serving from the state in etcd')
+  }
+
+  /** The state in etcd (or the seed when etcd has none); transient errors are retried while the term lasts. */
+  private async loadState(term: Term): Promise<DurableState | null | undefined> {
+    for (let attempt = 0; this.term === term; attempt++) {
+      try {
+        const state = await term.store.load()
+        return state ?? (await this.options.seed?.()) ?? null
+      } catch (err) {
+        if ((err as Error).name === 'EtcdStateError' || (err as Error).name === 'StateFileError') throw err
+        this.logThrottled('load', err as Error)
+        await sleep(Math.min(100 * 2 ** attempt, 1000))
+      }
+    }
+    return undefined
+  }
+
+  /** The leadership ended: 503 from now on, the term's controller dropped (a new term reloads). */
+  private endTerm(reason: StepDownReason): void {
+    const term = this.term
+    this.term = null
+    this.options.logger?.warn({ reason }, 'no longer leading: answering 503 until a new term')
+    const service = term?.service
+    if (!service) return // it never served (still loading): nothing to drop, nothing was audited
+    service.abandon()
+    this.deps.audit.record('leader_lost', { controller_id: this.options.controllerId, reason, generation: service.figures().generation, election_key: term.fence.key })
+  }
+
+  /** etcd refused a write: another replica may lead. Audited, then this term ends at once. */
+  private refused(err: FencedWriteRefused): void {
+    this.deps.audit.record('fenced_write_refused', {
+      controller_id: this.options.controllerId,
+      election_key: err.fence.key,
+      revision: err.revision,
+      committed_transactions: err.committedTransactions,
+    })
+    this.leadership.fenceRefused(err.fence)
+  }
+
+  /** etcd errors repeat while etcd is away: one log line per kind every 5 s. */
+  private logThrottled(kind: string, err: Error): void {
+    const now = performance.now()
+    if (now - (this.errorsLoggedAt.get(kind) ?? -Infinity) < 5000) return
+    this.errorsLoggedAt.set(kind, now)
+    this.options.logger?.warn({ err: err.message, during: kind }, 'etcd call failed')
+  }
+}
+
+/** What opening the HA backend takes from the config. */
+export interface HaBackendConfig {
+  readonly ha: HaConfig
+  readonly controllerId: string
+  /** state_dir with ha: read once to seed an empty etcd, never written. */
+  readonly stateDir: string | null
+  readonly crlPath: string
+}
+
+/**
+ * Connects to etcd (the PEM files are read and checked now: a bad one stops the start); `start` creates the
+ * replica and begins campaigning.
+ */
+export async function openHaBackend(config: HaBackendConfig, logger?: Logger): Promise<StateBackend> {
+  const client = await connectEtcd(config.ha.etcd)
+  const { stateDir } = config
+  const seed = stateDir === null ? undefined : () => new JournaledFileStore(stateDir).load()
+  return {
+    restored: null,
+    start: (deps) => new HaServiceHost({ ha: config.ha, controllerId: config.controllerId, client, crlPath: config.crlPath, seed, logger }, deps).start(),
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The etcd operations that make a state change durable, in the order that keeps every prefix of them
+ * a state a new leader can safely start from (the argument is in README.md, "Write order"):
+ *
+ *   1. additions that only make a new leader more careful: counted grants, new handoff entries
+ *   2. node records and drain flags (puts and deletes)
+ *   3. the meta key (generation, plan fingerprint, reshard barrier, CRL number)
+ *   4. releases, justified by 2 and 3: handoff entries released or superseded
+ *   5. grants that left the daily window
+ *
+ * A large change is split into several transactions in this order (fencedWrites); they are not atomic
+ * together, the order is what makes that safe. Pure: the store sends what these return.
+ */
+import type { DurableState, StateDelta } from '../core/durable-state.js'
+import type { EtcdKeyValue } from './etcd-api.js'
+import type { WriteOp } from './etcd-limits.js'
+import { storedGeneration } from './state-decode.js'
+import { EMPTY_VALUE, encodeHandoff, encodeMeta, encodeNode, type StateLayout } from './state-layout.js'
+
+/** What the writes need besides the change: the key layout and a fresh ID per counted grant. */
+export interface WriteContext {
+  readonly layout: StateLayout
+  /** Unique among every grant ever written (e.g. the term's election revision and a counter). */
+  readonly grantId: () => string
+}
+
+type Phases = [additions: WriteOp[], records: WriteOp[], meta: WriteOp[], releases: WriteOp[], drops: WriteOp[]]
+
+const put = (key: string, value: string): WriteOp => ({ type: 'put', key, value })
+const del = (key: string): WriteOp => ({ type: 'delete', key })
+const phases = (): Phases => [[], [], [], [], []]
+
+/** The operations of one delta, in write order. */
+export function deltaWrites(delta: StateDelta, ctx: WriteContext): WriteOp[] {
+  const { layout } = ctx
+  const [additions, records, meta, releases, drops] = phases()
+  for (const at of delta.addGrants) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
+  for (const h of delta.putHandoffs) {
+    additions.push(put(layout.handoff(h.shardId, h.generation), encodeHandoff(h)))
+    // an older entry of the shard (released and replaced in one delta) goes with the releases
+    releases.push({ type: 'delete_range', ...layout.handoffsBefore(h.shardId, h.generation) })
+  }
+  for (const n of delta.putNodes) records.push(put(layout.node(n.nodeId), encodeNode(n)))
+  for (const id of delta.deleteNodes) records.push(del(layout.node(id)))
+  for (const id of delta.putDraining) records.push(put(layout.draining(id), EMPTY_VALUE))
+  for (const id of delta.deleteDraining) records.push(del(layout.draining(id)))
+  meta.push(put(layout.meta(), encodeMeta(delta.meta)))
+  for (const shardId of delta.deleteHandoffs) releases.push({ type: 'delete_prefix', prefix: layout.handoffsOf(shardId) })
+  if (delta.dropGrantsBefore !== null) drops.push({ type: 'delete_range', ...layout.grantsBefore(delta.dropGrantsBefore) })
+  return [additions, records, meta, releases, drops].flat()
+}
+
+/**
+ * The operations that turn what etcd holds (`current`, read at one revision) into `full`, in write order;
+ * only what differs is written. Handoff entries newer than the stored meta's generation are invisible to
+ * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count.
+ */
+export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableState, ctx: WriteContext): WriteOp[] {
+  const { layout } = ctx
+  const [additions, records, meta, releases, drops] = phases()
+  const invisible: WriteOp[] = []
+  const want = wantedValues(full, layout)
+  const storedGen = storedGeneration(layout, current)
+  const wantGrants = countTimes(full.dailyGrants)
+  const have = new Set<string>()
+  for (const kv of current) {
+    const key = layout.parse(kv.key)
+    if (key?.kind === 'grant') {
+      const left = wantGrants.get(key.at) ?? 0
+      if (left > 0) wantGrants.set(key.at, left - 1)
+      else drops.push(del(kv.key)) // a surplus grant: the budget is counted from `full`
+      continue
+    }
+    const wanted = want.get(kv.key)
+    if (wanted !== undefined && kv.value.equals(Buffer.from(wanted, 'utf8'))) {
+      have.add(kv.key)
+      continue
+    }
+    if (wanted !== undefined) continue // rewritten below, in its phase
+    if (key?.kind === 'handoff') (key.generation > storedGen ? invisible : releases).push(del(kv.key))
+    else if (key?.kind === 'node' || key?.kind === 'draining') records.push(del(kv.key))
+    else if (key?.kind !== 'meta') releases.push(del(kv.key)) // not ours: removed once the state is whole
+  }
+  for (const [at, count] of wantGrants) for (let i = 0; i < count; i++) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
+  for (const [key, value] of want) {
+    if (have.has(key)) continue
+    const kind = layout.parse(key)?.kind
+    ;(kind === 'handoff' ? additions : kind === 'meta' ? meta : records).push(put(key, value))
+  }
+  return [invisible, additions, records, meta, releases, drops].flat()
+}
+
+/** Every key of `state` but its grants, with its encoded value. */
+function wantedValues(state: DurableState, layout: StateLayout): Map<string, string> {
+  const want = new Map<string, string>([[layout.meta(), encodeMeta(state.meta)]])
+  for (const n of state.nodes) want.set(layout.node(n.nodeId), encodeNode(n))
+  for (const id of state.draining) want.set(layout.draining(id), EMPTY_VALUE)
+  for (const h of state.handoffs) want.set(layout.handoff(h.shardId, h.generation), encodeHandoff(h))
+  return want
+}
+
+function countTimes(times: readonly number[]): Map<number, number> {
+  const counts = new Map<number, number>()
+  for (const t of times) counts.set(t, (counts.get(t) ?? 0) + 1)
+  return counts
+}

@@ -1,0 +1,173 @@
+// The etcd state store on a real etcd: what a controller writes (deltas, a large change split over
+// several transactions, a reconcile after a write that stopped half-way) is read back by a fresh store
+// exactly as the controller's snapshot; a deposed leader's write is refused and leaves nothing behind;
+// a bad value stops the load with a message naming the key.
+import t, { type Test } from 'tap'
+import { Controller } from '../../src/core/controller.js'
+import { prefixRangeEnd, type EtcdClient } from '../../src/ha/etcd-api.js'
+import { DEFAULT_ETCD_LIMITS } from '../../src/ha/etcd-limits.js'
+import { EtcdStateStore } from '../../src/ha/etcd-state-store.js'
+import { EtcdStateError, FencedWriteRefused, NotLeading } from '../../src/ha/ha-errors.js'
+import type { Fence } from '../../src/ha/leader-election.js'
+import { body, cert, T0 } from '../core/fixtures.js'
+import { needsEtcd, startEtcdCluster, type EtcdCluster } from '../support/etcd-cluster.js'
+import { startReplica, until, type Replica } from './replica.js'
+
+const TTL = 2
+const SETTINGS = { totalShards: 4096, maxConcurrency: 16, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: 1000 }
+
+async function leader(t: Test, cluster: EtcdCluster, prefix: string, id = 'writer'): Promise<Replica> {
+  const replica = await startReplica(t, cluster, { id, prefix, ttl: TTL })
+  await until(() => replica.leadership.isLeader, 4 * TTL * 1000, `${id} leads`)
+  return replica
+}
+
+function storeOf(r: Replica, prefix: string, extra: Partial<ConstructorParameters<typeof EtcdStateStore>[0]> = {}): EtcdStateStore {
+  const fence = r.leadership.fence()!
+  return new EtcdStateStore({ client: r.client, prefix, fence, currentFence: () => r.leadership.fence(), ...extra })
+}
+
+/** Writes what the controller changed since the last write, as the durable writer does. */
+const writeChanges = (store: EtcdStateStore, c: Controller, whole = false) => {
+  c.settle()
+  return store.write(c.takeDelta(), () => c.snapshot(), whole)
+}
+
+const revision = async (client: EtcdClient) => BigInt((await client.range({ key: '/', limit: 1 })).revision)
+const keysUnder = async (client: EtcdClient, prefix: string) =>
+  (await client.range({ key: prefix, rangeEnd: prefixRangeEnd(prefix) })).kvs.map((kv) => kv.key)
+
+t.test('round trip: deltas, a large change in several transactions, grants; a fresh load equals the snapshot', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store/'
+  const r = await leader(t, cluster, prefix)
+  const store = storeOf(r, prefix)
+  t.equal(await store.load(), null, 'nothing stored yet')
+
+  const c = new Controller(SETTINGS)
+  let now = T0
+  c.checkIn(now, body('alpha', 16), cert('a1'))
+  c.checkIn(now, body('beta', 16), cert('b1'))
+  await writeChanges(store, c) // the term's first write: a reconcile against the empty prefix
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the first write')
+
+  const before = await revision(r.client)
+  for (let i = 0; i < 600; i++) c.register(now, body(`node-${String(i).padStart(3, '0')}`, 4), cert(`c${i}`))
+  await writeChanges(store, c)
+  const transactions = Number((await revision(r.client)) - before)
+  t.ok(transactions >= 5, `600 joins were split over ${transactions} transactions (128 operations each at most)`)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'after the large change')
+
+  now += 1000
+  const owned = c.plan(now).nodes.find((n) => n.nodeId === 'node-000')!
+  t.match(c.claimIdentify(now, { node_id: 'node-000', shard_id: owned.rangeStart }), { granted: true })
+  c.setDraining(now, 'alpha', true) // every range shifts: handoffs from the live previous owners
+  c.checkIn(now, body('node-001', 4, { generation: c.generation }), cert('c1'))
+  for (let i = 300; i < 600; i++) c.removeRevoked(now, (serial) => serial === `c${i}`)
+  await writeChanges(store, c)
+  const snapshot = c.snapshot()
+  t.same(await storeOf(r, prefix).load(), snapshot, 'a grant, drains, reports, handoffs and removals')
+  t.equal(snapshot.dailyGrants.length, 1, 'the grant is counted')
+  t.same(snapshot.draining, ['alpha'])
+  t.ok(snapshot.handoffs.length > 100, `${snapshot.handoffs.length} pending handoffs round-trip`)
+
+  now += 86_400_000 // every other node expires; the grant leaves the daily window
+  c.checkIn(now, body('beta', 16), cert('b1'))
+  t.match(c.claimIdentify(now, { node_id: 'beta', shard_id: 0 }), { granted: true })
+  await writeChanges(store, c)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'after the expiries')
+  t.same(c.snapshot().dailyGrants, [now], 'the expired grant was dropped, the new one kept')
+  t.equal((await keysUnder(r.client, `${prefix}state/grant/`)).length, 1, 'one grant key in etcd')
+})
+
+t.test('a deposed leader: its write is refused, reported, and nothing of it is visible', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-deposed/'
+  const old = await leader(t, cluster, prefix, 'old')
+  const oldFence: Fence = old.leadership.fence()!
+  const refusals: FencedWriteRefused[] = []
+  // as a process frozen past its deadline sees it: it still believes it holds `oldFence`
+  const stale = storeOf(old, prefix, { currentFence: () => oldFence, onRefused: (err) => refusals.push(err) })
+  const c = new Controller(SETTINGS)
+  c.checkIn(T0, body('alpha', 8), cert('a1'))
+  await writeChanges(stale, c)
+  const saved = c.snapshot()
+
+  const next = await startReplica(t, cluster, { id: 'next', prefix, ttl: TTL })
+  await old.client.revokeLease(oldFence.leaseId) // the old term ends (as when its lease expires)
+  await until(() => next.leadership.isLeader, 4 * TTL * 1000, 'the next replica leads')
+
+  for (let i = 0; i < 300; i++) c.register(T0, body(`late-${i}`, 8), cert(`d${i}`))
+  await t.rejects(writeChanges(stale, c), FencedWriteRefused, 'the stale write is refused')
+  t.equal(refusals.length, 1, 'and reported once')
+  t.equal(refusals[0]!.committedTransactions, 0, 'no transaction of it committed')
+  t.same(await storeOf(next, prefix).load(), saved, 'the new leader loads the last state the old one wrote')
+
+  const ended = storeOf(next, prefix, { currentFence: () => null })
+  await t.rejects(ended.write(c.takeDelta(), () => c.snapshot()), NotLeading, 'a store whose term ended sends nothing')
+})
+
+t.test('a write that stops half-way is made whole by the next (reconciling) write', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-torn/'
+  const r = await leader(t, cluster, prefix)
+  let allowed = Infinity
+  // the leader's term "ends" after two transactions of the large write
+  const current = () => (allowed-- > 0 ? r.leadership.fence() : null)
+  const store = storeOf(r, prefix, { currentFence: current, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 } })
+  const c = new Controller(SETTINGS)
+  c.checkIn(T0, body('alpha', 64), cert('a1'))
+  await writeChanges(store, c)
+  for (let i = 0; i < 60; i++) c.register(T0, body(`n-${i}`, 8), cert(`e${i}`))
+  allowed = 2
+  await t.rejects(writeChanges(store, c), NotLeading, 'the write stopped after two transactions')
+  const torn = await storeOf(r, prefix).load()
+  t.not(JSON.stringify(torn), JSON.stringify(c.snapshot()), 'etcd holds a part of it')
+  t.equal(torn!.meta.generation, 1, 'without the meta that would make it current')
+
+  allowed = Infinity
+  c.checkIn(T0 + 10, body('alpha', 64, { generation: 1 }), cert('a1')) // more changes meanwhile
+  await writeChanges(store, c, true)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile wrote the difference: etcd equals the snapshot')
+  await writeChanges(store, c)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and deltas go on from there')
+})
+
+t.test('the load refuses what it cannot use, naming the key; a first write that never completed is no state', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-bad/'
+  const r = await leader(t, cluster, prefix)
+  const store = storeOf(r, prefix)
+  const put = (key: string, value: string) => r.client.txn({ compare: [], success: [{ type: 'put', key: `${prefix}state/${key}`, value }] })
+  const node = (fields: Record<string, unknown>) =>
+    JSON.stringify({ nodeId: 'alpha', capacity: 8, reportedGeneration: null, certSerial: 'a1', certNotBefore: 0, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, ...fields })
+  await put('node/alpha', node({}))
+  t.equal(await store.load(), null, 'records without a meta key (a first write cut short): no state')
+
+  const c = new Controller(SETTINGS)
+  c.checkIn(T0, body('beta', 8), cert('b1'))
+  await writeChanges(store, c)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), "the reconcile removed the other write's leftovers")
+
+  const cases: [string, string, string, RegExp][] = [
+    ['a capacity out of range', 'node/beta', node({ nodeId: 'beta', capacity: 999 }), /key \/pxe-store-bad\/state\/node\/beta is not a valid node record: capacity: .*128/],
+    ['another node under a key', 'node/beta', node({}), /holds the record of another node \(alpha\)/],
+    ['not JSON', 'node/beta', '{"nodeId": "be', /node\/beta does not hold JSON/],
+    ['an unknown key', 'nodes/x', '', /nodes\/x is not a key this controller writes/],
+    ['a value on a drain flag', 'draining/beta', 'yes', /draining\/beta must have an empty value/],
+    ['a bad meta', 'meta', '{"version":2,"meta":{"generation":-1}}', /state\/meta is not a valid state meta: meta\.generation/],
+  ]
+  for (const [name, key, value, message] of cases) {
+    const before = await keysUnder(r.client, `${prefix}state/`)
+    await put(key, value)
+    const err = (await store.load().catch((e: unknown) => e)) as EtcdStateError
+    t.type(err, EtcdStateError, name)
+    t.match(err.message, message, `${name}: the message says what and where`)
+    t.match(err.message, /Nothing in etcd was changed/)
+    // put the good state back for the next case
+    await r.client.txn({ compare: [], success: [{ type: 'delete', key: `${prefix}state/`, rangeEnd: prefixRangeEnd(`${prefix}state/`) }] })
+    c.register(T0, body('beta', 9), cert('b1'))
+    await writeChanges(store, c, true)
+    t.same(await keysUnder(r.client, `${prefix}state/`), before, `${name}: cleaned up`)
+  }
+})
