@@ -1,5 +1,5 @@
 // kill -9 of a leader running in its own process: the next candidate takes over within 2 x TTL (the
-// SPEC bound). Take-over times are printed; PXE_HA_KILLS sets the number of kills (default 4;
+// SPEC bound). Take-over times are printed; PXE_HA_KILLS sets the number of kills (default 2, to keep CI short;
 // each costs about a TTL).
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
@@ -10,7 +10,7 @@ import { spawnCandidate, type Candidate } from './candidate.js'
 import { medianAndWorst, until } from './replica.js'
 
 const TTL = 2
-const KILLS = Number(process.env.PXE_HA_KILLS ?? 4)
+const KILLS = Number(process.env.PXE_HA_KILLS ?? 2)
 const START_TIMEOUT = 30_000 // a child process starting on a loaded machine
 
 /** True when the candidate's latest leadership event says it leads. */
