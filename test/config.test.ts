@@ -5,6 +5,7 @@ import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { ConfigError, loadConfig, parseConfig } from '../src/config.js'
 import { withEdit } from './support/with-edit.js'
+import { testDir } from './support/test-dir.js'
 
 const good = {
   listen: { host: '0.0.0.0', port: 8443 },
@@ -107,7 +108,7 @@ t.test('each optional key, when missing, takes its documented default', async (t
 })
 
 t.test('loadConfig: not JSON, missing file, and private keys readable by others stop the start', async (t) => {
-  const dir = t.testdir({
+  const dir = testDir(t, {
     'ca.pem': 'x',
     'server.pem': 'x',
     'server-key.pem': 'x',
@@ -159,7 +160,7 @@ t.test('the ha section: parsed and resolved; state_dir optional with it; bad val
 })
 
 t.test('loadConfig: an ha client key readable by others stops the start', async (t) => {
-  const dir = t.testdir({ 'server-key.pem': 'x', 'plan-keys.json': '{}', 'etcd-key.pem': 'x' })
+  const dir = testDir(t, { 'server-key.pem': 'x', 'plan-keys.json': '{}', 'etcd-key.pem': 'x' })
   for (const f of ['server-key.pem', 'plan-keys.json']) chmodSync(join(dir, f), 0o600)
   chmodSync(join(dir, 'etcd-key.pem'), 0o644)
   const ha = { etcd: { endpoints: ['https://127.0.0.1:2379'], ca: 'ca.pem', cert: 'etcd.pem', key: 'etcd-key.pem' } }

@@ -6,9 +6,10 @@ import { createServer } from 'node:net'
 import { join } from 'node:path'
 import { makePki } from '../e2e/harness.js'
 import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
+import { testDir } from '../support/test-dir.js'
 
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: 6, identify_interval_ms: 5000 }
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const [idA, idB] = await nodeIdentities(pki, ['node-a', 'node-b'])
 

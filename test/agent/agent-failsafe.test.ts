@@ -11,10 +11,11 @@ import { PlanSigner } from '../../src/signing/plan-signer.js'
 import { checkinBody, makePki, request } from '../e2e/harness.js'
 import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
 import type { NodeAgent } from '../../src/agent/node-agent.js'
+import { testDir } from '../support/test-dir.js'
 
 const LEASE_MS = 6000
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: LEASE_MS / 1000, identify_interval_ms: 5000 }
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const [idA, idB, idC] = await nodeIdentities(pki, ['node-a', 'node-b', 'node-c'])
 

@@ -3,8 +3,9 @@
 import t from 'tap'
 import { makePki, request, startTestController, bundle } from '../e2e/harness.js'
 import { Recorder, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const [idA, idB] = await nodeIdentities(pki, ['node-a', 'node-b'])
 const op = await bundle(pki, 'ops', 'operator')

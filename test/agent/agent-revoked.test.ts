@@ -5,9 +5,10 @@ import { join } from 'node:path'
 import { revoke } from '../../pki/revocation.js'
 import { bundle, makePki, request } from '../e2e/harness.js'
 import { Recorder, controllerIn, fakeController, nodeIdentities, recordingAgent, until, urlOf } from './support.js'
+import { testDir } from '../support/test-dir.js'
 
 const settings = { total_shards: 8, max_concurrency: 8, lease_seconds: 30, identify_interval_ms: 5000 }
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const [idA, idB, idC] = await nodeIdentities(pki, ['node-a', 'node-b', 'node-c'])
 const op = await bundle(pki, 'ops', 'operator')

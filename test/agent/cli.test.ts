@@ -9,12 +9,13 @@ import { issueBundle } from '../../pki/issue-certs.js'
 import { main } from '../../src/agent/cli-main.js'
 import { makePki } from '../e2e/harness.js'
 import { controllerIn, until, urlOf } from './support.js'
+import { testDir } from '../support/test-dir.js'
 
 const BIN = fileURLToPath(new URL('../../bin/pxe-node.js', import.meta.url))
 const run = (...args: string[]) => spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 30_000 })
 if (!existsSync(fileURLToPath(new URL('../../dist/src/agent/cli.js', import.meta.url)))) throw new Error('dist/ is missing: run "npm run build" (npm test does it first)')
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const { bundleDir } = await issueBundle(pki.dir, 'node-cli', 'node', { outDir: join(root, 'bundles') })
 

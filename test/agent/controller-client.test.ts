@@ -6,8 +6,9 @@ import { systemClock } from '../../src/agent/clock.js'
 import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
 import { makePki } from '../e2e/harness.js'
 import { fakeController, nodeIdentity, urlOf } from './support.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const stranger = await makePki(join(root, 'stranger'))
 const id = await nodeIdentity(pki, 'node-a')

@@ -3,9 +3,10 @@ import t from 'tap'
 import { chmodSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { FileGenerationStore, StateFileError } from '../../src/agent/generation-store.js'
+import { testDir } from '../support/test-dir.js'
 
 t.test('missing file: no generation yet; save then load round-trips; 0600 in a new 0700 folder; no temp file left', async (t) => {
-  const dir = join(t.testdir(), 'state')
+  const dir = join(testDir(t), 'state')
   const path = join(dir, 'state.json')
   const store = new FileGenerationStore(path, 'node-a')
   t.equal(await store.load(), null)
@@ -20,7 +21,7 @@ t.test('missing file: no generation yet; save then load round-trips; 0600 in a n
 })
 
 t.test('a file that is not ours is refused with a clear error, and left as it is', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const cases: [string, string, RegExp][] = [
     ['not JSON', '{"version":1,', /is not JSON/],
     ['a string generation', JSON.stringify({ version: 1, node_id: 'node-a', generation: '9', saved_at: new Date().toISOString() }), /generation/],
@@ -42,11 +43,11 @@ t.test('a file that is not ours is refused with a clear error, and left as it is
 t.test('an unreadable file is an error, not "no generation"', async (t) => {
   if (process.getuid?.() === 0) {
     // root reads through any mode: use a folder where a file is expected instead
-    const path = t.testdir({ 'state.json': {} })
+    const path = testDir(t, { 'state.json': {} })
     await t.rejects(new FileGenerationStore(join(path, 'state.json'), 'node-a').load(), /cannot read state file .*\(EISDIR\)/)
     return
   }
-  const path = join(t.testdir(), 'state.json')
+  const path = join(testDir(t), 'state.json')
   writeFileSync(path, '{}')
   chmodSync(path, 0)
   await t.rejects(new FileGenerationStore(path, 'node-a').load(), /cannot read state file/)

@@ -6,8 +6,9 @@ import { issueBundle } from '../../pki/issue-certs.js'
 import { IdentityError, identityFromPem, loadBundle, loadBundleJwks } from '../../src/agent/identity.js'
 import { PinnedKeys } from '../../src/agent/pinned-keys.js'
 import { makePki } from '../e2e/harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const foreign = await makePki(join(root, 'foreign'))
 const out = join(root, 'bundles')

@@ -5,6 +5,7 @@ import { AuditLog } from '../../src/audit/audit-log.js'
 import { AUDIT_EVENTS } from '../../src/audit/audit-events.js'
 import { hashLine, verifyAuditText } from '../../src/audit/chain.js'
 import { verifyAuditFile } from '../../src/audit/verify-file.js'
+import { testDir } from '../support/test-dir.js'
 
 const T0 = Date.parse('2030-01-02T03:04:05.678Z')
 const linesOf = (path: string): string[] => readFileSync(path, 'utf8').split('\n').slice(0, -1)
@@ -25,7 +26,7 @@ async function writeRealLog(path: string): Promise<number> {
 }
 
 t.test('a real log verifies, with the documented line shape and mode 0600', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const n = await writeRealLog(path)
   t.same(await verifyAuditFile(path), { ok: true, lines: n, lastHash: hashLine(linesOf(path)[n - 1]!) })
   t.equal(statSync(path).mode & 0o777, 0o600)
@@ -38,7 +39,7 @@ t.test('a real log verifies, with the documented line shape and mode 0600', asyn
 })
 
 t.test('reopening continues seq and prev', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const n = await writeRealLog(path)
   const before = readFileSync(path)
   const log = await AuditLog.open(path)
@@ -54,7 +55,7 @@ t.test('reopening continues seq and prev', async (t) => {
 })
 
 t.test('tampered copies of a real log fail on the expected line', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const path = join(dir, 'audit.log')
   const n = await writeRealLog(path)
   const original = readFileSync(path)
@@ -77,7 +78,7 @@ t.test('tampered copies of a real log fail on the expected line', async (t) => {
 })
 
 t.test('private-key-like fields are redacted and reserved names kept aside', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const log = await AuditLog.open(path)
   log.record('identity_rotated', {
     key: 'SECRET-1',
@@ -94,7 +95,7 @@ t.test('private-key-like fields are redacted and reserved names kept aside', asy
 })
 
 t.test('a torn last write is sealed, kept, and the chain resumes after it', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const n = await writeRealLog(path)
   appendFileSync(path, '{"level":30,"time":"2030-01')
   const before = readFileSync(path)
@@ -111,7 +112,7 @@ t.test('a torn last write is sealed, kept, and the chain resumes after it', asyn
 })
 
 t.test('a log whose last line does not chain is continued and the break recorded', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const n = await writeRealLog(path)
   const lines = linesOf(path)
   const last = parse(lines[n - 1]!)
@@ -126,7 +127,7 @@ t.test('a log whose last line does not chain is continued and the break recorded
 })
 
 t.test('continues from the tail of a log larger than one tail read', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const log = await AuditLog.open(path)
   const big = 'x'.repeat(100 * 1024) // lines longer than the first 64 KiB tail read
   for (let i = 0; i < 4; i++) log.record('crl_loaded', { note: big })
@@ -140,7 +141,7 @@ t.test('continues from the tail of a log larger than one tail read', async (t) =
 })
 
 t.test('record after close throws; close twice is harmless', async (t) => {
-  const path = join(t.testdir(), 'audit.log')
+  const path = join(testDir(t), 'audit.log')
   const log = await AuditLog.open(path)
   await log.close()
   await log.close()

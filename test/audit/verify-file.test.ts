@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { AuditLog } from '../../src/audit/audit-log.js'
 import { runAuditVerify } from '../../src/audit/verify-file.js'
+import { testDir } from '../support/test-dir.js'
 
 /** Collects what a command writes. */
 function sink(): { text: string; write(s: string): void } {
@@ -22,7 +23,7 @@ async function run(argv: string[]): Promise<{ code: number; out: string; err: st
 }
 
 t.test('audit-verify: exit codes and output', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const path = join(dir, 'audit.log')
   const log = await AuditLog.open(path)
   for (let i = 0; i < 5; i++) log.record('identify_granted', { node: 'node-a', shard: i })

@@ -6,8 +6,9 @@ import https from 'node:https'
 import { join } from 'node:path'
 import { revoke } from '../../pki/toolkit.js'
 import { bundle, checkinBody, makePki, opensslCert, request, startTestController, type Identity, type Reply, type RequestOptions } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const work = join(root, 'openssl')
 const pki = await makePki(root)
 const foreign = await makePki(join(root, 'foreign'))

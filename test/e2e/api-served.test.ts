@@ -4,8 +4,9 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { compactVerify, createLocalJWKSet, decodeProtectedHeader, jwtVerify } from 'jose'
 import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const nodeA = await bundle(pki, 'compaq-01', 'node')
 const nodeB = await bundle(pki, 'compaq-02', 'node')

@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const mallory = await bundle(pki, 'node-m', 'node')
 const honest = await bundle(pki, 'node-h', 'node')

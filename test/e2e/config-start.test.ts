@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { makePki } from './harness.js'
 import { runController, spawnController } from './process.js'
 import { withEdit } from '../support/with-edit.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 for (const f of ['server-key.pem', 'plan-keys.json']) {
   const mode = statSync(join(pki.dir, f)).mode & 0o777

@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { spawn } from 'node:child_process'
 import { bundle, checkinBody, makePki, request, startTestController, writeTestConfig } from './harness.js'
 import { MAIN } from './process.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'node-a', 'node')
 

@@ -4,8 +4,9 @@ import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { bundle, checkinBody, makePki, request, writeTestConfig } from './harness.js'
 import { runController, spawnController } from './process.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'rack1-a', 'node')
 const configPath = writeTestConfig(pki, root, { total_shards: 32 })

@@ -9,8 +9,9 @@ import { revoke } from '../../pki/revocation.js'
 import { craftCrl } from '../identity/crl-craft.js'
 import { bundle, checkinBody, makePki, request, writeTestConfig } from './harness.js'
 import { runController, spawnController } from './process.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const nodeA = await bundle(pki, 'rack1-a', 'node')
 const nodeB = await bundle(pki, 'rack1-b', 'node')

@@ -5,9 +5,10 @@ import { execFileSync } from 'node:child_process'
 import { chmodSync, existsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { runController, spawnController } from './process.js'
+import { testDir } from '../support/test-dir.js'
 
 t.test('starts from an empty var/ and the printed curl command succeeds', async (t) => {
-  const cwd = t.testdir({})
+  const cwd = testDir(t, {})
   const ctl = await spawnController(['--port', '0'], cwd, 90_000)
   t.teardown(() => void ctl.child.kill('SIGKILL'))
   await new Promise((r) => setTimeout(r, 200)) // the curl block is printed right after the ready line
@@ -48,7 +49,7 @@ t.test('starts from an empty var/ and the printed curl command succeeds', async 
 })
 
 t.test('development mode refuses a non-loopback address, and bad flags', async (t) => {
-  const cwd = t.testdir({})
+  const cwd = testDir(t, {})
   const res = await runController(['--host', '0.0.0.0', '--port', '0'], cwd)
   t.equal(res.code, 1)
   t.match(res.stderr, /loopback only; refusing host "0\.0\.0\.0"/)

@@ -6,10 +6,11 @@ import t, { type Test } from 'tap'
 import { join } from 'node:path'
 import { captureSecurityHeaders } from '../../src/http/security-headers.js'
 import { bundle, makePki, opensslCert, request, startTestController, type Identity, type Reply, type RequestOptions } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
 const SECURITY_HEADERS = await captureSecurityHeaders()
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'node-a', 'node')
 const op = await bundle(pki, 'ops-a', 'operator')

@@ -10,8 +10,9 @@ import { join } from 'node:path'
 import { bundle, checkinBody, makePki, writeTestConfig, type Identity } from './harness.js'
 import { spawnController, type ChildController } from './process.js'
 import { eventually, opsRequest } from '../ops/scrape.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const a = await bundle(pki, 'node-a', 'node')
 const configPath = writeTestConfig(pki, root, { lease_seconds: 3600 })

@@ -5,10 +5,11 @@ import tls from 'node:tls'
 import { HSTS_MAX_AGE_SECONDS, captureSecurityHeaders } from '../../src/http/security-headers.js'
 import { HTTP_LIMITS } from '../../src/server/http-limits.js'
 import { bundle, makePki, request, startTestController, type Identity } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
 const SECURITY_HEADERS = await captureSecurityHeaders()
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'rack1-a', 'node')
 const ctl = await startTestController(pki, root)

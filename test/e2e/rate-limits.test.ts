@@ -4,8 +4,9 @@
 import t from 'tap'
 import https from 'node:https'
 import { bundle, checkinBody, makePki, request, startTestController, type Identity } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'node-a', 'node')
 const other = await bundle(pki, 'node-b', 'node')

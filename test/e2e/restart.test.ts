@@ -4,8 +4,9 @@ import { join } from 'node:path'
 import { JournaledFileStore } from '../../src/state/journaled-file-store.js'
 import { bundle, checkinBody, makePki, request, writeTestConfig } from './harness.js'
 import { spawnController } from './process.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const nodes = await Promise.all(['rack1-a', 'rack1-b', 'rack2-a'].map((n) => bundle(pki, n, 'node')))
 const op = await bundle(pki, 'ops', 'operator')

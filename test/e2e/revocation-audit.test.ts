@@ -10,10 +10,11 @@ import { revoke, writeCrl } from '../../pki/revocation.js'
 import { AUDIT_EVENTS } from '../../src/audit/audit-events.js'
 import { EXTENSION_VALUES, craftCrl } from '../identity/crl-craft.js'
 import { bundle, checkinBody, makePki, opensslCert, request, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
 const CLI = fileURLToPath(new URL('../../dist/pki/cli.js', import.meta.url))
 const pkiCli = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' })
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const foreign = await makePki(join(root, 'foreign'))
 const nodeA = await bundle(pki, 'node-a', 'node')

@@ -6,8 +6,9 @@ import { connect } from 'node:tls'
 import { captureSecurityHeaders } from '../../src/http/security-headers.js'
 import { bundle, checkinBody, makePki, opensslCert, request, startTestController, type Identity } from './harness.js'
 import { join } from 'node:path'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'node-a', 'node')
 const op = await bundle(pki, 'ops-a', 'operator')

@@ -6,8 +6,9 @@ import { join } from 'node:path'
 import { JournaledFileStore } from '../../src/state/journaled-file-store.js'
 import { FailingStore } from '../support/failing-store.js'
 import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const a = await bundle(pki, 'node-a', 'node')
 const b = await bundle(pki, 'node-b', 'node')

@@ -3,8 +3,9 @@
 import t from 'tap'
 import { connect, type ConnectionOptions } from 'node:tls'
 import { bundle, makePki, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'node-a', 'node')
 const ctl = await startTestController(pki, root)

@@ -5,9 +5,10 @@ import { execFileSync } from 'node:child_process'
 import { chmodSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { connectEtcd } from '../../src/ha/etcd-client.js'
+import { testDir } from '../support/test-dir.js'
 
 t.test('bad TLS material is refused with a clear message', async (t) => {
-  const dir = t.testdir({ 'ca.pem': 'x', 'client.pem': 'x', 'junk.pem': 'not a pem' })
+  const dir = testDir(t, { 'ca.pem': 'x', 'client.pem': 'x', 'junk.pem': 'not a pem' })
   const key = join(dir, 'client-key.pem')
   writeFileSync(key, 'x', { mode: 0o600 })
   const config = { endpoints: ['https://127.0.0.1:2379'], ca: join(dir, 'ca.pem'), cert: join(dir, 'client.pem'), key }

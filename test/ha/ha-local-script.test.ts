@@ -11,6 +11,7 @@ import { haConfigSchema, resolveHaConfig } from '../../src/ha/ha-config.js'
 import { exited, needsEtcd, processAlive, spawnGuarded } from '../support/etcd-cluster.js'
 import { checkinBody, request, type Reply } from '../e2e/harness.js'
 import { until } from './replica.js'
+import { testDir } from '../support/test-dir.js'
 
 const SCRIPT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'deploy', 'ha-local.sh')
 
@@ -33,7 +34,7 @@ async function freeBase(): Promise<number> {
 
 
 t.test('ha-local.sh runs a 3-member TLS etcd cluster and two controllers on it, and stops them', needsEtcd(), async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const base = await freeBase()
   const script = spawnGuarded('bash', [SCRIPT, dir], { env: { ...process.env, PXE_ETCD_BASE_PORT: String(base) } })
   t.teardown(async () => {

@@ -8,8 +8,9 @@ import { join } from 'node:path'
 import { writeCrl } from '../../pki/revocation.js'
 import { bundle, checkinBody, makePki, request, startTestController } from '../e2e/harness.js'
 import { eventually, scrape, type Scrape } from './scrape.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const foreignPki = await makePki(join(root, 'foreign'))
 const a = await bundle(pki, 'node-a', 'node')

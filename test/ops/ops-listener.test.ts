@@ -8,8 +8,9 @@ import { OPS_LIMITS } from '../../src/ops/ops-server.js'
 import { makePki, startTestController, writeTestConfig } from '../e2e/harness.js'
 import { runController } from '../e2e/process.js'
 import { eventually, opsRequest, parseMetrics } from './scrape.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const ctl = await startTestController(pki, root)
 t.teardown(() => ctl.running.stop())
@@ -85,14 +86,14 @@ t.test('the ops listener is loopback unless allow_remote', async (t) => {
   t.match(refused.stderr, /key "ops\.host": "0\.0\.0\.0" is not a loopback address/)
   t.notMatch(refused.stdout, /listening/)
 
-  const dir = t.testdir()
+  const dir = testDir(t)
   const remote = await startTestController(pki, dir, { ops: { host: '0.0.0.0', port: 0, allow_remote: true } })
   t.teardown(() => remote.running.stop())
   t.equal((await opsRequest(remote.opsPort!, '/healthz')).status, 200, 'allow_remote: true serves on every address')
 })
 
 t.test('"ops": null turns it off', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const off = await startTestController(pki, dir, { ops: null })
   t.teardown(() => off.running.stop())
   t.equal(off.opsPort, null)

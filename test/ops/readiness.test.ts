@@ -6,8 +6,9 @@ import { writeCrl } from '../../pki/revocation.js'
 import { FailingStore } from '../support/failing-store.js'
 import { bundle, checkinBody, makePki, request, startTestController } from '../e2e/harness.js'
 import { eventually, opsRequest, scrape } from './scrape.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const pki = await makePki(root)
 const a = await bundle(pki, 'node-a', 'node')
 const b = await bundle(pki, 'node-b', 'node')
@@ -53,7 +54,7 @@ t.test('CRL past nextUpdate: 503 crl_past_next_update, and every handshake fails
 })
 
 t.test('mTLS listener down: 503 mtls_listener_down', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const other = await startTestController(pki, dir)
   t.equal((await opsRequest(other.opsPort!, '/readyz')).status, 200)
   await new Promise<void>((resolve) => other.running.app.server.close(() => resolve())) // the listening socket goes away

@@ -6,8 +6,9 @@ import { runCli as runCliInProcess } from '../../pki/cli-main.js'
 import { COMMANDS } from '../../pki/commands.js'
 import { fingerprint } from './helpers.js'
 import { runCli } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir({ foreign: { 'notes.txt': 'not a PKI' } })
+const root = testDir(t, { foreign: { 'notes.txt': 'not a PKI' } })
 const dir = join(root, 'pki')
 const foreign = join(root, 'foreign')
 

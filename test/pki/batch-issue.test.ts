@@ -9,8 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { initPki, issueBundle, issueBundles, readIndex } from '../../pki/toolkit.js'
 import { fingerprint, modeOf, openssl } from './helpers.js'
 import { cliEntry, REPO_ROOT, cliIn } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const out = join(root, 'fleet')
 

@@ -5,8 +5,9 @@ import { join } from 'node:path'
 import { initPki, issueServerCert, issueBundle, listCerts, readIndex } from '../../pki/toolkit.js'
 import { newSerial, normalizeSerial } from '../../pki/serial.js'
 import { fingerprint, modeOf, openssl } from './helpers.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const outParent = join(root, 'elsewhere')
 

@@ -5,8 +5,9 @@ import { join } from 'node:path'
 import { readIndex } from '../../pki/toolkit.js'
 import { openssl } from './helpers.js'
 import { runCli, cliIn } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 
 const cli = (...args: string[]) => cliIn(dir, ...args)

@@ -6,8 +6,9 @@ import { initPki, issueBundle, readIndex } from '../../pki/toolkit.js'
 import { withPkiLock } from '../../pki/lock.js'
 import { pathExists } from '../../pki/atomic-write.js'
 import { runCli } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const lockPath = join(dir, '.lock')
 

@@ -6,8 +6,9 @@ import tls from 'node:tls'
 import type { AddressInfo } from 'node:net'
 import { initPki, issueServerCert, issueBundle, revoke, writeCrl, listCerts, readIndex } from '../../pki/toolkit.js'
 import { openssl } from './helpers.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const crlPath = join(dir, 'crl.pem')
 const serials: Record<string, string> = {}

@@ -5,8 +5,9 @@ import { join } from 'node:path'
 import { initPki, signCsr, readIndex } from '../../pki/toolkit.js'
 import { fingerprint, openssl, opensslCsr } from './helpers.js'
 import { runCli } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const work = join(root, 'device')
 

@@ -8,8 +8,9 @@ import type { AddressInfo } from 'node:net'
 import { initPki, issueBundle, issueServerCert, signCsr, revoke } from '../../pki/toolkit.js'
 import { ecKey, fingerprint, modeOf, openssl, opensslCsr } from './helpers.js'
 import { cliIn } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const work = join(root, 'device')
 const caPem = join(dir, 'ca.pem')

@@ -4,8 +4,9 @@ import { chmod, mkdir, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { initPki, issueBundle } from '../../pki/toolkit.js'
 import { modeOf } from './helpers.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 
 t.before(() => initPki(dir))

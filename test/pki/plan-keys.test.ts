@@ -6,8 +6,9 @@ import { initPki, issueServerCert, issueBundle, rotatePlanKey, exportController,
 import type { PlanKeysFile } from '../../pki/toolkit.js'
 import { fingerprint, modeOf } from './helpers.js'
 import { runCli } from './run-cli.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 
 t.before(() => initPki(dir))

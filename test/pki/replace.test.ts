@@ -6,8 +6,9 @@ import { join } from 'node:path'
 import { initPki, issueBundle, issueServerCert, listCerts, readIndex, revoke, signCsr } from '../../pki/toolkit.js'
 import { cliIn } from './run-cli.js'
 import { ecKey, fingerprint, opensslCsr } from './helpers.js'
+import { testDir } from '../support/test-dir.js'
 
-const root = t.testdir()
+const root = testDir(t)
 const dir = join(root, 'pki')
 const work = join(root, 'device')
 const bundles = join(dir, 'bundles')

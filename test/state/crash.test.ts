@@ -1,3 +1,4 @@
+import { testDir } from '../support/test-dir.js'
 /**
  * kill -9 at random points while a child process saves in a loop: the state file must always load,
  * and its counter must never be behind what the child reported as committed.
@@ -79,7 +80,7 @@ function runAndKill(childPath: string, stateDir: string): Promise<number> {
 }
 
 t.test(`state survives ${KILLS} kill -9 during saves`, async (t) => {
-  const codeDir = t.testdir()
+  const codeDir = testDir(t)
   transpileStateModules(codeDir)
   const childPath = join(codeDir, 'child.mjs')
   writeFileSync(childPath, CHILD)

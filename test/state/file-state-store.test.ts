@@ -7,12 +7,13 @@ import { StateFileError } from '../../src/state/state-file-error.js'
 import { encodeStateFile } from '../../src/state/state-file-format.js'
 import { stateAt, testStateSchema } from './fixtures/test-state.js'
 import type { TestState } from './fixtures/test-state.js'
+import { testDir } from '../support/test-dir.js'
 
 const store = (dir: string, fileName?: string): FileStateStore<TestState> =>
   new FileStateStore(dir, testStateSchema, fileName === undefined ? {} : { fileName })
 
 t.test('round trip, modes, and no state on a first start', async (t) => {
-  const dir = join(t.testdir(), 'state')
+  const dir = join(testDir(t), 'state')
   t.equal(await store(dir).load(), null, 'missing directory: first start')
   const s = store(dir)
   await s.save(stateAt(3))
@@ -25,7 +26,7 @@ t.test('round trip, modes, and no state on a first start', async (t) => {
 })
 
 t.test('the previous good copy is kept beside the file', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const s = store(dir)
   await s.save(stateAt(1))
   await s.save(stateAt(2))
@@ -37,7 +38,7 @@ t.test('the previous good copy is kept beside the file', async (t) => {
 })
 
 t.test('a value the schema refuses is not saved', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const s = store(dir)
   await s.save(stateAt(1))
   const bad = { ...stateAt(2), extra: true } as unknown as TestState
@@ -64,7 +65,7 @@ async function expectDamaged(t: Test, dir: string, damaged: Buffer, problem: Reg
 }
 
 t.test('a truncated file stops the load with a clear message', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   await store(dir).save(stateAt(1))
   await store(dir).save(stateAt(2))
   const good = readFileSync(join(dir, 'state.json'))
@@ -76,7 +77,7 @@ t.test('a truncated file stops the load with a clear message', async (t) => {
 })
 
 t.test('any single flipped bit is detected', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const good = Buffer.from(encodeStateFile(stateAt(5)))
   const path = join(dir, 'state.json')
   let detected = 0
@@ -93,7 +94,7 @@ t.test('any single flipped bit is detected', async (t) => {
 })
 
 t.test('a flipped byte in the body is a checksum mismatch; the file stays as it was', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   await store(dir).save(stateAt(1))
   const good = readFileSync(join(dir, 'state.json'))
   const at = good.indexOf('"generation":1') + '"generation":'.length
@@ -103,15 +104,15 @@ t.test('a flipped byte in the body is a checksum mismatch; the file stays as it 
 })
 
 t.test('other unusable files', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   await expectDamaged(t, dir, Buffer.from('{"format":"x"}\n'), /not a pxe-controller-state file/)
   await expectDamaged(t, dir, Buffer.from(encodeStateFile({ generation: -1, nodes: [] })), /does not match the state schema: generation/)
-  const asDir = t.testdir({ 'state.json': {} })
+  const asDir = testDir(t, { 'state.json': {} })
   await t.rejects(store(asDir).load(), { name: 'StateFileError', message: /cannot be read \(EISDIR\)/ })
 })
 
 t.test('a missing file beside its previous copy stops the load; nothing is written', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const s = store(dir)
   await s.save(stateAt(1))
   await s.save(stateAt(2))
@@ -125,7 +126,7 @@ t.test('a missing file beside its previous copy stops the load; nothing is writt
 })
 
 t.test('leftover temp files are ignored, then cleaned up', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   await store(dir).save(stateAt(1))
   writeFileSync(join(dir, 'state.json.tmp-0123456789abcdef'), '{"format":"pxe-contr')
   writeFileSync(join(dir, 'state.json.prev.tmp-0123456789abcdef'), 'junk')
@@ -135,7 +136,7 @@ t.test('leftover temp files are ignored, then cleaned up', async (t) => {
 })
 
 t.test('concurrent saves leave a valid file with the last value', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const s = store(dir)
   const values = Array.from({ length: 25 }, (_, i) => stateAt(i + 1))
   await Promise.all(values.map((v) => s.save(v)))
@@ -149,6 +150,6 @@ t.test('concurrent saves leave a valid file with the last value', async (t) => {
 })
 
 t.test('a file name with a slash is refused', async (t) => {
-  mkdirSync(join(t.testdir(), 'x'))
+  mkdirSync(join(testDir(t), 'x'))
   t.throws(() => store(t.testdirName, 'a/b'), TypeError)
 })

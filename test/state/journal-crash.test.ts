@@ -1,3 +1,4 @@
+import { testDir } from '../support/test-dir.js'
 /**
  * kill -9 at random points while a child process writes deltas through the real journaled store (from
  * dist/, built by npm test): the store must always load, and its generation must never be behind what
@@ -35,7 +36,7 @@ for (;;) {
 
 t.test(`kill -9 during journal appends and compactions (${KILLS} kills)`, async (t) => {
   t.ok(existsSync(STORE), 'dist/ is built (npm test builds first)')
-  const root = t.testdir()
+  const root = testDir(t)
   const child = join(root, 'child.mjs')
   writeFileSync(child, CHILD)
   const dir = join(root, 'state')

@@ -10,6 +10,7 @@ import { applyDeltas } from '../../src/state/apply-delta.js'
 import { JournaledFileStore } from '../../src/state/journaled-file-store.js'
 import { encodeStateFile } from '../../src/state/state-file-format.js'
 import { StateFileError } from '../../src/state/state-file-error.js'
+import { testDir } from '../support/test-dir.js'
 
 const meta = (generation: number) => ({ generation, totalShards: 64, maxConcurrency: 16, planFingerprint: planFingerprint([]), reshard: null, crlNumber: null })
 const node = (nodeId: string, reportedGeneration: number | null = null) => ({ nodeId, capacity: 8, reportedGeneration, certSerial: 'ab', certNotBefore: 0, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0 })
@@ -37,7 +38,7 @@ const someDeltas = (): StateDelta[] => [
 ]
 
 t.test('fresh, then appended changes, read back by a new store', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const store = new JournaledFileStore(dir)
   t.equal(await store.load(), null, 'nothing yet')
   const expected = await writeAll(store, EMPTY, someDeltas())
@@ -50,7 +51,7 @@ t.test('fresh, then appended changes, read back by a new store', async (t) => {
 })
 
 t.test('compaction: the journal starts over once it outgrows its limit; nothing is lost', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const store = new JournaledFileStore(dir, { minCompactBytes: 600 })
   await store.load()
   const many = Array.from({ length: 40 }, (_, i) => delta(i + 1, { putNodes: [node(`n${i % 7}`, i)] }))
@@ -62,7 +63,7 @@ t.test('compaction: the journal starts over once it outgrows its limit; nothing 
 })
 
 t.test('a torn last line (a crash mid-append) is ignored, then cut before the next append', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const store = new JournaledFileStore(dir)
   await store.load()
   const state = await writeAll(store, EMPTY, someDeltas().slice(0, 2))
@@ -90,7 +91,7 @@ t.test('damage stops the load and changes nothing', async (t) => {
     ['garbage', (dir) => appendFileSync(join(dir, 'state.journal'), 'not json\n'), /not a journal line/],
   ]
   for (const [label, damage, message] of cases) {
-    const dir = join(t.testdir(), label.replace(/\W+/g, '-'))
+    const dir = join(testDir(t), label.replace(/\W+/g, '-'))
     mkdirSync(dir)
     const store = new JournaledFileStore(dir)
     await store.load()
@@ -106,7 +107,7 @@ t.test('damage stops the load and changes nothing', async (t) => {
 })
 
 t.test('a failed write: the next one writes the whole state', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const store = new JournaledFileStore(dir)
   await store.load()
   let state = await writeAll(store, EMPTY, someDeltas().slice(0, 1))
@@ -129,7 +130,7 @@ t.test('a failed write: the next one writes the whole state', async (t) => {
 })
 
 t.test('a version-1 state file of an earlier release loads as the same state', async (t) => {
-  const dir = t.testdir()
+  const dir = testDir(t)
   const v1 = {
     version: 1, generation: 4, totalShards: 64,
     nodes: [{ ...node('a', 4), rangeStart: 0, rangeCount: 8 }],
