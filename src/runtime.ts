@@ -14,6 +14,7 @@ import { Controller } from './core/controller.js'
 import { CrlEnforcement } from './identity/crl-enforcement.js'
 import { assertNotRolledBack, loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
+import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
@@ -91,6 +92,8 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   const store = opts.wrapStore?.(files) ?? files
   const state = await store.load() // a damaged state file or journal stops the start here, untouched
   assertNotRolledBack(crl, state?.meta.crlNumber ?? undefined, config.tls.crl) // so does a CRL older than the last one in force
+  // Sessions from before a restart resume (unless the CRL changed meanwhile): no full-handshake storm.
+  const ticketKeys = await TicketKeys.open(config.stateDir, { crlPem: crl.pem, logger })
   const audit = await AuditLog.open(config.auditLog)
   const ops = new Operations(config.settings)
   const now = monotonicEpochClock()
@@ -144,6 +147,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   }
   const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
     logger,
+    ticketKeys,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
@@ -173,6 +177,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     throw err
   }
   crls.start()
+  ticketKeys.startTimer((keys) => tls.installTicketKeys(keys))
   const crlWarning = startupCrlWarning(crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
@@ -203,6 +208,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
       await service.flushFinal()
       await store.close()
+      await ticketKeys.close()
       audit.record('controller_stop', { controller_id: config.controllerId, generation: controller.generation, connections_cut: cut })
       await audit.close()
       await ops.close()
