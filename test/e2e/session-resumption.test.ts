@@ -67,6 +67,16 @@ async function untilRefused(port: number, id: Identity, nodeId: string): Promise
   throw new Error(`${nodeId} was still served 10 s after the revocation`)
 }
 
+/** Waits (bounded) for an `unauthenticated` audit line with `reason`: why the request got 401. */
+async function auditedRefusal(reason: string): Promise<boolean> {
+  for (let i = 0; i < 50; i++) {
+    const lines = readFileSync(join(root, 'audit.log'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { event?: string; reason?: string })
+    if (lines.some((l) => l.event === 'unauthenticated' && l.reason === reason)) return true
+    await new Promise((r) => setTimeout(r, 50))
+  }
+  return false
+}
+
 async function restart(ctl: TestController): Promise<TestController> {
   await ctl.running.stop()
   return startTestController(pki, root)
@@ -136,7 +146,8 @@ t.test('a resumed session whose certificate was revoked meanwhile gets 401 on it
   t.teardown(() => ctl.running.stop())
   const resumed = await checkIn(ctl.port, nodeB, 'node-b', before.session)
   t.equal(resumed.reused, true, 'precondition: the session resumed (OpenSSL did not look at the CRL)')
-  t.equal(resumed.status, 401, 'the request is refused: revoked')
+  t.equal(resumed.status, 401, 'the request is refused')
+  t.ok(await auditedRefusal('the certificate is revoked'), 'because the certificate is revoked (audited)')
   t.equal(await checkIn(ctl.port, nodeB, 'node-b').then(() => 'served', () => 'refused'), 'refused', 'a full handshake is refused by OpenSSL')
 })
 
@@ -161,5 +172,6 @@ t.test('a resumed session whose certificate has expired meanwhile gets 401 on it
   await new Promise((r) => setTimeout(r, Math.max(0, notAfter.getTime() - Date.now()) + 1_100))
   const resumed = await checkIn(ctl.port, short, 'node-short', before.session)
   t.equal(resumed.reused, true, 'precondition: the session resumed (OpenSSL did not look at the validity)')
-  t.equal(resumed.status, 401, 'the request is refused: expired')
+  t.equal(resumed.status, 401, 'the request is refused')
+  t.ok(await auditedRefusal('the certificate is outside its validity period'), 'because the certificate has expired (audited)')
 })
