@@ -42,6 +42,8 @@ export class TicketKeys {
   #keys: Buffer // a private field: never shown by util.inspect or JSON.stringify (so never logged)
   private createdAt: number
   private crlSha256: string
+  /** When the keys in force reach the maximum age, on the monotonic clock (a wall-clock jump moves nothing). */
+  private deadline: number
   private timer: NodeJS.Timeout | undefined
   private closed = false
   private nextWrite: TicketKeyRecord | null = null
@@ -57,6 +59,7 @@ export class TicketKeys {
     this.#keys = record.keys
     this.createdAt = record.createdAt
     this.crlSha256 = record.crlSha256
+    this.deadline = performance.now() + Math.max(0, maxAgeMs - Math.max(0, now() - record.createdAt))
   }
 
   /** The saved keys when they are still good for `opts.crlPem` and young enough, else new ones (saved before this resolves). */
@@ -95,6 +98,7 @@ export class TicketKeys {
     install(keys) // throws: nothing changed
     this.#keys = keys
     this.createdAt = this.now()
+    this.deadline = performance.now() + this.maxAgeMs
     if (crlPem !== undefined) this.crlSha256 = crlFingerprint(crlPem)
     this.logger?.info({ reason }, 'TLS session-ticket keys rotated: sessions from before cannot resume')
     this.save()
@@ -104,10 +108,10 @@ export class TicketKeys {
   startTimer(install: InstallTicketKeys): void {
     if (this.closed) return
     clearTimeout(this.timer)
-    const due = Math.max(0, this.createdAt + this.maxAgeMs - this.now())
+    const due = Math.min(this.maxAgeMs, Math.max(0, this.deadline - performance.now()))
     this.timer = setTimeout(() => {
       let delay: number | undefined
-      if (this.now() - this.createdAt >= this.maxAgeMs) {
+      if (performance.now() >= this.deadline) {
         try {
           this.rotate('max_age', install)
         } catch (err) {

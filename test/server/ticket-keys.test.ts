@@ -162,6 +162,24 @@ t.test('the timer rotates keys that reach the maximum age, and saves them', asyn
   t.equal(installed.length, count, 'no rotation after close()')
 })
 
+t.test('restored keys are rotated when the rest of their age is used up, not a full period later', async (t) => {
+  const base = t.testdir()
+  const dir = join(base, 'state')
+  const wall = Date.now()
+  const first = await TicketKeys.open(dir, { crlPem: CRL_A, logger, now: () => wall, maxAgeMs: 60_000 })
+  seenKeys.push(first.current)
+  await first.close()
+  // The next start comes 59.7 s later (by the wall clock): 300 ms of the 60 s are left.
+  const restored = await TicketKeys.open(dir, { crlPem: CRL_A, logger, now: () => wall + 59_700, maxAgeMs: 60_000 })
+  t.ok(restored.current.equals(first.current), 'restored')
+  const installed: Buffer[] = []
+  restored.startTimer((k) => installed.push(k))
+  for (let i = 0; i < 100 && installed.length === 0; i++) await new Promise((r) => setTimeout(r, 50))
+  await restored.close()
+  seenKeys.push(...installed)
+  t.equal(installed.length, 1, 'rotated once, within seconds')
+})
+
 t.test('a start removes temp files an interrupted write left (they hold keys)', async (t) => {
   const base = t.testdir()
   const dir = join(base, 'state')
