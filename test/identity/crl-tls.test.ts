@@ -109,6 +109,16 @@ t.test('a server built again from the same material and keys (a restart) resumes
   t.equal((await connect(otherKeys.port, node, { maxVersion: 'TLSv1.3', session: before.session })).reused, false, 'other keys: a full handshake')
 })
 
+t.test('setTicketKeys (the rotation by age) ends resumption of older sessions on a running server', async (t) => {
+  const { server, port } = await startServer(t, emptyCrl.pem, Buffer.alloc(48, 1))
+  const before = await connect(port, node, { maxVersion: 'TLSv1.3' })
+  t.equal((await connect(port, node, { maxVersion: 'TLSv1.3', session: before.session })).reused, true)
+  server.setTicketKeys(Buffer.alloc(48, 2))
+  const after = await connect(port, node, { maxVersion: 'TLSv1.3', session: before.session })
+  t.equal(after.reused, false, 'a full handshake')
+  t.equal(after.greeting, 'hello node-1', 'and served')
+})
+
 t.test("a CRL's revoked serials compare with peer serials in their normalised form (as principal.ts stores them)", async (t) => {
   const isRevoked = (serialNumber: string, crl: typeof revokedCrl) => crl.revokedSerials.has(normalizeSerial(serialNumber))
   t.ok(isRevoked(node.cert.serialNumber, revokedCrl))
