@@ -3,7 +3,7 @@
  * only the status line and Content-Length. A generator built on node:https would cost about as much CPU
  * as the servers and would flatten every ratio towards 1.
  */
-import tls, { type TLSSocket } from 'node:tls'
+import tls, { type SecureContext, type TLSSocket } from 'node:tls'
 import { BENCH_CAPACITY } from './mtls-shared.js'
 
 /** A node identity the generator presents. */
@@ -24,6 +24,18 @@ export interface Reply {
 export function checkinRequest(name: string, generation: number | undefined): Buffer {
   const body = JSON.stringify({ node_id: name, capacity: BENCH_CAPACITY, ready_shards: 32, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...(generation === undefined ? {} : { generation }) })
   return Buffer.from(`POST /v1/checkin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, 'latin1')
+}
+
+/** One secure context per identity (the bench has one CA): built per connection, it would parse the PEM key every time and make the generator the bottleneck. */
+const contexts = new WeakMap<Identity, SecureContext>()
+
+function contextOf(id: Identity, ca: Buffer): SecureContext {
+  let context = contexts.get(id)
+  if (context === undefined) {
+    context = tls.createSecureContext({ ca, cert: id.cert, key: id.key })
+    contexts.set(id, context)
+  }
+  return context
 }
 
 const HEADER_END = Buffer.from('\r\n\r\n', 'latin1')
@@ -50,7 +62,7 @@ export class Connection {
   /** Connects and completes the handshake, offering `session` for resumption when given. */
   static open(port: number, ca: Buffer, id: Identity, session?: Buffer): Promise<Connection> {
     return new Promise((resolve, reject) => {
-      const socket = tls.connect({ host: '127.0.0.1', port, ca, cert: id.cert, key: id.key, ...(session ? { session } : {}) })
+      const socket = tls.connect({ host: '127.0.0.1', port, secureContext: contextOf(id, ca), ...(session ? { session } : {}) })
       socket.setNoDelay(true)
       let latest: Buffer | undefined
       const early = (s: Buffer) => (latest = s)
