@@ -8,26 +8,17 @@
  * Needs an etcd: PXE_BENCH_HA=<file with an "ha" config section>, e.g. the one `deploy/ha-local.sh DIR`
  * writes to DIR/ha.json (PXE_LOCAL_ETCD_ONLY=1 starts etcd alone). Without it the section says so and stops.
  */
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { checkinRequest, fmtMs, fmtRate, joinAll, makeBenchPki, runRound, startTarget, stopTarget, summarize, type RoundResult, type Target } from './mtls-bench.js'
+import { initPki } from '../pki/init-pki.js'
+import { makeNodes, makeServerCert } from './mtls-bench.js'
+import { fmtMs, fmtRate, joinAll, runRound, summarize, type RoundResult } from './mtls-checkin.js'
+import { checkinRequest } from './mtls-client.js'
+import { startTarget, stopTarget, type Target } from './mtls-process.js'
 
 const ROUNDS = 3
 type Log = (line: string) => void
-
-/** The target process's CPU time (user + system, µs), asked over IPC. */
-function cpuOf(target: Target): Promise<number> {
-  return new Promise((resolve) => {
-    const onMessage = (msg: { cpu?: NodeJS.CpuUsage }) => {
-      if (!msg.cpu) return
-      target.child.off('message', onMessage)
-      resolve(msg.cpu.user + msg.cpu.system)
-    }
-    target.child.on('message', onMessage)
-    target.child.send({ cpu: true })
-  })
-}
 
 /** Runs the `ha` section. */
 export async function runHaBench(log: Log): Promise<void> {
@@ -40,29 +31,30 @@ export async function runHaBench(log: Log): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'pxe-ha-bench-'))
   const targets: Target[] = []
   try {
-    const { ids, ca } = await makeBenchPki(root, log)
-    targets.push(await startTarget('controller', root), await startTarget('controller-ha', root, [haFile]))
-    const generations = await Promise.all(targets.map((target) => joinAll(target, ca, ids)))
+    const pkiDir = join(root, 'pki')
+    log('  making a PKI, an RSA-2048 server certificate and 32 node bundles with pki/…')
+    await initPki(pkiDir)
+    await makeServerCert(pkiDir, 'rsa')
+    const ids = await makeNodes(pkiDir, 'rsa')
+    const ca = await readFile(join(pkiDir, 'ca.pem'))
+    targets.push(await startTarget('controller', 'rsa', root), await startTarget('controller-ha', 'rsa', root, [haFile]))
+    const generations = await Promise.all(targets.map((target) => joinAll(target, ca, ids, (id, g) => checkinRequest(id.name, g))))
     for (const load of ['steady', 'writing'] as const) {
-      // `writing`: reporting g and g - 1 in turn changes the node record on every check-in
-      const requests = targets.map((_, t) => ids.map((id) => (load === 'steady' ? [checkinRequest(id.name, generations[t])] : [checkinRequest(id.name, generations[t]), checkinRequest(id.name, generations[t]! - 1)])))
-      const results = new Map<Target, { rounds: RoundResult[]; cpuUs: number }>(targets.map((t) => [t, { rounds: [], cpuUs: 0 }]))
-      for (const [t, target] of targets.entries()) await runRound(target, ca, ids, requests[t]!, 1500) // JIT warm-up, discarded
+      // `writing`: every connection alternates two bodies, reporting g and then g - 1, so every check-in
+      // changes its node record and its answer waits for a write.
+      const requests = targets.map((_, t) => ids.map((id) => checkinRequest(id.name, generations[t]!)))
+      const results = new Map<Target, RoundResult[]>(targets.map((t) => [t, []]))
+      for (const [t, target] of targets.entries()) await runRound(target, ca, ids, requests[t]!, 1500, load === 'writing' ? (id, i) => checkinRequest(id.name, generations[t]! - (i % 2)) : undefined) // JIT warm-up, discarded
       for (let round = 1; round <= ROUNDS; round++) {
         for (const target of round % 2 === 1 ? targets : [...targets].reverse()) {
-          const before = await cpuOf(target)
-          const result = await runRound(target, ca, ids, requests[targets.indexOf(target)]!)
-          const entry = results.get(target)!
-          entry.cpuUs += (await cpuOf(target)) - before
-          entry.rounds.push(result)
+          const t = targets.indexOf(target)
+          results.get(target)!.push(await runRound(target, ca, ids, requests[t]!, undefined, load === 'writing' ? (id, i) => checkinRequest(id.name, generations[t]! - (i % 2)) : undefined))
         }
       }
       for (const target of targets) {
-        const { rounds, cpuUs } = results.get(target)!
-        const s = summarize(rounds)
-        const answered = rounds.reduce((n, r) => n + r.total, 0)
+        const s = summarize(results.get(target)!)
         const name = target.kind === 'controller' ? 'file store' : 'etcd (HA)'
-        log(`  ${load.padEnd(8)} ${name.padEnd(11)} ${fmtRate(s.perSecond)}  p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  controller CPU ${(cpuUs / answered).toFixed(0).padStart(4)} µs per check-in`)
+        log(`  ${load.padEnd(8)} ${name.padEnd(11)} ${fmtRate(s.perSecond)}  p50 ${fmtMs(s.p50)}  p99 ${fmtMs(s.p99)}  controller CPU ${s.cpuPerCheckin.toFixed(0).padStart(4)} µs per check-in (etcd's own CPU not included)`)
       }
     }
   } finally {

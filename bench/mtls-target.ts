@@ -1,12 +1,14 @@
 /**
- * Child process of the mTLS check-in bench: serves one target on 127.0.0.1 until its parent disconnects.
+ * Child process of the mTLS bench: serves one target on 127.0.0.1 until its parent disconnects.
  *
- *   node dist/bench/mtls-target.js controller <root>   the real controller (production code path)
- *   node dist/bench/mtls-target.js ceiling <root>      the ceiling: raw node:https + node:crypto
- *   node dist/bench/mtls-target.js controller-ha <root> <ha.json>   the controller on etcd (bench/ha-bench.ts)
+ *   node dist/bench/mtls-target.js controller <root> rsa|ec   the real controller (production code path)
+ *   node dist/bench/mtls-target.js ceiling <root> rsa|ec      the ceiling: raw node:https + node:crypto
+ *   node dist/bench/mtls-target.js controller-ha <root> rsa|ec <ha.json>   the controller on etcd (bench/ha-bench.ts)
  *
- * Each target runs in its own process so that it owns one core and the load generator the other;
- * it reports `{ port }` over IPC once it listens.
+ * `rsa|ec` picks the server certificate (`<root>/pki/server-rsa.pem` or `server-ec.pem`, made by the
+ * bench). Each target runs in its own process so that it owns one core and the load generator the
+ * other; it reports `{ port }` over IPC once it listens, and answers `'cpu'` with `{ cpu }` =
+ * `process.cpuUsage()` (every thread of the process) so the bench can measure CPU per request.
  */
 import { constants, sign } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -18,6 +20,7 @@ import { buildSecureContextOptions } from '../src/identity/tls-crl.js'
 import { startController } from '../src/runtime.js'
 import { loadPlanKeys } from '../src/signing/plan-keys.js'
 import { PLAN_JWS_TYPE } from '../src/signing/plan-signer.js'
+import type { ServerKey } from './mtls-process.js'
 import { BENCH_LEASE_SECONDS, BENCH_MAX_CONCURRENCY, BENCH_NODES, BENCH_RATE_LIMITS, BENCH_TOTAL_SHARDS, benchNodeIndex } from './mtls-shared.js'
 
 /** The files both targets use, all under `<root>/pki` (made by the bench with our toolkit). */
@@ -25,19 +28,25 @@ function pkiFile(root: string, name: string): string {
   return join(root, 'pki', name)
 }
 
+/** The server certificate and key of one key type, under `<root>/pki`. */
+function serverFiles(root: string, key: ServerKey): { cert: string; key: string } {
+  return { cert: pkiFile(root, `server-${key}.pem`), key: pkiFile(root, `server-${key}-key.pem`) }
+}
+
 /**
  * The real controller: on the file store, or with `haFile` (a JSON file holding an `ha` config section)
  * as the only replica of an HA deployment on that etcd, under a prefix of its own.
  */
-async function startRealController(root: string, haFile?: string): Promise<{ port: number; stop: () => Promise<void> }> {
+async function startRealController(root: string, key: ServerKey, haFile?: string): Promise<{ port: number; stop: () => Promise<void> }> {
+  const server = serverFiles(root, key)
   const ha = haFile === undefined ? undefined : { ...(JSON.parse(readFileSync(haFile, 'utf8')) as object), prefix: `/pxe-bench-${process.pid}/` }
   const config = parseConfig(
     {
       listen: { host: '127.0.0.1', port: 0 },
-      tls: { ca: pkiFile(root, 'ca.pem'), cert: pkiFile(root, 'server.pem'), key: pkiFile(root, 'server-key.pem'), crl: pkiFile(root, 'crl.pem') },
+      tls: { ca: pkiFile(root, 'ca.pem'), cert: server.cert, key: server.key, crl: pkiFile(root, 'crl.pem') },
       plan_keys: pkiFile(root, 'plan-keys.json'),
-      ...(ha === undefined ? { state_dir: join(root, 'state') } : { ha }),
-      audit_log: join(root, ha === undefined ? 'audit.log' : 'audit-ha.log'),
+      ...(ha === undefined ? { state_dir: join(root, `state-${key}`) } : { ha }),
+      audit_log: join(root, ha === undefined ? `audit-${key}.log` : `audit-ha-${key}.log`),
       controller_id: 'bench-controller',
       total_shards: BENCH_TOTAL_SHARDS,
       max_concurrency: BENCH_MAX_CONCURRENCY,
@@ -61,7 +70,8 @@ const b64url = (text: string): string => Buffer.from(text, 'utf8').toString('bas
  * The ceiling: the same TLS settings and the same answer shape, with nothing but JSON.parse, a plan
  * lookup and an Ed25519 signature by node:crypto (key object made once) per request.
  */
-async function startCeiling(root: string): Promise<{ port: number; stop: () => Promise<void> }> {
+async function startCeiling(root: string, key: ServerKey): Promise<{ port: number; stop: () => Promise<void> }> {
+  const files = serverFiles(root, key)
   const keys = await loadPlanKeys(pkiFile(root, 'plan-keys.json'))
   const header = b64url(JSON.stringify({ alg: 'EdDSA', typ: PLAN_JWS_TYPE, kid: keys.kid }))
   const perNode = BENCH_TOTAL_SHARDS / BENCH_NODES
@@ -69,8 +79,8 @@ async function startCeiling(root: string): Promise<{ port: number; stop: () => P
     {
       ...buildSecureContextOptions({
         ca: readFileSync(pkiFile(root, 'ca.pem')),
-        cert: readFileSync(pkiFile(root, 'server.pem')),
-        key: readFileSync(pkiFile(root, 'server-key.pem')),
+        cert: readFileSync(files.cert),
+        key: readFileSync(files.key),
         crlPem: readFileSync(pkiFile(root, 'crl.pem')),
       }),
       secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
@@ -124,18 +134,18 @@ async function startCeiling(root: string): Promise<{ port: number; stop: () => P
 }
 
 async function main(): Promise<void> {
-  const [kind, root, haFile] = process.argv.slice(2)
-  if (!root || (kind !== 'controller' && kind !== 'ceiling' && !(kind === 'controller-ha' && haFile))) {
-    process.stderr.write('usage: mtls-target.js controller|ceiling <root> | controller-ha <root> <ha.json>\n')
+  const [kind, root, key, haFile] = process.argv.slice(2)
+  if (!root || !(kind === 'controller' || kind === 'ceiling' || (kind === 'controller-ha' && haFile)) || (key !== 'rsa' && key !== 'ec')) {
+    process.stderr.write('usage: mtls-target.js controller|ceiling <root> rsa|ec | controller-ha <root> rsa|ec <ha.json>\n')
     process.exit(2)
   }
-  if (!process.send) throw new Error('mtls-target must be started by the bench (IPC channel missing)')
-  const target = kind === 'ceiling' ? await startCeiling(root) : await startRealController(root, kind === 'controller-ha' ? haFile : undefined)
-  process.send({ port: target.port })
-  // the bench asks for this process's CPU time around a round (server CPU per check-in)
-  process.on('message', (msg: { cpu?: boolean }) => {
-    if (msg.cpu) process.send?.({ cpu: process.cpuUsage() })
+  const send = process.send?.bind(process)
+  if (!send) throw new Error('mtls-target must be started by the bench (IPC channel missing)')
+  const target = kind === 'ceiling' ? await startCeiling(root, key) : await startRealController(root, key, kind === 'controller-ha' ? haFile : undefined)
+  process.on('message', (msg: unknown) => {
+    if (msg === 'cpu') send({ cpu: process.cpuUsage() })
   })
+  send({ port: target.port })
   process.once('disconnect', () => {
     target.stop().then(
       () => process.exit(0),

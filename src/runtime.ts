@@ -14,6 +14,7 @@ import { CrlEnforcement } from './identity/crl-enforcement.js'
 import type { ParsedCrl } from './identity/crl.js'
 import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { TlsServer } from './server/tls-server.js'
+import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
@@ -97,6 +98,10 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   // A damaged state file or journal, or a CRL older than the last one in force, stops the start here,
   // before anything is written; so does an unreadable etcd client certificate or key.
   const backend = await openBackend(config, crl, opts)
+  // Sessions from before a restart resume (unless the CRL changed meanwhile): no full-handshake storm.
+  // HA: state_dir is never written, and a session made with one replica's keys cannot resume on another
+  // replica anyway, so each replica draws its own keys and keeps them in memory.
+  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: crl.pem, logger })
   const audit = await AuditLog.open(config.auditLog)
   const ops = new Operations(config.settings)
   const now = monotonicEpochClock()
@@ -141,6 +146,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   }
   const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
     logger,
+    ticketKeys,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
@@ -173,6 +179,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     throw err
   }
   crls.start()
+  ticketKeys.startTimer((keys) => tls.installTicketKeys(keys))
   const crlWarning = startupCrlWarning(crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
@@ -209,6 +216,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
       peerAudit.flushSuppressed(true) // what open windows held back is still reported
       const last = generation()
       await host.stop() // the last state write; HA: steps down
+      await ticketKeys.close()
       audit.record('controller_stop', { controller_id: config.controllerId, generation: last, connections_cut: cut })
       await audit.close()
       await ops.close()

@@ -1,7 +1,8 @@
 /**
  * The mTLS HTTPS server under fastify: trusts only our CA, TLS ≥ 1.2 with ECDHE + AEAD suites, no
  * renegotiation. It logs refused handshakes with OpenSSL's own reason, tracks open connections so a
- * revocation can close them, and swaps its secure context when the CRL changes.
+ * revocation can close them, and swaps its secure context (with new session-ticket keys) when the CRL
+ * changes.
  */
 import https from 'node:https'
 import type { IncomingMessage, ServerResponse } from 'node:http'
@@ -15,6 +16,7 @@ import { HTTP_LIMITS } from './http-limits.js'
 import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import { ConnectionCaps, type ConnectionLimits } from './connection-caps.js'
+import type { TicketKeys } from './ticket-keys.js'
 
 export interface TlsMaterial {
   readonly ca: string
@@ -25,6 +27,8 @@ export interface TlsMaterial {
 
 export interface TlsServerDeps {
   readonly logger?: Logger
+  /** The session-ticket keys in force; rotated here on every CRL change. */
+  readonly ticketKeys: Pick<TicketKeys, 'current' | 'rotate'>
   /** Audits refused handshakes, limited per peer address. */
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
   /** Open connections allowed per source address and in total (dropped at accept time). */
@@ -62,9 +66,9 @@ export class TlsServer {
     this.caps = new ConnectionCaps(deps.connectionLimits, (address, reason) => deps.peerAudit.record('connection_refused', address, { reason }))
   }
 
-  private contextOptions(): https.ServerOptions {
+  private contextOptions(crlPem = this.material.crlPem, ticketKeys = this.deps.ticketKeys.current): https.ServerOptions {
     return {
-      ...buildSecureContextOptions({ ca: this.material.ca, cert: this.material.cert, key: this.material.key, crlPem: this.material.crlPem }),
+      ...buildSecureContextOptions({ ca: this.material.ca, cert: this.material.cert, key: this.material.key, crlPem, ticketKeys }),
       secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
     }
   }
@@ -118,10 +122,18 @@ export class TlsServer {
     return server as unknown as ReturnType<FastifyServerFactory>
   }
 
-  /** Installs a new CRL for new handshakes; fresh ticket keys, so old sessions cannot resume. */
+  /**
+   * Installs a new CRL for new handshakes, with new ticket keys so that no session from before resumes
+   * (resumption skips the CRL check). Throws when OpenSSL refuses the context: then nothing changed.
+   */
   updateCrl(crlPem: string): void {
+    this.deps.ticketKeys.rotate('crl_changed', (ticketKeys) => this.server?.setSecureContext(this.contextOptions(crlPem, ticketKeys)), crlPem)
     this.material = { ...this.material, crlPem }
-    this.server?.setSecureContext(this.contextOptions())
+  }
+
+  /** Puts new session-ticket keys in force (a rotation by age; the CRL is unchanged). */
+  installTicketKeys(keys: Buffer): void {
+    this.server?.setTicketKeys(keys)
   }
 
   /** Closes every open connection whose principal matches; returns how many were closed. */

@@ -48,7 +48,7 @@ for (const [label, damaged] of variants) {
     t.notMatch(run.stderr, /\n\s+at /, 'no stack trace')
     t.same(readFileSync(statePath), damaged, 'the damaged file is byte-identical')
     t.same(readFileSync(prevPath), prev, 'the previous good copy is untouched')
-    t.same(filesBefore, ['state.journal', 'state.json', 'state.json.prev'], 'the snapshot, its previous copy and the journal')
+    t.same(filesBefore, ['state.journal', 'state.json', 'state.json.prev', 'tls-ticket-keys.json'], 'the snapshot, its previous copy, the journal and the ticket keys')
     t.same(readdirSync(stateDir).sort(), filesBefore, 'nothing new in the state directory')
     t.same(readFileSync(auditPath), auditBefore, 'nothing was audited: the start stopped before the log was opened')
   })

@@ -61,8 +61,9 @@ export function runController(args: string[], cwd: string, timeoutMs = 30_000): 
   }, timeoutMs)
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
   child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  // 'close', not 'exit': 'exit' can come before the last of stderr has been read (seen on a loaded box).
   return new Promise((resolve) =>
-    child.once('exit', (code, signal) => {
+    child.once('close', (code, signal) => {
       clearTimeout(timer)
       resolve({ code: timedOut ? 'timeout' : (code ?? signal ?? -1), stdout, stderr })
     }),

@@ -83,6 +83,42 @@ t.test('the options are the hardened ones, with fresh ticket keys each time', as
   t.doesNotThrow(() => tls.createSecureContext(a), 'OpenSSL accepts the options')
 })
 
+t.test('given ticket keys are used; sessions last a day and belong to the CA, not to the command line', async (t) => {
+  const keys = Buffer.alloc(48, 9)
+  const opts = buildSecureContextOptions({ ca: ca.certPem, cert: serverCert.certPem, key: serverCert.keyPem, crlPem: emptyCrl.pem, ticketKeys: keys })
+  t.equal(opts.ticketKeys, keys)
+  t.equal(opts.sessionTimeout, 86_400, 'resumable for 24 h (Node would say 5 minutes)')
+  t.equal(opts.sessionIdContext, contextOptions(revokedCrl.pem).sessionIdContext, 'the same context under another CRL')
+  const otherCa = makeCa(dir, 'tls-other')
+  const foreign = buildSecureContextOptions({ ca: otherCa.certPem, cert: serverCert.certPem, key: serverCert.keyPem, crlPem: emptyCrl.pem })
+  t.not(foreign.sessionIdContext, opts.sessionIdContext, 'another CA, another context: its sessions are not resumed here')
+  t.ok(String(opts.sessionIdContext).length <= 32, "within OpenSSL's 32 bytes")
+})
+
+t.test('a server built again from the same material and keys (a restart) resumes the sessions of the first', async (t) => {
+  const keys = Buffer.alloc(48, 5)
+  const first = await startServer(t, emptyCrl.pem, keys)
+  const before = await connect(first.port, node, { maxVersion: 'TLSv1.3' })
+  t.ok(before.session)
+  first.server.close()
+  const second = await startServer(t, emptyCrl.pem, keys)
+  const resumed = await connect(second.port, node, { maxVersion: 'TLSv1.3', session: before.session })
+  t.equal(resumed.reused, true)
+  t.equal(resumed.greeting, 'hello node-1')
+  const otherKeys = await startServer(t, emptyCrl.pem, Buffer.alloc(48, 6))
+  t.equal((await connect(otherKeys.port, node, { maxVersion: 'TLSv1.3', session: before.session })).reused, false, 'other keys: a full handshake')
+})
+
+t.test('setTicketKeys (the rotation by age) ends resumption of older sessions on a running server', async (t) => {
+  const { server, port } = await startServer(t, emptyCrl.pem, Buffer.alloc(48, 1))
+  const before = await connect(port, node, { maxVersion: 'TLSv1.3' })
+  t.equal((await connect(port, node, { maxVersion: 'TLSv1.3', session: before.session })).reused, true)
+  server.setTicketKeys(Buffer.alloc(48, 2))
+  const after = await connect(port, node, { maxVersion: 'TLSv1.3', session: before.session })
+  t.equal(after.reused, false, 'a full handshake')
+  t.equal(after.greeting, 'hello node-1', 'and served')
+})
+
 t.test("a CRL's revoked serials compare with peer serials in their normalised form (as principal.ts stores them)", async (t) => {
   const isRevoked = (serialNumber: string, crl: typeof revokedCrl) => crl.revokedSerials.has(normalizeSerial(serialNumber))
   t.ok(isRevoked(node.cert.serialNumber, revokedCrl))

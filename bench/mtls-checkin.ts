@@ -1,0 +1,178 @@
+/**
+ * Check-ins on keep-alive connections: 32 connections, each presenting its own node certificate, against
+ * the controller and, alternating in the same run, the ceiling (mtls-target.ts). Prints per target the
+ * throughput, p50/p99 latency and the server CPU per check-in (the whole target process over the
+ * measured window, divided by the check-ins completed in it), and the ratios controller / ceiling.
+ */
+import { closeAll, openAll, type Connection, type Identity } from './mtls-client.js'
+import type { Target } from './mtls-process.js'
+
+// Many short alternating rounds rather than a few long ones: on a shared 2-core VM the background load
+// drifts, and alternation spreads that drift evenly over both targets.
+const ROUNDS_PER_TARGET = 5
+const WARMUP_MS = 500
+const MEASURE_MS = 2000
+/** A first, discarded round per target lets V8 optimise both before anything is counted. */
+const JIT_WARMUP_MS = 3000
+/** A round in which no request completes for this long has a stalled target: the bench stops. */
+const STALL_MS = 10_000
+/** The issue's targets: throughput at least 0.6 of the ceiling's, CPU per check-in at most 1.3 times. */
+const TARGET_THROUGHPUT_RATIO = 0.6
+const TARGET_CPU_RATIO = 1.3
+
+type Log = (line: string) => void
+
+/** One round's outcome for one target. */
+export interface RoundResult {
+  readonly completed: number
+  readonly seconds: number
+  readonly latenciesMs: Float64Array
+  /** The target process's CPU over the window, in µs (all threads). */
+  readonly serverCpuMicros: number
+  /** CPU the load generator itself used, as a share of one core: near 1.0 would mean it is the bottleneck. */
+  readonly generatorCpu: number
+}
+
+/** Every node checks in once, one after another, so the plan settles; returns the final generation. */
+export async function joinAll(target: Target, ca: Buffer, ids: readonly Identity[], request: (id: Identity, generation: number | undefined) => Buffer): Promise<number> {
+  const connections = await openAll(target.port, ca, ids)
+  try {
+    let generation = 0
+    for (const pass of [0, 1]) {
+      for (const [i, id] of ids.entries()) {
+        const reply = await connections[i]!.send(request(id, pass === 0 ? undefined : generation))
+        if (reply.status !== 200) throw new Error(`${target.kind}: join check-in of ${id.name} answered ${reply.status}: ${reply.body.toString('utf8')}`)
+        generation = (JSON.parse(reply.body.toString('utf8')) as { generation: number }).generation
+      }
+    }
+    return generation
+  } finally {
+    closeAll(connections)
+  }
+}
+
+/**
+ * Measures `MEASURE_MS` of work while `recording` is on: the window opens when the target's first CPU
+ * reading arrives and closes when its second arrives, so the CPU and the count cover the same span.
+ */
+export async function measureWindow(target: Target, ms: number, recording: (on: boolean) => void): Promise<{ seconds: number; serverCpuMicros: number; generatorCpu: number }> {
+  const cpuStart = await target.cpuMicros()
+  recording(true)
+  const start = performance.now()
+  const ownStart = process.cpuUsage()
+  await new Promise((r) => setTimeout(r, ms))
+  const cpuEnd = await target.cpuMicros()
+  recording(false)
+  const seconds = (performance.now() - start) / 1000
+  const own = process.cpuUsage(ownStart)
+  return { seconds, serverCpuMicros: cpuEnd - cpuStart, generatorCpu: (own.user + own.system) / 1e6 / seconds }
+}
+
+/**
+ * One round: fresh connections (handshakes not timed), a warm-up, then MEASURE_MS of closed-loop check-ins.
+ * Each connection sends `requests[i]` again and again, or with `vary` the body it returns for the
+ * connection's identity and the number of requests it sent so far (a load that changes state).
+ */
+export async function runRound(target: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[], warmupMs = WARMUP_MS, vary?: (id: Identity, sent: number) => Buffer): Promise<RoundResult> {
+  const connections = await openAll(target.port, ca, ids)
+  const latencies: number[] = []
+  let recording = false
+  let running = true
+  let failure: Error | undefined
+  let lastProgress = performance.now()
+  const watchdog = setInterval(() => {
+    if (performance.now() - lastProgress < STALL_MS) return
+    failure ??= new Error(`${target.kind}: no answer for ${STALL_MS} ms`)
+    running = false
+    closeAll(connections) // fails the requests in flight, so the loops end
+  }, 500)
+  const loop = async (connection: Connection, request: Buffer, id: Identity) => {
+    for (let sent = 0; running; sent++) {
+      const reply = await connection.send(vary ? vary(id, sent) : request)
+      lastProgress = performance.now()
+      if (reply.status !== 200) {
+        failure ??= new Error(`${target.kind} answered ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
+        running = false
+      }
+      if (recording) latencies.push(reply.ms)
+    }
+  }
+  const settled = Promise.all(connections.map((c, i) => loop(c, requests[i]!, ids[i]!))).catch((err: Error) => {
+    failure ??= err
+    running = false
+  })
+  await new Promise((r) => setTimeout(r, warmupMs))
+  const window = await measureWindow(target, MEASURE_MS, (on) => {
+    if (on) latencies.length = 0
+    recording = on
+  })
+  const completed = latencies.length
+  running = false
+  await settled
+  clearInterval(watchdog)
+  closeAll(connections)
+  if (failure) throw failure
+  return { completed, latenciesMs: Float64Array.from(latencies.slice(0, completed)), ...window }
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return Number.NaN
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
+}
+
+export interface Summary {
+  readonly perSecond: number
+  readonly p50: number
+  readonly p99: number
+  /** Server CPU per check-in, µs. */
+  readonly cpuPerCheckin: number
+}
+
+export function summarize(rounds: readonly RoundResult[]): Summary {
+  const completed = rounds.reduce((n, r) => n + r.completed, 0)
+  const seconds = rounds.reduce((n, r) => n + r.seconds, 0)
+  const cpu = rounds.reduce((n, r) => n + r.serverCpuMicros, 0)
+  const all = new Float64Array(completed)
+  let offset = 0
+  for (const r of rounds) {
+    all.set(r.latenciesMs, offset)
+    offset += r.latenciesMs.length
+  }
+  all.sort()
+  return { perSecond: completed / seconds, p50: percentile(all, 50), p99: percentile(all, 99), cpuPerCheckin: cpu / completed }
+}
+
+export const fmtRate = (perSecond: number): string => `${Math.round(perSecond).toLocaleString('en-US').padStart(7)} check-ins/s`
+export const fmtMs = (ms: number): string => `${ms.toFixed(2).padStart(6)} ms`
+const fmtCpu = (micros: number): string => `${micros.toFixed(0).padStart(4)} µs CPU/check-in`
+const range = (values: readonly number[]): string => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`
+
+/** Warms both targets up, runs the alternating rounds and prints every figure. */
+export async function runCheckinSection(log: Log, controller: Target, ceiling: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[]): Promise<void> {
+  log(`  check-ins on ${ids.length} keep-alive connections: a discarded warm-up round each, then ${ROUNDS_PER_TARGET} alternating rounds per target of ${MEASURE_MS} ms measured`)
+  for (const target of [controller, ceiling]) await runRound(target, ca, ids, requests, JIT_WARMUP_MS)
+  const results = new Map<Target, RoundResult[]>([[controller, []], [ceiling, []]])
+  for (let round = 1; round <= ROUNDS_PER_TARGET; round++) {
+    // The order flips every round, so neither target always runs right after the other.
+    for (const target of round % 2 === 1 ? [controller, ceiling] : [ceiling, controller]) {
+      const result = await runRound(target, ca, ids, requests)
+      results.get(target)!.push(result)
+      const s = summarize([result])
+      log(`  round ${round}/${ROUNDS_PER_TARGET} ${target.kind.padEnd(10)} ${fmtRate(s.perSecond)}  p99 ${fmtMs(s.p99)}  ${fmtCpu(s.cpuPerCheckin)}  (server ${Math.round((result.serverCpuMicros / 1e6 / result.seconds) * 100)} % of a core, load generator ${Math.round(result.generatorCpu * 100)} %)`)
+    }
+  }
+  const c = summarize(results.get(controller)!)
+  const r = summarize(results.get(ceiling)!)
+  log(`  controller (fastify)               ${fmtRate(c.perSecond)}  p50 ${fmtMs(c.p50)}  p99 ${fmtMs(c.p99)}  ${fmtCpu(c.cpuPerCheckin)}`)
+  log(`  ceiling (node:https + node:crypto) ${fmtRate(r.perSecond)}  p50 ${fmtMs(r.p50)}  p99 ${fmtMs(r.p99)}  ${fmtCpu(r.cpuPerCheckin)}`)
+  // Each controller round against the ceiling round next to it: the spread shows the machine's noise.
+  const pairs = results.get(controller)!.map((round, i) => [round, results.get(ceiling)![i]!] as const)
+  const rate = (x: RoundResult) => x.completed / x.seconds
+  const cpuPer = (x: RoundResult) => x.serverCpuMicros / x.completed
+  const cpuRatio = c.cpuPerCheckin / r.cpuPerCheckin
+  const cpuVerdict = cpuRatio <= TARGET_CPU_RATIO ? 'meets' : 'ABOVE'
+  log(`  CPU per check-in, controller / ceiling: ${cpuRatio.toFixed(2)} (${cpuVerdict} the target ≤ ${TARGET_CPU_RATIO.toFixed(2)}; round by round ${range(pairs.map(([a, b]) => cpuPer(a) / cpuPer(b)))})`)
+  const ratio = c.perSecond / r.perSecond
+  const verdict = ratio >= TARGET_THROUGHPUT_RATIO ? 'meets' : 'BELOW'
+  log(`  throughput, controller / ceiling:       ${ratio.toFixed(2)} (${verdict} the target ≥ ${TARGET_THROUGHPUT_RATIO.toFixed(2)}; round by round ${range(pairs.map(([a, b]) => rate(a) / rate(b)))})`)
+}

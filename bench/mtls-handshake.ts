@@ -1,0 +1,184 @@
+/**
+ * New connections: full and resumed TLS 1.3 handshakes, each followed by one check-in on that connection
+ * and a close, for an RSA-2048 and a P-256 server key (with node keys of the same type), against the
+ * controller and the ceiling. Resumption uses the session ticket a client kept from an earlier
+ * connection, as a node does after a controller restart. Prints connections per second and the server
+ * CPU per connection (the whole target process over the window, divided by the connections completed).
+ */
+import { Connection, type Identity } from './mtls-client.js'
+import { KEY_LABEL, type ServerKey, type Target } from './mtls-process.js'
+import { measureWindow } from './mtls-checkin.js'
+
+/** Clients connecting at once (each its own node certificate, one connection at a time). */
+const CLIENTS = 16
+const ROUNDS = 3
+const MEASURE_MS = 1500
+/** A discarded first round per cell (V8 warm-up of the connection path). */
+const WARMUP_MS = 1000
+/** One connection taking longer than this means a stalled target: the bench stops. */
+const VISIT_TIMEOUT_MS = 10_000
+/** The fleet the issue sizes the restart storm for. */
+const FLEET = 10_000
+
+type Log = (line: string) => void
+type Mode = 'full' | 'resumed'
+
+/** The clients of one server key: identities, their check-in requests, the sessions they keep. */
+export interface HandshakeFleet {
+  readonly key: ServerKey
+  readonly controller: Target
+  readonly ceiling: Target
+  readonly ids: readonly Identity[]
+  readonly requests: readonly Buffer[]
+}
+
+interface Cell {
+  readonly fleet: HandshakeFleet
+  readonly target: Target
+  readonly mode: Mode
+  /** Per client, the newest session this target gave it (a resumed handshake brings no new one). */
+  readonly sessions: Array<Buffer | undefined>
+  readonly rounds: Array<{ connections: number; seconds: number; serverCpuMicros: number; generatorCpu: number }>
+}
+
+function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: no progress for ${VISIT_TIMEOUT_MS} ms`)), VISIT_TIMEOUT_MS)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+/** One connection: handshake (resuming `session` if given), one check-in, close. */
+async function visit(target: Target, ca: Buffer, id: Identity, request: Buffer, session: Buffer | undefined): Promise<{ reused: boolean; session: Buffer | undefined }> {
+  const connection = await Connection.open(target.port, ca, id, session)
+  const reply = await connection.send(request)
+  await connection.close()
+  if (reply.status !== 200) throw new Error(`${target.kind} (${target.key}) answered ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
+  return { reused: connection.reused, session: connection.session }
+}
+
+/** CLIENTS closed loops of connections for `ms`; counts only what completes inside the measured window. */
+async function runRound(cell: Cell, ca: Buffer, measure: boolean, ms: number): Promise<void> {
+  const { target, mode, fleet } = cell
+  let running = true
+  let recording = false
+  let connections = 0
+  let failure: Error | undefined
+  const loop = async (i: number) => {
+    while (running) {
+      const offered = mode === 'resumed' ? cell.sessions[i] : undefined
+      const outcome = await withTimeout(visit(target, ca, fleet.ids[i]!, fleet.requests[i]!, offered), `${target.kind} (${target.key})`)
+      if (outcome.reused !== (mode === 'resumed')) throw new Error(`${target.kind} (${target.key}): a ${mode} handshake was expected, got ${outcome.reused ? 'a resumed' : 'a full'} one`)
+      if (outcome.session) cell.sessions[i] = outcome.session
+      if (recording) connections++
+    }
+  }
+  const settled = Promise.all(Array.from({ length: CLIENTS }, (_, i) => loop(i))).catch((err: Error) => {
+    failure ??= err
+    running = false
+  })
+  if (measure) {
+    const window = await measureWindow(target, ms, (on) => {
+      if (on) connections = 0
+      recording = on
+    })
+    cell.rounds.push({ connections, ...window })
+  } else {
+    await new Promise((r) => setTimeout(r, ms))
+  }
+  running = false
+  await settled
+  if (failure) throw failure
+}
+
+interface CellFigures {
+  readonly perSecond: number
+  /** The target's CPU as a share of one core: well below 1 means the load generator set the pace. */
+  readonly serverCore: number
+  /** Server CPU per connection, ms, over all rounds; and the lowest and highest round. */
+  readonly cpuMs: number
+  readonly cpuLow: number
+  readonly cpuHigh: number
+  readonly generatorCpu: number
+}
+
+function figures(cell: Cell): CellFigures {
+  const total = cell.rounds.reduce((n, r) => n + r.connections, 0)
+  const seconds = cell.rounds.reduce((n, r) => n + r.seconds, 0)
+  const cpu = cell.rounds.reduce((n, r) => n + r.serverCpuMicros, 0)
+  const perRound = cell.rounds.map((r) => r.serverCpuMicros / 1000 / r.connections)
+  return {
+    perSecond: total / seconds,
+    serverCore: cpu / 1e6 / seconds,
+    cpuMs: cpu / 1000 / total,
+    cpuLow: Math.min(...perRound),
+    cpuHigh: Math.max(...perRound),
+    generatorCpu: Math.max(...cell.rounds.map((r) => r.generatorCpu)),
+  }
+}
+
+const pct = (share: number): string => `${Math.round(share * 100)} %`
+
+/** The table's columns: heading, width, and whether values align right. */
+const COLUMNS = [
+  ['server key / node keys', 22, false],
+  ['handshake', 9, false],
+  ['target', 10, false],
+  ['conn/s', 6, true],
+  ['server', 6, true],
+  ['server CPU per conn (rounds)', 28, false],
+  ['per core-s', 10, true],
+  ['vs ceiling', 10, true],
+  ['generator', 9, true],
+] as const
+
+function line(values: readonly string[]): string {
+  return `  ${values.map((v, i) => (COLUMNS[i]![2] ? v.padStart(COLUMNS[i]![1]) : v.padEnd(COLUMNS[i]![1]))).join('  ')}`
+}
+
+/** One table row: the measured rate, the server's busy share, CPU per connection, and connections per core-second. */
+function row(cell: Cell, f: CellFigures, versus: CellFigures | null): string {
+  return line([
+    `${KEY_LABEL[cell.fleet.key]} / ${KEY_LABEL[cell.fleet.key]}`,
+    cell.mode,
+    cell.target.kind,
+    Math.round(f.perSecond).toLocaleString('en-US'),
+    pct(f.serverCore),
+    `${f.cpuMs.toFixed(2)} ms (${f.cpuLow.toFixed(2)}–${f.cpuHigh.toFixed(2)})`,
+    Math.round(1000 / f.cpuMs).toLocaleString('en-US'),
+    versus === null ? '' : `${(f.cpuMs / versus.cpuMs).toFixed(2)}×`,
+    pct(f.generatorCpu),
+  ])
+}
+
+/** Runs every cell (server key × target × full/resumed) in rotating order and prints the table. */
+export async function runHandshakeSection(log: Log, fleets: readonly HandshakeFleet[], ca: Buffer): Promise<void> {
+  log(`  new connections: TLS 1.3, ${CLIENTS} clients at once, each connection = handshake + one check-in + close; ${ROUNDS} rounds of ${MEASURE_MS} ms per cell, in rotating order`)
+  log(`  (server = the target's CPU as a share of one core: well below 100 % means the load generator, which pays for its own half of every handshake, set the pace; per core-s = connections one core would serve at that CPU cost)`)
+  const cells: Cell[] = []
+  for (const fleet of fleets) {
+    for (const target of [fleet.controller, fleet.ceiling]) {
+      const sessions: Array<Buffer | undefined> = Array.from({ length: CLIENTS }, () => undefined)
+      for (const mode of ['full', 'resumed'] as const) cells.push({ fleet, target, mode, sessions, rounds: [] })
+    }
+  }
+  // Full cells come first in the list, so each client holds a session before its first resumed round.
+  for (const cell of cells) await runRound(cell, ca, false, WARMUP_MS)
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = [...cells.slice(round % cells.length), ...cells.slice(0, round % cells.length)]
+    for (const cell of order) await runRound(cell, ca, true, MEASURE_MS)
+  }
+  log(line(COLUMNS.map(([heading]) => heading)))
+  const controllerCpu = new Map<string, number>()
+  for (const cell of cells.filter((c) => c.target.kind === 'controller')) {
+    const twin = cells.find((c) => c.fleet === cell.fleet && c.mode === cell.mode && c.target.kind === 'ceiling')!
+    const mine = figures(cell)
+    const theirs = figures(twin)
+    controllerCpu.set(`${cell.fleet.key}/${cell.mode}`, mine.cpuMs)
+    log(row(cell, mine, theirs))
+    log(row(twin, theirs, null))
+  }
+  const storm = (key: ServerKey, mode: Mode) => (((controllerCpu.get(`${key}/${mode}`) ?? Number.NaN) * FLEET) / 1000).toFixed(1)
+  log(`  ${FLEET.toLocaleString('en-US')} nodes reconnecting after a restart cost the controller about ${storm('ec', 'resumed')} s of CPU (P-256, resumed), ${storm('ec', 'full')} s (P-256, full), ${storm('rsa', 'resumed')} s (RSA, resumed), ${storm('rsa', 'full')} s (RSA, full)`)
+}
