@@ -112,6 +112,7 @@ export class ChurnRunner {
         await this.drain(event.node, event.draining)
         break
       case 'pause':
+        await this.untilRunning(event.node)
         this.pause(event.node, event.forMs)
         break
       case 'restart':
@@ -129,8 +130,14 @@ export class ChurnRunner {
     return plan !== null && plan.nodes.some((n) => n.node_id === node) === present
   }
 
+  /** A pause or revocation waits (at most two leases) until its node runs a shard: else it proves little. */
+  private async untilRunning(node: string): Promise<void> {
+    await waitFor(() => this.deps.ledger.runningOn(node).size > 0, 2 * this.deps.leaseMs)
+  }
+
   /** `pxe-pki revoke`, then waits until the controller has dropped the node (SPEC: within 2 s). */
   private async revoke(node: string): Promise<void> {
+    await this.untilRunning(node)
     await revokeWithCli(this.deps.pkiDir, node)
     const at = sharedNow()
     this.revocations.push({ node, at })

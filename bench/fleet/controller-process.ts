@@ -51,11 +51,11 @@ export class ControllerChild {
     return this.child?.pid ?? null
   }
 
-  /** Starts it (on the port of the first start, if any) and resolves once it listens. */
-  async start(): Promise<void> {
+  /** Starts it (on the port of the first start, if any), with extra node flags for this start; resolves once it listens. */
+  async start(extraNodeArgs: readonly string[] = []): Promise<void> {
     const listen = { ...(this.opts.config.listen as object), ...(this.portInUse === null ? {} : { port: this.portInUse }) }
     await writeFile(this.opts.configPath, JSON.stringify({ ...this.opts.config, listen }, null, 2), { mode: 0o600 })
-    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), CONTROLLER_MAIN, '--config', this.opts.configPath], {
+    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), ...extraNodeArgs, CONTROLLER_MAIN, '--config', this.opts.configPath], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LOG_LEVEL: 'info' },
     })

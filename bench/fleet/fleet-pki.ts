@@ -4,13 +4,14 @@
  * through the real CLI (`pxe-pki revoke`), as an operator would run it.
  */
 import { execFile } from 'node:child_process'
-import { readFile, writeFile } from 'node:fs/promises'
+import { access, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { issueBundle, issueBundles } from '../../pki/bundle-issue.js'
 import { initPki } from '../../pki/init-pki.js'
 import { issueServerCert } from '../../pki/issue-certs.js'
 import { parseNamesFile } from '../../pki/names-file.js'
+import { writeCrl } from '../../pki/revocation.js'
 
 const PKI_CLI = fileURLToPath(new URL('../../pki/cli.js', import.meta.url))
 
@@ -53,15 +54,39 @@ export async function makeFleetPki(root: string, names: readonly string[], progr
       progress(`${phase} ${done}/${total} node bundles`)
     },
   })
-  const operator = await issueBundle(dir, 'fleet-operator', 'operator', { keyType: 'ec', outDir: join(root, 'operator') })
+  await issueBundle(dir, OPERATOR, 'operator', { keyType: 'ec', outDir: join(root, 'operator') })
+  return readFleetPki(root)
+}
+
+const OPERATOR = 'fleet-operator'
+
+/** Reads a PKI that makeFleetPki made under `root`. */
+async function readFleetPki(root: string): Promise<FleetPki> {
+  const dir = join(root, 'pki')
   const read = (path: string) => readFile(path, 'utf8')
+  const operatorDir = join(root, 'operator', OPERATOR)
   return {
     dir,
-    bundles,
+    bundles: join(root, 'bundles'),
     ca: await read(join(dir, 'ca.pem')),
     jwks: JSON.parse(await read(join(dir, 'plan-jwks.json'))) as unknown,
-    operator: { cert: await read(join(operator.bundleDir, 'cert.pem')), key: await read(join(operator.bundleDir, 'key.pem')) },
+    operator: { cert: await read(join(operatorDir, 'cert.pem')), key: await read(join(operatorDir, 'key.pem')) },
   }
+}
+
+/**
+ * The PKI under `root` if an earlier run made it with these very names (the names file matches and the
+ * last bundle exists), with a fresh CRL (its nextUpdate may have passed); else null.
+ */
+export async function reuseFleetPki(root: string, names: readonly string[]): Promise<FleetPki | null> {
+  try {
+    if ((await readFile(join(root, 'names.txt'), 'utf8')) !== `${names.join('\n')}\n`) return null
+    await access(join(root, 'bundles', names[names.length - 1]!, 'key.pem'))
+  } catch {
+    return null
+  }
+  await writeCrl(join(root, 'pki'))
+  return readFleetPki(root)
 }
 
 /** `pxe-pki revoke <name> --dir DIR` as a child process; rejects with its stderr on failure. */

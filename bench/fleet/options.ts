@@ -11,7 +11,7 @@ export interface FleetOptions {
   readonly seed: number
   readonly leaseS: number
   readonly identifyIntervalMs: number
-  /** Every node's capacity, or null for a seeded mix around 2 × shards / nodes. */
+  /** Every node's capacity, or null for a seeded mix of ceil(shards / nodes) and one more. */
   readonly capacity: number | null
   readonly dailyLimit: number
   readonly churn: ChurnCounts
@@ -50,7 +50,7 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
   --seed n                 churn schedule seed (random; printed)
   --lease s                controller lease_seconds (8)
   --identify-interval-ms   controller identify_interval_ms, >= 5000 (5100)
-  --capacity c             every node's capacity (a seeded mix around 2 x S / N)
+  --capacity c             every node's capacity (a seeded mix of ceil(S / N) and one more)
   --daily-limit n          controller daily_identify_limit (10 x S)
   --joins --leaves --drains --pauses --restarts --revocations n
                            churn events of each kind (N/20, N/20, 2, 1, 1, 1)

@@ -40,11 +40,15 @@ export function nodeName(index: number, total: number): string {
   return `fleet-${String(index + 1).padStart(Math.max(4, String(total).length), '0')}`
 }
 
+/**
+ * Capacities lo or lo + 1 with lo = ceil(S / N): the total stays near 1.25-2 × S, so that losing a few
+ * nodes still leaves room for every shard, and every node gets at least one shard (the planner floors
+ * S × capacity / total, so a fleet much larger than S would leave nodes idle and churn on them moot).
+ */
 function capacities(opts: FleetOptions, rng: Rng): number[] {
   if (opts.capacity !== null) return Array.from({ length: opts.nodes }, () => opts.capacity!)
-  const lo = Math.min(128, Math.max(1, Math.ceil(opts.shards / opts.nodes)))
-  const hi = Math.min(128, 2 * lo + 1)
-  return Array.from({ length: opts.nodes }, () => rng.int(lo, hi))
+  const lo = Math.min(127, Math.max(1, Math.ceil(opts.shards / opts.nodes)))
+  return Array.from({ length: opts.nodes }, () => rng.int(lo, lo + 1))
 }
 
 /** Builds the scenario of a run from its options (the seed decides everything random). */
