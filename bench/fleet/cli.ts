@@ -4,6 +4,7 @@
  * bad flag, 3 when the run could not be set up.
  */
 import { writeFile } from 'node:fs/promises'
+import { handleInterrupts } from './interrupt.js'
 import { HELP, parseFleetArgs, UsageError } from './options.js'
 import { runFleet } from './simulator.js'
 import { formatSummary } from './summary.js'
@@ -31,6 +32,7 @@ async function main(): Promise<number> {
   return total === 0 ? 0 : 1
 }
 
+handleInterrupts('fleet')
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {

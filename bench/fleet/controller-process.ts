@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
+import { onInterrupt } from './interrupt.js'
 
 /** The compiled controller entry. */
 export const CONTROLLER_MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url))
@@ -35,6 +36,7 @@ export class ControllerChild {
   private log: WriteStream
   private portInUse: number | null = null
   private told = false
+  private readonly unregister = onInterrupt(() => this.child?.kill('SIGKILL'))
 
   constructor(private readonly opts: ControllerChildOptions) {
     this.log = createWriteStream(opts.logPath, { flags: 'a' })
@@ -115,8 +117,9 @@ export class ControllerChild {
     return code
   }
 
-  /** Closes the log file. */
+  /** Kills the process if it still runs and closes the log file. */
   async close(): Promise<void> {
+    this.unregister()
     if (this.child !== null) await this.kill9()
     await new Promise<void>((resolve) => this.log.end(resolve))
   }

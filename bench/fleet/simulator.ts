@@ -2,15 +2,18 @@
  * One fleet run: a PKI and N node bundles, a controller child process, agent worker processes running
  * the real NodeAgent, the seeded churn, a settle phase, then the checks over the one timeline.
  */
+import { rmSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { mapChunked } from './chunked.js'
 import { ChurnRunner } from './churn-runner.js'
 import { checkGrants, readAuditGrants } from './check-grants.js'
 import { checkOverlaps } from './check-overlaps.js'
 import { ControllerChild } from './controller-process.js'
 import { judgeConvergence } from './convergence.js'
 import { controllerFiles, makeFleetPki, type FleetPki } from './fleet-pki.js'
+import { onInterrupt } from './interrupt.js'
 import { FleetLedger } from './ledger.js'
 import { moveFigures, percentile, restartFigures } from './metrics.js'
 import { OperatorClient } from './operator-client.js'
@@ -73,6 +76,9 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
   const root = await mkdtemp(join(tmpdir(), 'pxe-fleet-'))
   let controller: ControllerChild | null = null
   let pool: WorkerPool | null = null
+  const unregister = onInterrupt(() => {
+    if (!opts.keep) rmSync(root, { recursive: true, force: true })
+  })
   try {
     out.info(`fleet: seed ${opts.seed}; making a PKI and ${opts.nodes} P-256 node bundles (issue --names) in ${root}`)
     const pki = await makeFleetPki(root, scenario.nodes.map((n) => n.name), (line) => out.info(`  ${line}`))
@@ -95,6 +101,7 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
     const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, pool, operator, churn, phase: 'joining' }
     return await simulate(run)
   } finally {
+    unregister()
     pool?.kill()
     await controller?.close()
     if (opts.keep) out.info(`fleet: run folder kept: ${root} (it holds private keys: delete it when done)`)
@@ -109,7 +116,7 @@ async function simulate(run: Run): Promise<FleetSummary> {
     if (opts.progress) out.progress(progressLine({ ledger: run.ledger, churn, startedAt, shards: opts.shards, events: scenario.events.length, phase: () => run.phase, controllerUp: () => run.controller.pid !== null }, sharedNow()))
   }, 1000)
   try {
-    await Promise.all(scenario.nodes.filter((n) => n.initial).map((n) => churn.startNode(n.name)))
+    await mapChunked(scenario.nodes.filter((n) => n.initial), 100, (n) => churn.startNode(n.name))
     run.phase = 'churn'
     for (const event of scenario.events) {
       await sleep(startedAt + event.at - sharedNow())

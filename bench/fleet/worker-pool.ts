@@ -1,6 +1,7 @@
 /** The orchestrator's side of the agent workers: fork, start and stop agents, freeze a process, collect records. */
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { onInterrupt } from './interrupt.js'
 import type { FleetRecord, FromWorker, ToWorker } from './protocol.js'
 
 const WORKER = fileURLToPath(new URL('./agent-worker.js', import.meta.url))
@@ -59,6 +60,7 @@ class Worker {
 export class WorkerPool {
   private readonly workers: Worker[] = []
   private closing = false
+  private readonly unregister = onInterrupt(() => this.kill())
 
   constructor(count: number, onRecords: (records: readonly FleetRecord[]) => void, onUnexpectedExit: (index: number, code: number | string) => void) {
     for (let i = 0; i < count; i++) {
@@ -110,6 +112,7 @@ export class WorkerPool {
   /** Kills every process at once (after a failure of the orchestrator). */
   kill(): void {
     this.closing = true
+    this.unregister()
     for (const w of this.workers) if (!w.exited) w.child.kill('SIGKILL')
   }
 

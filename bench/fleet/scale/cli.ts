@@ -3,6 +3,7 @@
  * (issuing 10,000 bundles alone does, unless --pki reuses them), so it is not part of `npm run bench`.
  */
 import { writeFile } from 'node:fs/promises'
+import { handleInterrupts } from '../interrupt.js'
 import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import { runFleetBench, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
@@ -54,6 +55,7 @@ async function main(): Promise<number> {
   return 0
 }
 
+handleInterrupts('bench:fleet')
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {

@@ -4,11 +4,13 @@
  * window, (b) kill -9 of the steady controller and a start on the same state, then a second steady
  * window (the one profiled with --cpu-prof, together with the restart).
  */
+import { rmSync } from 'node:fs'
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { ControllerChild } from '../controller-process.js'
 import { controllerFiles, makeFleetPki, reuseFleetPki, type FleetPki } from '../fleet-pki.js'
+import { onInterrupt } from '../interrupt.js'
 import { nodeName } from '../scenario.js'
 import { sharedNow } from '../shared-clock.js'
 import type { BenchOptions } from './bench-options.js'
@@ -96,6 +98,10 @@ export async function runFleetBench(opts: BenchOptions, log: (line: string) => v
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
   const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
   const pool = new LoadPool(opts.workers)
+  const unregister = onInterrupt(() => {
+    rmSync(run, { recursive: true, force: true })
+    if (temporary) rmSync(root, { recursive: true, force: true })
+  })
   try {
     const loadStart = loadAverage()
     await controller.start()
@@ -112,6 +118,7 @@ export async function runFleetBench(opts: BenchOptions, log: (line: string) => v
     const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after)
     return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, profile }
   } finally {
+    unregister()
     pool.kill()
     await controller.close()
     await rm(run, { recursive: true, force: true })

@@ -1,6 +1,7 @@
 /** The benchmark's load-generator processes: fork, ask, and add up their statuses. */
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
+import { onInterrupt } from '../interrupt.js'
 import type { FromLoad, LoadNodeSpec, LoadStatus, ToLoad } from './load-protocol.js'
 
 const WORKER = fileURLToPath(new URL('./load-worker.js', import.meta.url))
@@ -24,6 +25,7 @@ function ask<T extends FromLoad['type']>(child: ChildProcess, message: ToLoad, r
 /** Load-generator processes, each driving a slice of the nodes. */
 export class LoadPool {
   private readonly children: ChildProcess[]
+  private readonly unregister = onInterrupt(() => this.kill())
 
   constructor(count: number) {
     // Each process holds thousands of sockets; stderr stays visible.
@@ -71,6 +73,7 @@ export class LoadPool {
 
   /** Kills every process (after a failure). */
   kill(): void {
+    this.unregister()
     for (const c of this.children) if (c.exitCode === null) c.kill('SIGKILL')
   }
 }

@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
+import { mapChunked } from '../chunked.js'
 import { LightNode } from './light-node.js'
 import type { FromLoad, LoadStatus, ToLoad } from './load-protocol.js'
 
@@ -18,13 +19,11 @@ function send(message: FromLoad): void {
 
 async function init(message: Extract<ToLoad, { type: 'init' }>): Promise<void> {
   const shared = { port: message.port, count }
-  nodes = await Promise.all(
-    message.nodes.map(async (spec) => {
-      const [cert, key] = await Promise.all([readFile(join(spec.bundleDir, 'cert.pem'), 'utf8'), readFile(join(spec.bundleDir, 'key.pem'), 'utf8')])
-      const context = createSecureContext({ ca: message.ca, cert, key, minVersion: 'TLSv1.2' })
-      return new LightNode(spec.name, spec.capacity, context, spec.localAddress, shared)
-    }),
-  )
+  nodes = await mapChunked(message.nodes, 200, async (spec) => {
+    const [cert, key] = await Promise.all([readFile(join(spec.bundleDir, 'cert.pem'), 'utf8'), readFile(join(spec.bundleDir, 'key.pem'), 'utf8')])
+    const context = createSecureContext({ ca: message.ca, cert, key, minVersion: 'TLSv1.2' })
+    return new LightNode(spec.name, spec.capacity, context, spec.localAddress, shared)
+  })
 }
 
 const maxOf = (values: Iterable<number | null>): number | null => {
