@@ -22,9 +22,10 @@ export interface Freeze {
   readonly to: number
 }
 
-/** A revocation: the moment `pxe-pki revoke` had rewritten the CRL. */
+/** A revocation: when `pxe-pki revoke` was started, and when it had rewritten the CRL. */
 export interface Revocation {
   readonly node: string
+  readonly requestedAt: number
   readonly at: number
 }
 
@@ -141,7 +142,8 @@ export function checkOverlaps(input: OverlapInput): OverlapReport {
     if (list === undefined) byShard.set(iv.shard, (list = []))
     list.push(...segments)
   }
-  const revokedAt = new Map(input.revocations.map((r) => [r.node, r.at]))
+  // From the moment the CLI started: the controller may read the new CRL before the CLI has exited.
+  const revokedAt = new Map(input.revocations.map((r) => [r.node, r.requestedAt]))
   for (const [shard, segments] of byShard) sweep(shard, segments, revokedAt, report)
   wakeTimings(intervals, input, report)
   revocationChecks(intervals, input, report)

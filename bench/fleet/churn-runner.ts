@@ -138,9 +138,10 @@ export class ChurnRunner {
   /** `pxe-pki revoke`, then waits until the controller has dropped the node (SPEC: within 2 s). */
   private async revoke(node: string): Promise<void> {
     await this.untilRunning(node)
+    const requestedAt = sharedNow()
     await revokeWithCli(this.deps.pkiDir, node)
     const at = sharedNow()
-    this.revocations.push({ node, at })
+    this.revocations.push({ node, requestedAt, at })
     this.fate.set(node, 'revoked')
     const dropped = await waitFor(() => this.inPlan(node, false), SHOW_MS)
     this.revocationNotes.push({ node, droppedAfterMs: dropped ? sharedNow() - at : null })

@@ -36,7 +36,7 @@ t.test('a frozen node runs nothing while frozen and must stop what it lost on wa
 })
 
 t.test('a revoked node: overlaps after the revocation are reported apart; it must stop and start nothing', async (t) => {
-  const revocations = [{ node: 'a', at: 500 }]
+  const revocations = [{ node: 'a', requestedAt: 400, at: 500 }]
   const after = checkOverlaps(input([start(0, 'a', 1), start(900, 'b', 1), stop(1000, 'a', 1)], { revocations }))
   t.same(after.violations, [])
   t.equal(after.revokedOverlaps.length, 1)
