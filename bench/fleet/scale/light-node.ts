@@ -13,7 +13,8 @@ import { RawConnection } from './raw-connection.js'
 /** What every light node of a worker shares. */
 export interface LightNodeShared {
   readonly port: number
-  readonly count: (name: string) => void
+  /** Counts an outcome; `sample` is a message kept once per name for the report. */
+  readonly count: (name: string, sample?: string) => void
 }
 
 /** A node's view after its first answer following the mark (just before a kill -9). */
@@ -96,9 +97,9 @@ export class LightNode {
       }
       const reply = await this.conn.send(this.request(), timeoutMs)
       if (reply.status === 200) return this.accept(reply.body, sentAt)
-      this.shared.count(`status_${reply.status}`)
-      const wait = reply.status === 429 ? Number((JSON.parse(reply.body.toString('utf8')) as { retry_after_ms?: number }).retry_after_ms ?? 1000) : this.cadence.retry()
-      this.schedule(wait)
+      const error = JSON.parse(reply.body.toString('utf8')) as { error?: string; message?: string; retry_after_ms?: number }
+      this.shared.count(`status_${reply.status}_${error.error ?? ''}`, error.message)
+      this.schedule(reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.cadence.retry())
     } catch (err) {
       this.conn?.close()
       this.conn = null

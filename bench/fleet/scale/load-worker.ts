@@ -11,7 +11,14 @@ import type { FromLoad, LoadStatus, ToLoad } from './load-protocol.js'
 
 let nodes: LightNode[] = []
 const counters: Record<string, number> = {}
-const count = (name: string) => void (counters[name] = (counters[name] ?? 0) + 1)
+const samples: Record<string, string> = {}
+const count = (name: string, sample?: string) => {
+  counters[name] = (counters[name] ?? 0) + 1
+  if (sample !== undefined && samples[name] === undefined) {
+    samples[name] = sample.slice(0, 200)
+    process.stderr.write(`load generator: first ${name}: ${samples[name]}\n`)
+  }
+}
 
 function send(message: FromLoad): void {
   process.send?.(message)
