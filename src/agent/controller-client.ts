@@ -192,7 +192,9 @@ export class ControllerClient {
       }
       const timer = clock.setTimeout(() => fail(new AttemptError('timeout', `no answer within ${requestTimeoutMs} ms`)), requestTimeoutMs)
       req.on('socket', (socket) => {
-        reused = req.reusedSocket
+        // Node sets reusedSocket only for an idle socket; a request queued behind another gets the freed
+        // socket with reusedSocket false. A socket no longer connecting was made for an earlier request.
+        reused = req.reusedSocket || !socket.connecting
         if (!reused) socket.once('secureConnect', () => (handshook = true))
       })
       req.on('error', (err: NodeJS.ErrnoException) => fail(classify(err)))

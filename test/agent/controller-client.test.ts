@@ -56,3 +56,23 @@ t.test('a controller whose certificate is not from our CA is never trusted', asy
   t.equal(attempt?.failure, 'server_untrusted', attempt?.detail ?? '')
   t.equal(impostor.seen.length, 0, 'no request reached it')
 })
+
+t.test('requests queued behind another on the keep-alive connection leave no listener on its socket', async (t) => {
+  const fake = await fakeController(pki, () => ({ status: 200, body: { ok: true } }))
+  t.teardown(() => fake.close())
+  const c = client([urlOf(fake.port)])
+  t.teardown(() => c.close())
+  const warnings: string[] = []
+  const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`)
+  process.on('warning', onWarning)
+  t.teardown(() => process.off('warning', onWarning))
+  await c.post('/v1/checkin', {})
+  // One socket (maxSockets 1): 30 requests at once queue behind each other, as claims do behind a check-in.
+  for (let round = 0; round < 3; round++) {
+    const replies = await Promise.all(Array.from({ length: 10 }, () => c.post('/v1/identify', {})))
+    t.ok(replies.every((r) => r.status === 200))
+  }
+  await new Promise((r) => setImmediate(r))
+  t.same(warnings.filter((w) => w.includes('MaxListeners')), [], 'no listener piles up on the shared socket')
+  t.equal(fake.connections(), 1, 'still one TLS connection')
+})

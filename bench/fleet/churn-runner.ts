@@ -1,0 +1,233 @@
+/**
+ * Carries out the churn schedule against the real processes, one action after another, and notes on the
+ * shared timeline what it did (freezes, revocations, restarts) for the checks.
+ */
+import { join } from 'node:path'
+import type { Freeze, Revocation } from './check-overlaps.js'
+import type { ControllerChild } from './controller-process.js'
+import { revokeWithCli } from './fleet-pki.js'
+import type { FleetLedger } from './ledger.js'
+import type { OperatorClient, OperatorPlan } from './operator-client.js'
+import type { ChurnEvent, NodeSpec } from './scenario.js'
+import { sharedNow } from './shared-clock.js'
+import type { Violation } from './violations.js'
+import type { WorkerPool } from './worker-pool.js'
+
+/** One kill -9 and restart of the controller. */
+export interface RestartNote {
+  readonly killedAt: number
+  readonly listeningAt: number
+  /** Nodes expected to renew after it (live, not frozen). */
+  readonly expected: readonly string[]
+  readonly generationBefore: number
+  readonly generationAfter: number
+  /** Shards whose owner differs between the plans read just before the kill and just after the start. */
+  readonly moved: number
+  /** Expected nodes whose first renewal after the start differed from the plan before the kill. */
+  readonly changedRenewals: number
+}
+
+/** A revocation as the orchestrator saw the controller take it. */
+export interface RevocationNote {
+  readonly node: string
+  /** ms from the rewritten CRL until the node was gone from the plan (null: not within the wait). */
+  readonly droppedAfterMs: number | null
+}
+
+/** Where each node stands, as the orchestrator made it. */
+export type NodeFate = 'idle' | 'running' | 'left' | 'revoked'
+
+/** What the runner needs. */
+export interface ChurnDeps {
+  readonly pool: WorkerPool
+  readonly controller: ControllerChild
+  readonly operator: OperatorClient
+  readonly pkiDir: string
+  readonly bundles: string
+  readonly nodes: readonly NodeSpec[]
+  readonly ledger: FleetLedger
+  readonly leaseMs: number
+  readonly violations: Violation[]
+  readonly log: (line: string) => void
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
+const POLL_MS = 100
+/** How long a join or revocation may take to show in the plan before the churn goes on anyway. */
+const SHOW_MS = 10_000
+
+/** Polls `check` until it holds or `timeoutMs` passes; true when it held. */
+async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  const deadline = sharedNow() + timeoutMs
+  for (;;) {
+    if (await check()) return true
+    if (sharedNow() > deadline) return false
+    await sleep(POLL_MS)
+  }
+}
+
+/** Runs churn actions and keeps the notes. */
+export class ChurnRunner {
+  readonly fate = new Map<string, NodeFate>()
+  readonly draining = new Set<string>()
+  readonly freezes: Freeze[] = []
+  readonly frozen = new Set<string>()
+  readonly revocations: Revocation[] = []
+  readonly revocationNotes: RevocationNote[] = []
+  readonly restarts: RestartNote[] = []
+  readonly done = new Map<ChurnEvent['kind'], number>()
+  private readonly thaws: Promise<void>[] = []
+  private readonly spec: Map<string, NodeSpec>
+
+  constructor(private readonly deps: ChurnDeps) {
+    this.spec = new Map(deps.nodes.map((n) => [n.name, n]))
+    for (const n of deps.nodes) this.fate.set(n.name, 'idle')
+  }
+
+  /** Starts one node's agent. */
+  async startNode(name: string): Promise<void> {
+    const node = this.spec.get(name)!
+    await this.deps.pool.startAgent(node.process, name, node.capacity, join(this.deps.bundles, name))
+    this.fate.set(name, 'running')
+  }
+
+  /** Nodes that should be in the plan at the end (running, not left, not revoked). */
+  expectedLive(): NodeSpec[] {
+    return this.deps.nodes.filter((n) => this.fate.get(n.name) === 'running')
+  }
+
+  /** Carries out one event. */
+  async run(event: ChurnEvent): Promise<void> {
+    switch (event.kind) {
+      case 'join':
+        // Complete once the controller has it: later actions (a restart) then see a settled cause.
+        await this.startNode(event.node)
+        await waitFor(() => this.inPlan(event.node, true), SHOW_MS)
+        break
+      case 'leave':
+        await this.deps.pool.stopAgent(this.spec.get(event.node)!.process, event.node)
+        this.fate.set(event.node, 'left')
+        break
+      case 'drain':
+        await this.drain(event.node, event.draining)
+        break
+      case 'pause':
+        await this.untilRunning(event.node)
+        this.pause(event.node, event.forMs)
+        break
+      case 'restart':
+        await this.restart(event.downMs)
+        break
+      case 'revoke':
+        await this.revoke(event.node)
+        break
+    }
+    this.done.set(event.kind, (this.done.get(event.kind) ?? 0) + 1)
+  }
+
+  private async inPlan(node: string, present: boolean): Promise<boolean> {
+    const plan = await this.deps.operator.plan().catch(() => null)
+    return plan !== null && plan.nodes.some((n) => n.node_id === node) === present
+  }
+
+  /** A pause or revocation waits (at most two leases) until its node runs a shard: else it proves little. */
+  private async untilRunning(node: string): Promise<void> {
+    await waitFor(() => this.deps.ledger.runningOn(node).size > 0, 2 * this.deps.leaseMs)
+  }
+
+  /** `pxe-pki revoke`, then waits until the controller has dropped the node (SPEC: within 2 s). */
+  private async revoke(node: string): Promise<void> {
+    await this.untilRunning(node)
+    const requestedAt = sharedNow()
+    await revokeWithCli(this.deps.pkiDir, node)
+    const at = sharedNow()
+    this.revocations.push({ node, requestedAt, at })
+    this.fate.set(node, 'revoked')
+    const dropped = await waitFor(() => this.inPlan(node, false), SHOW_MS)
+    this.revocationNotes.push({ node, droppedAfterMs: dropped ? sharedNow() - at : null })
+  }
+
+  /** Waits for every frozen process to be woken. */
+  async allThawed(): Promise<void> {
+    await Promise.all(this.thaws)
+  }
+
+  /** An operator drains (or undrains) a node; retried while the controller restarts. */
+  private async drain(node: string, draining: boolean): Promise<void> {
+    const deadline = sharedNow() + 30_000
+    for (;;) {
+      try {
+        await this.deps.operator.drain(node, draining)
+        if (draining) this.draining.add(node)
+        else this.draining.delete(node)
+        return
+      } catch (err) {
+        if (sharedNow() > deadline) throw err
+        await sleep(250)
+      }
+    }
+  }
+
+  /** Freezes the node's process (SIGSTOP) for `forMs`, without waiting for the wake. */
+  private pause(node: string, forMs: number): void {
+    const process = this.spec.get(node)!.process
+    const nodes = this.deps.nodes.filter((n) => n.process === process).map((n) => n.name)
+    const from = sharedNow()
+    this.deps.pool.freeze(process)
+    for (const n of nodes) this.frozen.add(n)
+    this.thaws.push(
+      sleep(forMs).then(() => {
+        this.deps.pool.thaw(process)
+        this.freezes.push({ nodes, from, to: sharedNow() })
+        for (const n of nodes) this.frozen.delete(n)
+      }),
+    )
+  }
+
+  /**
+   * kill -9, a pause of `downMs`, a start on the same port and state. Complete once every live node has
+   * renewed (or a lease passed): the plans read just before the kill and just after the start must be
+   * the same, and so must every node's first renewal (SPEC "Running": a restart moves no shard).
+   */
+  private async restart(downMs: number): Promise<void> {
+    const before = await this.deps.operator.plan()
+    const expected = this.expectedLive().map((n) => n.name).filter((n) => !this.frozen.has(n))
+    const killedAt = sharedNow()
+    await this.deps.controller.kill9()
+    await sleep(downMs)
+    await this.deps.controller.start()
+    const listeningAt = sharedNow()
+    const after = await this.deps.operator.plan()
+    const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= listeningAt
+    await waitFor(() => expected.every(renewed), this.deps.leaseMs)
+    const changedRenewals = expected.filter((n) => renewed(n) && !samePlan(before, n, this.deps.ledger.plans.get(n)!)).length
+    const moved = movedShards(before, after)
+    if (moved > 0 || before.generation !== after.generation || changedRenewals > 0) {
+      const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan`
+      this.deps.violations.push({ kind: 'restart_moved', detail: `the restart at ${Math.round(killedAt)}: ${detail}` })
+    }
+    this.restarts.push({ killedAt, listeningAt, expected, generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals })
+    this.deps.log(`controller killed (-9) and listening again after ${Math.round(listeningAt - killedAt)} ms; shards moved: ${moved}`)
+  }
+}
+
+/** True when `accepted` is the node's range and generation in `plan`. */
+function samePlan(plan: OperatorPlan, node: string, accepted: { generation: number; assigned: readonly number[] }): boolean {
+  const range = plan.nodes.find((n) => n.node_id === node)
+  if (range === undefined || accepted.generation !== plan.generation || accepted.assigned.length !== range.range_count) return false
+  return accepted.assigned.every((s, i) => s === range.range_start + i)
+}
+
+/** Shards whose owner differs between two plans. */
+export function movedShards(a: OperatorPlan, b: OperatorPlan): number {
+  const owner = (plan: OperatorPlan) => {
+    const map = new Map<number, string>()
+    for (const n of plan.nodes) for (let s = n.range_start; s < n.range_start + n.range_count; s++) map.set(s, n.node_id)
+    return map
+  }
+  const x = owner(a)
+  const y = owner(b)
+  let moved = 0
+  for (let s = 0; s < Math.max(a.total_shards, b.total_shards); s++) if (x.get(s) !== y.get(s)) moved += 1
+  return moved
+}

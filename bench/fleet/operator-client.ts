@@ -1,0 +1,80 @@
+/** The operator's side of a fleet run, over mTLS with an operator certificate: drain a node, read the plan. */
+import https from 'node:https'
+import { z } from 'zod'
+
+/** The parts of `GET /v1/plan` a run checks (SPEC "Operator endpoints"). */
+const planSchema = z.object({
+  generation: z.number().int(),
+  total_shards: z.number().int(),
+  unassigned: z.number().int(),
+  nodes: z.array(z.object({ node_id: z.string(), capacity: z.number().int(), draining: z.boolean(), range_start: z.number().int(), range_count: z.number().int() })),
+})
+
+/** The controller's plan as the operator sees it. */
+export type OperatorPlan = z.infer<typeof planSchema>
+
+/** Operator credentials and the controller's address. */
+export interface OperatorIdentity {
+  readonly cert: string
+  readonly key: string
+  readonly ca: string
+}
+
+const TIMEOUT_MS = 10_000
+
+/** An operator talking to one controller port on 127.0.0.1. */
+export class OperatorClient {
+  constructor(private readonly id: OperatorIdentity, private readonly port: () => number) {}
+
+  /** `GET /v1/plan`. */
+  async plan(): Promise<OperatorPlan> {
+    const { status, body } = await this.request('GET', '/v1/plan')
+    if (status !== 200) throw new Error(`GET /v1/plan answered ${status}: ${JSON.stringify(body).slice(0, 200)}`)
+    return planSchema.parse(body)
+  }
+
+  /** `POST /v1/nodes/:id/drain`; resolves with the new generation. */
+  async drain(nodeId: string, draining: boolean): Promise<number> {
+    const { status, body } = await this.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, { draining })
+    if (status !== 200) throw new Error(`drain ${nodeId} answered ${status}: ${JSON.stringify(body).slice(0, 200)}`)
+    return z.object({ generation: z.number().int() }).parse(body).generation
+  }
+
+  private request(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+    const payload = body === undefined ? undefined : JSON.stringify(body)
+    return new Promise((resolve, reject) => {
+      const req = https.request(
+        {
+          host: '127.0.0.1',
+          port: this.port(),
+          path,
+          method,
+          ca: this.id.ca,
+          cert: this.id.cert,
+          key: this.id.key,
+          agent: false,
+          timeout: TIMEOUT_MS,
+          headers: payload === undefined ? {} : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) },
+        },
+        (res) => {
+          const chunks: Buffer[] = []
+          res.on('data', (c: Buffer) => chunks.push(c))
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8')
+            let parsed: unknown = text
+            try {
+              parsed = JSON.parse(text)
+            } catch {
+              /* not JSON: kept as text for the error message */
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed })
+          })
+          res.on('error', reject)
+        },
+      )
+      req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within ${TIMEOUT_MS} ms`)))
+      req.on('error', reject)
+      req.end(payload)
+    })
+  }
+}

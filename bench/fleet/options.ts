@@ -1,0 +1,156 @@
+/** The flags of `npm run fleet`, validated with zod; every derived default is computed here. */
+import { parseArgs } from 'node:util'
+import { z } from 'zod'
+
+/** Everything a fleet run is made of (see README.md for what each flag does). */
+export interface FleetOptions {
+  readonly nodes: number
+  readonly shards: number
+  readonly maxConcurrency: number
+  readonly durationS: number
+  readonly seed: number
+  readonly leaseS: number
+  readonly identifyIntervalMs: number
+  /** Every node's capacity, or null for a seeded mix of ceil(shards / nodes) and one more. */
+  readonly capacity: number | null
+  readonly dailyLimit: number
+  readonly churn: ChurnCounts
+  readonly perProcess: number
+  readonly settleTimeoutS: number
+  readonly wakeGraceMs: number
+  readonly json: string | null
+  readonly keep: boolean
+  readonly progress: boolean
+}
+
+/** How many events of each kind the churn schedule holds. */
+export interface ChurnCounts {
+  readonly joins: number
+  readonly leaves: number
+  readonly drains: number
+  readonly pauses: number
+  readonly restarts: number
+  readonly revocations: number
+}
+
+/** A bad flag; the CLI prints it and exits 2. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError'
+}
+
+export const HELP = `Usage: npm run fleet -- --nodes N --shards S [options]
+
+Runs N real node agents (src/agent) against a real controller child process with seeded churn, records
+every shard start and stop on one monotonic timeline, and exits 1 on any violation.
+
+  --nodes N                agents, each with its own P-256 certificate (50)
+  --shards S               total shards (64)
+  --max-concurrency M      Identify buckets; S must be a multiple (16)
+  --duration s             length of the churn phase (30)
+  --seed n                 churn schedule seed (random; printed)
+  --lease s                controller lease_seconds (8)
+  --identify-interval-ms   controller identify_interval_ms, >= 5000 (5100)
+  --capacity c             every node's capacity (a seeded mix of ceil(S / N) and one more)
+  --daily-limit n          controller daily_identify_limit (10 x S)
+  --joins --leaves --drains --pauses --restarts --revocations n
+                           churn events of each kind (N/20, N/20, 2, 1, 1, 1)
+  --per-process n          agents per worker process (250); each paused agent has its own process
+  --settle-timeout s       how long the fleet may take to converge after the churn (derived)
+  --wake-grace-ms ms       time a woken agent has to stop shards it lost while frozen (500)
+  --json FILE              also write the summary as JSON
+  --keep                   keep the run folder (PKI, state, logs) for inspection
+  --no-progress            no progress line on stderr
+  -h, --help               this text`
+
+const count = (max: number) => z.coerce.number().int().min(0).max(max)
+
+const flagsSchema = z
+  .object({
+    nodes: z.coerce.number().int().min(2).max(20_000).default(50),
+    shards: z.coerce.number().int().min(1).max(65_536).default(64),
+    'max-concurrency': z.coerce.number().int().min(1).max(65_536).default(16),
+    duration: z.coerce.number().min(1).max(86_400).default(30),
+    seed: z.coerce.number().int().min(0).max(0xffffffff).optional(),
+    lease: z.coerce.number().int().min(3).max(3600).default(8),
+    'identify-interval-ms': z.coerce.number().int().min(5000).max(60_000).default(5100),
+    capacity: z.coerce.number().int().min(1).max(128).optional(),
+    'daily-limit': z.coerce.number().int().min(1).max(1_000_000).optional(),
+    joins: count(10_000).optional(),
+    leaves: count(10_000).optional(),
+    drains: count(1000).default(2),
+    pauses: count(20).default(1),
+    restarts: count(100).default(1),
+    revocations: count(1000).default(1),
+    'per-process': z.coerce.number().int().min(1).max(5000).default(250),
+    'settle-timeout': z.coerce.number().min(1).max(86_400).optional(),
+    'wake-grace-ms': z.coerce.number().int().min(0).max(60_000).default(500),
+    json: z.string().min(1).optional(),
+    keep: z.boolean().default(false),
+    'no-progress': z.boolean().default(false),
+  })
+  .strict()
+
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
+
+/** Parses argv (without node and script); null means --help was asked for. Throws UsageError. */
+export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
+  let values: Record<string, string | boolean | undefined>
+  try {
+    const options = Object.fromEntries(STRING_FLAGS.map((name) => [name, { type: 'string' as const }]))
+    values = parseArgs({
+      args: [...argv],
+      options: { ...options, keep: { type: 'boolean' }, 'no-progress': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    }).values
+  } catch (err) {
+    throw new UsageError((err as Error).message)
+  }
+  if (values.help) return null
+  delete values.help
+  const parsed = flagsSchema.safeParse(values)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw new UsageError(`--${issue.path.join('.')}: ${issue.message}`)
+  }
+  return resolveOptions(parsed.data)
+}
+
+function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
+  const nodes = f.nodes
+  if (f['max-concurrency'] > 1 && f.shards % f['max-concurrency'] !== 0) {
+    throw new UsageError(`--shards (${f.shards}) must be a multiple of --max-concurrency (${f['max-concurrency']}), as Discord requires`)
+  }
+  const churn: ChurnCounts = {
+    joins: f.joins ?? Math.max(1, Math.round(nodes / 20)),
+    leaves: f.leaves ?? Math.max(1, Math.round(nodes / 20)),
+    drains: f.drains,
+    pauses: f.pauses,
+    restarts: f.restarts,
+    revocations: f.revocations,
+  }
+  // Joins start late, and leaves, revocations and pauses each need a node of their own; two stay steady.
+  const reserved = churn.joins + churn.leaves + churn.revocations + churn.pauses
+  if (reserved > nodes - 2) throw new UsageError(`joins + leaves + revocations + pauses (${reserved}) must leave at least 2 of the ${nodes} nodes untouched`)
+  const perBucket = Math.ceil(f.shards / f['max-concurrency'])
+  // A cold start needs one Identify interval per shard of a bucket; then leases for the stragglers.
+  const settle = f['settle-timeout'] ?? Math.max(60, Math.ceil((perBucket * f['identify-interval-ms'] * 1.5) / 1000 + 2 * f.lease))
+  return {
+    nodes,
+    shards: f.shards,
+    maxConcurrency: f['max-concurrency'],
+    durationS: f.duration,
+    seed: f.seed ?? Math.floor(Math.random() * 0xffffffff),
+    leaseS: f.lease,
+    identifyIntervalMs: f['identify-interval-ms'],
+    capacity: f.capacity ?? null,
+    dailyLimit: f['daily-limit'] ?? Math.min(1_000_000, 10 * f.shards),
+    churn,
+    perProcess: f['per-process'],
+    settleTimeoutS: settle,
+    wakeGraceMs: f['wake-grace-ms'],
+    json: f.json ?? null,
+    keep: f.keep,
+    progress: !f['no-progress'],
+  }
+}

@@ -1,0 +1,65 @@
+/** The flags of `npm run bench:fleet`, validated with zod. */
+import { parseArgs } from 'node:util'
+import { z } from 'zod'
+
+/** A bad flag (the CLI exits 2). */
+export class BenchUsageError extends Error {
+  override readonly name = 'BenchUsageError'
+}
+
+export const BENCH_HELP = `Usage: npm run bench:fleet -- [options]
+
+The fleet benchmark: light nodes (the agent's cadence and wire format, no shards) against a real
+controller child process. Measures (a) the cold join, (c) the steady state, (b) a kill -9 and restart.
+
+  --nodes N            nodes (10000), capacity --capacity each (8)
+  --shards S           total shards (65536); --max-concurrency M (16); --lease s (30)
+  --workers n          load-generator processes (1)
+  --join-spread s      nodes start within this many seconds (0: all at once, a fleet powered on)
+  --steady s           length of each steady-state window (30)
+  --pki DIR            keep the PKI and bundles in DIR and reuse them next time (issuing 10,000 takes minutes)
+  --cpu-prof DIR       profile the restarted controller (node --cpu-prof) and summarize the profile
+  --json FILE          also write the figures as JSON
+  -h, --help           this text`
+
+const schema = z
+  .object({
+    nodes: z.coerce.number().int().min(1).max(60_000).default(10_000),
+    shards: z.coerce.number().int().min(1).max(65_536).default(65_536),
+    capacity: z.coerce.number().int().min(1).max(128).default(8),
+    'max-concurrency': z.coerce.number().int().min(1).max(65_536).default(16),
+    lease: z.coerce.number().int().min(3).max(3600).default(30),
+    workers: z.coerce.number().int().min(1).max(16).default(1),
+    'join-spread': z.coerce.number().min(0).max(3600).default(0),
+    steady: z.coerce.number().min(1).max(3600).default(30),
+    pki: z.string().min(1).optional(),
+    'cpu-prof': z.string().min(1).optional(),
+    json: z.string().min(1).optional(),
+  })
+  .strict()
+
+/** The validated flags. */
+export type BenchOptions = z.infer<typeof schema>
+
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'workers', 'join-spread', 'steady', 'pki', 'cpu-prof', 'json'] as const
+
+/** Parses argv; null for --help. */
+export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
+  let values: Record<string, string | boolean | undefined>
+  try {
+    const options = Object.fromEntries(STRINGS.map((name) => [name, { type: 'string' as const }]))
+    values = parseArgs({ args: [...argv], options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values
+  } catch (err) {
+    throw new BenchUsageError((err as Error).message)
+  }
+  if (values.help) return null
+  delete values.help
+  const parsed = schema.safeParse(values)
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!
+    throw new BenchUsageError(`--${issue.path.join('.')}: ${issue.message}`)
+  }
+  const o = parsed.data
+  if (o['max-concurrency'] > 1 && o.shards % o['max-concurrency'] !== 0) throw new BenchUsageError('--shards must be a multiple of --max-concurrency')
+  return o
+}

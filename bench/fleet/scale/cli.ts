@@ -1,0 +1,65 @@
+/**
+ * `npm run bench:fleet [-- options]`: the 10,000-node fleet benchmark (see ../README.md). It takes minutes
+ * (issuing 10,000 bundles alone does, unless --pki reuses them), so it is not part of `npm run bench`.
+ */
+import { writeFile } from 'node:fs/promises'
+import { handleInterrupts } from '../interrupt.js'
+import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
+import { runFleetBench, type BenchFigures } from './fleet-bench.js'
+import { formatProfile } from './profile-summary.js'
+
+const out = (line: string) => process.stdout.write(`${line}\n`)
+
+function report(f: BenchFigures): void {
+  const o = f.options
+  const s = (v: number | null, digits = 1) => (v === null ? '-' : `${v.toFixed(digits)} s`)
+  out(`fleet bench: ${o.nodes} nodes of capacity ${o.capacity}, ${o.shards} shards, max_concurrency ${o['max-concurrency']}, lease ${o.lease} s; ${o.workers} load-generator process(es); load average ${f.loadAverage.start.toFixed(2)} at the start, ${f.loadAverage.end.toFixed(2)} at the end`)
+  const c = f.coldJoin
+  out(`  (a) cold join      every node joined after ${s(c.allJoinedS)}; plan stable (generation ${c.generation}) and every node holding its range after ${s(c.stableS)}`)
+  out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failed(c.counters)}`)
+  for (const [label, w] of [['(c) steady state', f.steady], ['    after restart', f.steadyAfterRestart]] as const) {
+    out(`  ${label}   ${w.checkinsPerS.toFixed(0)} check-ins/s over ${w.seconds.toFixed(0)} s: controller CPU ${w.controllerCpuPerS.toFixed(3)} s per second (${(w.controllerCpuPerS * 100).toFixed(1)} % of a core), RSS ${w.rssMiB.toFixed(0)} MiB; load generator ${w.generatorCpuPerS.toFixed(3)} s per second; ${w.handshakes} handshakes`)
+  }
+  const r = f.restart
+  const verdict = r.allRenewedS !== null && r.allRenewedS <= o.lease ? 'MEETS' : 'MISSES'
+  out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
+  out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
+  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes`)
+  if (f.profile !== null) {
+    out(`  profile ${f.profile.file}`)
+    for (const line of formatProfile('restart (kill -9 to the last renewal)', f.profile.restart)) out(line)
+    for (const line of formatProfile('steady state after the restart', f.profile.steady)) out(line)
+  }
+}
+
+function failed(counters: Record<string, number>): number {
+  return Object.entries(counters).filter(([k]) => k.startsWith('error_') || k.startsWith('status_')).reduce((sum, [, v]) => sum + v, 0)
+}
+
+async function main(): Promise<number> {
+  let opts
+  try {
+    opts = parseBenchArgs(process.argv.slice(2))
+  } catch (err) {
+    if (!(err instanceof BenchUsageError)) throw err
+    process.stderr.write(`bench:fleet: ${err.message} (see --help)\n`)
+    return 2
+  }
+  if (opts === null) {
+    out(BENCH_HELP)
+    return 0
+  }
+  const figures = await runFleetBench(opts, out, (line) => process.stderr.write(`${line}\n`))
+  report(figures)
+  if (opts.json !== undefined) await writeFile(opts.json, `${JSON.stringify(figures, null, 2)}\n`)
+  return 0
+}
+
+handleInterrupts('bench:fleet')
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    process.stderr.write(`bench:fleet: ${err instanceof Error ? err.message : String(err)}\n`)
+    process.exit(1)
+  },
+)

@@ -1,0 +1,252 @@
+/**
+ * The fleet benchmark (issue 12 item 5): N light nodes (light-node.ts) in load-generator processes against
+ * the real controller in a child process. Phases: (a) cold join from an empty state, (c) a steady-state
+ * window, (b) kill -9 of the steady controller and a start on the same state, then a second steady
+ * window (the one profiled with --cpu-prof, together with the restart).
+ */
+import { rmSync } from 'node:fs'
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { ControllerChild } from '../controller-process.js'
+import { controllerFiles, makeFleetPki, reuseFleetPki, type FleetPki } from '../fleet-pki.js'
+import { onInterrupt } from '../interrupt.js'
+import { nodeName } from '../scenario.js'
+import { sharedNow } from '../shared-clock.js'
+import type { BenchOptions } from './bench-options.js'
+import { LoadPool } from './load-pool.js'
+import type { LoadNodeSpec, LoadStatus } from './load-protocol.js'
+import { loadAverage, sampleProcess, type ProcSample } from './proc-stats.js'
+import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
+
+/** Every figure of a run. */
+export interface BenchFigures {
+  readonly options: BenchOptions
+  readonly loadAverage: { readonly start: number; readonly end: number }
+  readonly coldJoin: { readonly allJoinedS: number; readonly stableS: number; readonly generation: number | null; readonly controllerCpuS: number; readonly rssMiB: number; readonly peakRssMiB: number; readonly counters: Record<string, number> }
+  readonly steady: SteadyFigures
+  readonly restart: RestartBenchFigures
+  readonly steadyAfterRestart: SteadyFigures
+  readonly profile: { readonly file: string; readonly restart: ProfileSummary; readonly steady: ProfileSummary } | null
+}
+
+/** A steady-state window. */
+export interface SteadyFigures {
+  readonly seconds: number
+  readonly checkinsPerS: number
+  readonly handshakes: number
+  readonly controllerCpuPerS: number
+  readonly generatorCpuPerS: number
+  readonly rssMiB: number
+}
+
+/** The kill -9 and restart. */
+export interface RestartBenchFigures {
+  readonly listeningAfterS: number
+  /** From the kill until every node had an answer again (null: not within the timeout). */
+  readonly allRenewedS: number | null
+  readonly renewed: number
+  readonly movedShards: number
+  readonly changedPlans: number
+  /** Nodes whose answer came after their agent's fail-safe would have stopped its shards. */
+  readonly failSafeLate: number
+  readonly controllerCpuS: number
+  readonly generatorCpuS: number
+  readonly handshakes: number
+  readonly peakRssMiB: number
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
+const COLD_JOIN_TIMEOUT_MS = 600_000
+const RESTART_TIMEOUT_MS = 180_000
+/** Nodes per source address: under the controller's default cap of 64 connections per address. */
+const NODES_PER_ADDRESS = 50
+
+/** Node i's source address: 127.1.x.y, one per 50 nodes. */
+export function sourceAddress(i: number): string {
+  const k = Math.floor(i / NODES_PER_ADDRESS)
+  return `127.1.${Math.floor(k / 250)}.${(k % 250) + 1}`
+}
+
+interface Bench {
+  readonly opts: BenchOptions
+  readonly log: (line: string) => void
+  readonly progress: (line: string) => void
+  readonly controller: ControllerChild
+  readonly pool: LoadPool
+}
+
+async function preparePki(opts: BenchOptions, names: readonly string[], log: (l: string) => void): Promise<{ pki: FleetPki; root: string; temporary: boolean }> {
+  const root = opts.pki === undefined ? await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-')) : resolve(opts.pki)
+  const reused = opts.pki === undefined ? null : await reuseFleetPki(root, names)
+  if (reused !== null) {
+    log(`  reusing the PKI and ${names.length} bundles in ${root}`)
+    return { pki: reused, root, temporary: false }
+  }
+  if (opts.pki !== undefined) await mkdir(root, { recursive: true, mode: 0o700 })
+  log(`  issuing ${names.length} P-256 node bundles (issue --names) into ${root}…`)
+  const started = sharedNow()
+  const pki = await makeFleetPki(root, names, (line) => log(`    ${line}`))
+  log(`  issued in ${((sharedNow() - started) / 1000).toFixed(0)} s`)
+  return { pki, root, temporary: opts.pki === undefined }
+}
+
+/** Runs every phase and returns the figures. */
+export async function runFleetBench(opts: BenchOptions, log: (line: string) => void, progress: (line: string) => void): Promise<BenchFigures> {
+  const names = Array.from({ length: opts.nodes }, (_, i) => nodeName(i, opts.nodes))
+  const { pki, root, temporary } = await preparePki(opts, names, log)
+  const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
+  const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
+  const pool = new LoadPool(opts.workers)
+  const unregister = onInterrupt(() => {
+    rmSync(run, { recursive: true, force: true })
+    if (temporary) rmSync(root, { recursive: true, force: true })
+  })
+  try {
+    const loadStart = loadAverage()
+    await controller.start()
+    const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i) }))
+    await pool.init(controller.port, pki.ca, specs)
+    const bench: Bench = { opts, log, progress, controller, pool }
+    const coldJoin = await coldJoinPhase(bench)
+    log(`  (a) cold join: every node joined after ${coldJoin.allJoinedS.toFixed(1)} s; plan stable, every node holding its range after ${coldJoin.stableS.toFixed(1)} s`)
+    const steady = await steadyPhase(bench)
+    const restart = await restartPhase(bench)
+    const after = await steadyPhase(bench)
+    await pool.stop()
+    await controller.stop() // SIGTERM: a profiled controller writes its profile now
+    const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after)
+    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, profile }
+  } finally {
+    unregister()
+    pool.kill()
+    await controller.close()
+    await rm(run, { recursive: true, force: true })
+    if (temporary) await rm(root, { recursive: true, force: true }) // its private keys do not outlive the run
+  }
+}
+
+function benchConfig(opts: BenchOptions, pki: FleetPki, run: string): Record<string, unknown> {
+  // Rate limits and connection caps stay the defaults: nodes come from many 127.x addresses instead.
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    ...controllerFiles(pki.dir),
+    state_dir: join(run, 'state'),
+    audit_log: join(run, 'audit.log'),
+    controller_id: 'fleet-bench',
+    total_shards: opts.shards,
+    max_concurrency: opts['max-concurrency'],
+    lease_seconds: opts.lease,
+  }
+}
+
+function sample(bench: Bench): ProcSample {
+  const s = bench.controller.pid === null ? null : sampleProcess(bench.controller.pid)
+  if (s === null) throw new Error('the controller process is gone')
+  return s
+}
+
+/** Polls the load generators every 500 ms until `done` holds; progress once a second. */
+async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: number, done: (s: LoadStatus) => boolean): Promise<LoadStatus> {
+  let lastProgress = 0
+  for (;;) {
+    const s = await bench.pool.status()
+    if (done(s)) return s
+    const now = sharedNow()
+    if (now - since > timeoutMs) throw new Error(`${what}: not done within ${timeoutMs / 1000} s (${s.answered}/${s.nodes} answered)`)
+    if (now - lastProgress >= 1000) {
+      lastProgress = now
+      const c = sample(bench)
+      bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB`)
+    }
+    await sleep(500)
+  }
+}
+
+async function coldJoinPhase(bench: Bench): Promise<BenchFigures['coldJoin']> {
+  const cpu0 = sample(bench).cpuSeconds
+  const t0 = sharedNow()
+  await bench.pool.start(bench.opts['join-spread'] * 1000)
+  // Stable: every node answered and every node holds the same (so the last) generation.
+  const s = await pollUntil(bench, 'cold join', t0, COLD_JOIN_TIMEOUT_MS, (st) => st.answered === st.nodes && st.minGeneration === st.maxGeneration)
+  const end = sample(bench)
+  return {
+    allJoinedS: (s.lastFirstAnswerAt! - t0) / 1000,
+    stableS: (s.lastReachedMaxAt! - t0) / 1000,
+    generation: s.maxGeneration,
+    controllerCpuS: end.cpuSeconds - cpu0,
+    rssMiB: end.rssMiB,
+    peakRssMiB: end.peakRssMiB,
+    counters: { ...s.counters },
+  }
+}
+
+/** A time window on the shared timeline. */
+interface Window {
+  readonly from: number
+  readonly to: number
+}
+
+async function steadyPhase(bench: Bench): Promise<Window & { figures: SteadyFigures }> {
+  const s0 = await bench.pool.status()
+  const c0 = sample(bench)
+  const t0 = sharedNow()
+  await sleep(bench.opts.steady * 1000)
+  const s1 = await bench.pool.status()
+  const c1 = sample(bench)
+  const seconds = (sharedNow() - t0) / 1000
+  const figures = {
+    seconds,
+    checkinsPerS: ((s1.counters.checkins ?? 0) - (s0.counters.checkins ?? 0)) / seconds,
+    handshakes: (s1.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
+    controllerCpuPerS: (c1.cpuSeconds - c0.cpuSeconds) / seconds,
+    generatorCpuPerS: (s1.cpuSeconds - s0.cpuSeconds) / seconds,
+    rssMiB: c1.rssMiB,
+  }
+  bench.log(`  (c) steady state: ${figures.checkinsPerS.toFixed(0)} check-ins/s, controller CPU ${figures.controllerCpuPerS.toFixed(3)} s per second, RSS ${figures.rssMiB.toFixed(0)} MiB`)
+  return { figures, from: t0, to: sharedNow() }
+}
+
+async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBenchFigures }> {
+  await bench.pool.mark()
+  const s0 = await bench.pool.status()
+  const killedAt = sharedNow()
+  await bench.controller.kill9()
+  const prof = bench.opts['cpu-prof']
+  await bench.controller.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
+  const listeningAt = sharedNow()
+  const cpu0 = sample(bench).cpuSeconds
+  let s: LoadStatus
+  let allRenewed: number | null = null
+  try {
+    s = await pollUntil(bench, 'restart', killedAt, RESTART_TIMEOUT_MS, (st) => st.markRenewed === st.nodes)
+    allRenewed = s.markLastAt
+  } catch (err) {
+    bench.log(`  (b) ${(err as Error).message}`)
+    s = await bench.pool.status()
+  }
+  const end = sample(bench)
+  const figures: RestartBenchFigures = {
+    listeningAfterS: (listeningAt - killedAt) / 1000,
+    allRenewedS: allRenewed === null ? null : (allRenewed - killedAt) / 1000,
+    renewed: s.markRenewed,
+    movedShards: s.markLostShards,
+    changedPlans: s.markRenewed - s.markSame,
+    failSafeLate: s.markLate,
+    controllerCpuS: end.cpuSeconds - cpu0,
+    generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
+    handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
+    peakRssMiB: end.peakRssMiB,
+  }
+  bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
+  return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
+}
+
+/** The newest profile in `dir`, summarized over the restart (kill to every node renewed) and the steady window after it. */
+async function readProfile(dir: string, restart: Window, steady: Window): Promise<BenchFigures['profile']> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
+  if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
+  const file = join(resolve(dir), files[files.length - 1]!)
+  const raw = JSON.parse(await readFile(file, 'utf8')) as unknown
+  return { file, restart: summarizeProfile(raw, restart.from, restart.to), steady: summarizeProfile(raw, steady.from, steady.to) }
+}

@@ -1,0 +1,108 @@
+/** The benchmark's load-generator processes: fork, ask, and add up their statuses. */
+import { fork, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { onInterrupt } from '../interrupt.js'
+import type { FromLoad, LoadNodeSpec, LoadStatus, ToLoad } from './load-protocol.js'
+
+const WORKER = fileURLToPath(new URL('./load-worker.js', import.meta.url))
+
+/** Sends a message and resolves with the first answer of type `reply`. */
+function ask<T extends FromLoad['type']>(child: ChildProcess, message: ToLoad, reply: T): Promise<Extract<FromLoad, { type: T }>> {
+  return new Promise((resolve, reject) => {
+    const onMessage = (m: FromLoad) => {
+      if (m.type !== reply) return
+      child.off('message', onMessage)
+      child.off('exit', onExit)
+      resolve(m as Extract<FromLoad, { type: T }>)
+    }
+    const onExit = (code: number | null) => reject(new Error(`a load generator exited (${code}) while asked ${message.type}`))
+    child.on('message', onMessage)
+    child.once('exit', onExit)
+    child.send(message)
+  })
+}
+
+/** Load-generator processes, each driving a slice of the nodes. */
+export class LoadPool {
+  private readonly children: ChildProcess[]
+  private readonly unregister = onInterrupt(() => this.kill())
+
+  constructor(count: number) {
+    // Each process holds thousands of sockets; stderr stays visible.
+    this.children = Array.from({ length: count }, () => fork(WORKER, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }))
+  }
+
+  /** The process IDs (to read their CPU from /proc). */
+  get pids(): number[] {
+    return this.children.map((c) => c.pid!)
+  }
+
+  /** Gives each process its slice of the nodes; resolves once every certificate is loaded. */
+  async init(port: number, ca: string, nodes: readonly LoadNodeSpec[]): Promise<void> {
+    const per = Math.ceil(nodes.length / this.children.length)
+    await Promise.all(this.children.map((c, i) => ask(c, { type: 'init', port, ca, nodes: nodes.slice(i * per, (i + 1) * per) }, 'ready')))
+  }
+
+  /** Every node starts checking in, within `spreadMs`. */
+  async start(spreadMs: number): Promise<void> {
+    await Promise.all(this.children.map((c) => ask(c, { type: 'start', spreadMs }, 'started')))
+  }
+
+  /** Every node notes its plan and fail-safe deadline (just before a kill -9). */
+  async mark(): Promise<void> {
+    await Promise.all(this.children.map((c) => ask(c, { type: 'mark' }, 'marked')))
+  }
+
+  /** The statuses of every process, added up. */
+  async status(): Promise<LoadStatus> {
+    const all = await Promise.all(this.children.map((c) => ask(c, { type: 'status' }, 'status')))
+    return combine(all.map((m) => m.status))
+  }
+
+  /** Stops every node and ends the processes. */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.children.map(async (c) => {
+        if (c.exitCode !== null) return
+        const gone = new Promise<void>((resolve) => c.once('exit', () => resolve()))
+        await ask(c, { type: 'stop' }, 'stopped').catch(() => undefined)
+        await gone
+      }),
+    )
+  }
+
+  /** Kills every process (after a failure). */
+  kill(): void {
+    this.unregister()
+    for (const c of this.children) if (c.exitCode === null) c.kill('SIGKILL')
+  }
+}
+
+const maxOrNull = (values: (number | null)[]): number | null => values.reduce<number | null>((m, v) => (v === null ? m : m === null ? v : Math.max(m, v)), null)
+const minOrNull = (values: (number | null)[]): number | null => values.reduce<number | null>((m, v) => (v === null ? m : m === null ? v : Math.min(m, v)), null)
+const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0)
+
+/** Adds up the statuses of several processes. */
+export function combine(all: readonly LoadStatus[]): LoadStatus {
+  const maxGeneration = maxOrNull(all.map((s) => s.maxGeneration))
+  const atMax = all.filter((s) => s.maxGeneration === maxGeneration)
+  const counters: Record<string, number> = {}
+  for (const s of all) for (const [k, v] of Object.entries(s.counters)) counters[k] = (counters[k] ?? 0) + v
+  return {
+    nodes: sum(all.map((s) => s.nodes)),
+    answered: sum(all.map((s) => s.answered)),
+    lastFirstAnswerAt: maxOrNull(all.map((s) => s.lastFirstAnswerAt)),
+    minGeneration: minOrNull(all.map((s) => s.minGeneration)),
+    maxGeneration,
+    lastReachedMaxAt: maxOrNull(atMax.map((s) => s.lastReachedMaxAt)),
+    atMaxGeneration: sum(atMax.map((s) => s.atMaxGeneration)),
+    markRenewed: sum(all.map((s) => s.markRenewed)),
+    markSame: sum(all.map((s) => s.markSame)),
+    markLostShards: sum(all.map((s) => s.markLostShards)),
+    markLate: sum(all.map((s) => s.markLate)),
+    markLastAt: maxOrNull(all.map((s) => s.markLastAt)),
+    shardsHeld: sum(all.map((s) => s.shardsHeld)),
+    counters,
+    cpuSeconds: sum(all.map((s) => s.cpuSeconds)),
+  }
+}

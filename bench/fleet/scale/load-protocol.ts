@@ -1,0 +1,49 @@
+/** Messages between the fleet benchmark and its load-generator processes, and what a status holds. */
+
+/** One light node as the orchestrator assigns it. */
+export interface LoadNodeSpec {
+  readonly name: string
+  readonly capacity: number
+  readonly bundleDir: string
+  readonly localAddress: string
+}
+
+/** What the orchestrator tells a load generator. */
+export type ToLoad =
+  | { readonly type: 'init'; readonly port: number; readonly ca: string; readonly nodes: readonly LoadNodeSpec[] }
+  | { readonly type: 'start'; readonly spreadMs: number }
+  | { readonly type: 'status' }
+  | { readonly type: 'mark' }
+  | { readonly type: 'stop' }
+
+/** A load generator's figures at one moment (times on the shared monotonic clock). */
+export interface LoadStatus {
+  readonly nodes: number
+  /** Nodes that got at least one answer, and when the last of them got its first. */
+  readonly answered: number
+  readonly lastFirstAnswerAt: number | null
+  readonly minGeneration: number | null
+  readonly maxGeneration: number | null
+  /** Among nodes at maxGeneration: when the last of them got it. */
+  readonly lastReachedMaxAt: number | null
+  readonly atMaxGeneration: number
+  /** Since the mark: nodes answered again, with the same plan, shards lost, answers after the fail-safe, the last answer's time. */
+  readonly markRenewed: number
+  readonly markSame: number
+  readonly markLostShards: number
+  readonly markLate: number
+  readonly markLastAt: number | null
+  /** Shards in the ranges the nodes hold. */
+  readonly shardsHeld: number
+  readonly counters: Readonly<Record<string, number>>
+  /** CPU seconds of this process so far. */
+  readonly cpuSeconds: number
+}
+
+/** What a load generator answers. */
+export type FromLoad =
+  | { readonly type: 'ready' }
+  | { readonly type: 'started' }
+  | { readonly type: 'status'; readonly status: LoadStatus }
+  | { readonly type: 'marked' }
+  | { readonly type: 'stopped' }

@@ -1,0 +1,87 @@
+/**
+ * A load-generator process of the fleet benchmark: thousands of light nodes (light-node.ts), each with its
+ * own certificate and source address, answering the orchestrator's status questions over IPC.
+ */
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { createSecureContext } from 'node:tls'
+import { mapChunked } from '../chunked.js'
+import { LightNode } from './light-node.js'
+import type { FromLoad, LoadStatus, ToLoad } from './load-protocol.js'
+
+let nodes: LightNode[] = []
+const counters: Record<string, number> = {}
+const samples: Record<string, string> = {}
+const count = (name: string, sample?: string) => {
+  counters[name] = (counters[name] ?? 0) + 1
+  if (sample !== undefined && samples[name] === undefined) {
+    samples[name] = sample.slice(0, 200)
+    process.stderr.write(`load generator: first ${name}: ${samples[name]}\n`)
+  }
+}
+
+function send(message: FromLoad): void {
+  process.send?.(message)
+}
+
+async function init(message: Extract<ToLoad, { type: 'init' }>): Promise<void> {
+  const shared = { port: message.port, count }
+  nodes = await mapChunked(message.nodes, 200, async (spec) => {
+    const [cert, key] = await Promise.all([readFile(join(spec.bundleDir, 'cert.pem'), 'utf8'), readFile(join(spec.bundleDir, 'key.pem'), 'utf8')])
+    const context = createSecureContext({ ca: message.ca, cert, key, minVersion: 'TLSv1.2' })
+    return new LightNode(spec.name, spec.capacity, context, spec.localAddress, shared)
+  })
+}
+
+const maxOf = (values: Iterable<number | null>): number | null => {
+  let max: number | null = null
+  for (const v of values) if (v !== null && (max === null || v > max)) max = v
+  return max
+}
+
+function status(): LoadStatus {
+  const gens = nodes.map((n) => n.generation).filter((g): g is number => g !== null)
+  const maxGeneration = gens.length === 0 ? null : Math.max(...gens)
+  const atMax = nodes.filter((n) => n.generation !== null && n.generation === maxGeneration)
+  const marked = nodes.map((n) => n.markOutcome).filter((o) => o !== null)
+  const cpu = process.cpuUsage()
+  return {
+    nodes: nodes.length,
+    answered: nodes.filter((n) => n.firstAnswerAt !== null).length,
+    lastFirstAnswerAt: maxOf(nodes.map((n) => n.firstAnswerAt)),
+    minGeneration: gens.length === 0 ? null : Math.min(...gens),
+    maxGeneration,
+    lastReachedMaxAt: maxOf(atMax.map((n) => n.generationSince)),
+    atMaxGeneration: atMax.length,
+    markRenewed: marked.length,
+    markSame: marked.filter((o) => o.same).length,
+    markLostShards: marked.reduce((sum, o) => sum + o.lostShards, 0),
+    markLate: marked.filter((o) => o.late).length,
+    markLastAt: maxOf(marked.map((o) => o.at)),
+    shardsHeld: nodes.reduce((sum, n) => sum + n.rangeCount, 0),
+    counters: { ...counters },
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+  }
+}
+
+process.on('message', (message: ToLoad) => {
+  switch (message.type) {
+    case 'init':
+      void init(message).then(() => send({ type: 'ready' }))
+      return
+    case 'start':
+      for (const n of nodes) n.start(Math.random() * message.spreadMs)
+      return send({ type: 'started' })
+    case 'status':
+      return send({ type: 'status', status: status() })
+    case 'mark':
+      for (const n of nodes) n.setMark()
+      return send({ type: 'marked' })
+    case 'stop':
+      for (const n of nodes) n.stop()
+      send({ type: 'stopped' })
+      process.disconnect()
+      return
+  }
+})
+process.on('disconnect', () => process.exit(0))

@@ -1,0 +1,211 @@
+/**
+ * One fleet run: a PKI and N node bundles, a controller child process, agent worker processes running
+ * the real NodeAgent, the seeded churn, a settle phase, then the checks over the one timeline.
+ */
+import { rmSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { mapChunked } from './chunked.js'
+import { ChurnRunner } from './churn-runner.js'
+import { checkGrants, readAuditGrants } from './check-grants.js'
+import { checkOverlaps } from './check-overlaps.js'
+import { ControllerChild } from './controller-process.js'
+import { judgeConvergence } from './convergence.js'
+import { controllerFiles, makeFleetPki, type FleetPki } from './fleet-pki.js'
+import { onInterrupt } from './interrupt.js'
+import { FleetLedger } from './ledger.js'
+import { moveFigures, percentile, restartFigures } from './metrics.js'
+import { OperatorClient } from './operator-client.js'
+import type { FleetOptions } from './options.js'
+import { progressLine } from './progress.js'
+import { buildScenario, type Scenario } from './scenario.js'
+import { sharedNow } from './shared-clock.js'
+import type { FleetSummary } from './summary.js'
+import { countByKind, type Violation } from './violations.js'
+import { WorkerPool } from './worker-pool.js'
+
+/** Where a run writes its lines: `progress` for the line on stderr, `info` for milestones. */
+export interface FleetOutput {
+  progress(line: string): void
+  info(line: string): void
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
+const SETTLE_POLL_MS = 1000
+
+/** The controller's config for a run. */
+function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string): Record<string, unknown> {
+  return {
+    listen: { host: '127.0.0.1', port: 0 },
+    ...controllerFiles(pki.dir),
+    state_dir: join(root, 'state'),
+    audit_log: join(root, 'audit.log'),
+    controller_id: 'fleet-controller',
+    total_shards: opts.shards,
+    max_concurrency: opts.maxConcurrency,
+    lease_seconds: opts.leaseS,
+    identify_interval_ms: opts.identifyIntervalMs,
+    daily_identify_limit: opts.dailyLimit,
+    // rate_limits stay the SPEC defaults: the agents must live within what production enforces. Every
+    // simulated node connects from 127.0.0.1 (the agent has no source-address option), where production
+    // nodes each have their own address: the per-address cap is raised to the fleet, the total cap stays.
+    max_connections_per_address: opts.nodes + 64,
+  }
+}
+
+/** The parts of a run that the phases share. */
+interface Run {
+  readonly root: string
+  readonly opts: FleetOptions
+  readonly scenario: Scenario
+  readonly out: FleetOutput
+  readonly ledger: FleetLedger
+  readonly violations: Violation[]
+  readonly notes: string[]
+  readonly controller: ControllerChild
+  readonly pool: WorkerPool
+  readonly operator: OperatorClient
+  readonly churn: ChurnRunner
+  phase: string
+}
+
+/** Runs the whole simulation and returns its summary (violations included); throws only on setup failures. */
+export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<FleetSummary> {
+  const scenario = buildScenario(opts)
+  const root = await mkdtemp(join(tmpdir(), 'pxe-fleet-'))
+  let controller: ControllerChild | null = null
+  let pool: WorkerPool | null = null
+  const unregister = onInterrupt(() => {
+    if (!opts.keep) rmSync(root, { recursive: true, force: true })
+  })
+  try {
+    out.info(`fleet: seed ${opts.seed}; making a PKI and ${opts.nodes} P-256 node bundles (issue --names) in ${root}`)
+    const pki = await makeFleetPki(root, scenario.nodes.map((n) => n.name), (line) => out.info(`  ${line}`))
+    const violations: Violation[] = []
+    const ledger = new FleetLedger()
+    controller = new ControllerChild({
+      configPath: join(root, 'controller.json'),
+      config: fleetConfig(opts, pki, root),
+      logPath: join(root, 'controller.log'),
+      onUnexpectedExit: (code) => violations.push({ kind: 'process_failed', detail: `the controller exited by itself (${code})` }),
+    })
+    await controller.start()
+    pool = new WorkerPool(scenario.processes, (records) => ledger.add(records), (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
+    await pool.init({ controllers: [`https://127.0.0.1:${controller.port}`], ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs })
+    const c = controller
+    const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => c.port)
+    const churn = new ChurnRunner({
+      pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
+    })
+    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, pool, operator, churn, phase: 'joining' }
+    return await simulate(run)
+  } finally {
+    unregister()
+    pool?.kill()
+    await controller?.close()
+    if (opts.keep) out.info(`fleet: run folder kept: ${root} (it holds private keys: delete it when done)`)
+    else await rm(root, { recursive: true, force: true })
+  }
+}
+
+async function simulate(run: Run): Promise<FleetSummary> {
+  const { opts, scenario, churn, out } = run
+  const startedAt = sharedNow()
+  const ticker = setInterval(() => {
+    if (opts.progress) out.progress(progressLine({ ledger: run.ledger, churn, startedAt, shards: opts.shards, events: scenario.events.length, phase: () => run.phase, controllerUp: () => run.controller.pid !== null }, sharedNow()))
+  }, 1000)
+  try {
+    await mapChunked(scenario.nodes.filter((n) => n.initial), 100, (n) => churn.startNode(n.name))
+    run.phase = 'churn'
+    for (const event of scenario.events) {
+      await sleep(startedAt + event.at - sharedNow())
+      await churn.run(event)
+    }
+    await churn.allThawed()
+    run.phase = 'settling'
+    const churnEnd = sharedNow()
+    const convergedAt = await settle(run)
+    run.phase = 'stopping'
+    await run.pool.shutdown()
+    const endT = sharedNow()
+    await run.controller.stop()
+    return await summarize(run, startedAt, endT, convergedAt === null ? null : (convergedAt - churnEnd) / 1000)
+  } finally {
+    clearInterval(ticker)
+  }
+}
+
+/** Polls until the fleet converges or the settle timeout passes; returns when it converged, or null. */
+async function settle(run: Run): Promise<number | null> {
+  const deadline = sharedNow() + run.opts.settleTimeoutS * 1000
+  let last: string[] = []
+  for (;;) {
+    const plan = await run.operator.plan().catch((err: Error) => err)
+    if (!(plan instanceof Error)) {
+      const verdict = judgeConvergence(plan, run.ledger, run.churn.expectedLive(), run.churn.draining)
+      if (verdict.converged) return sharedNow()
+      last = verdict.problems
+      if (verdict.onlyShort && run.ledger.counter('claim:daily_limit') > 0) {
+        run.notes.push(`the daily Identify budget is spent: converged up to it (${verdict.problems[0]})`)
+        return sharedNow()
+      }
+    } else {
+      last = [plan.message]
+    }
+    if (sharedNow() > deadline) break
+    await sleep(SETTLE_POLL_MS)
+  }
+  run.violations.push({ kind: 'not_converged', detail: `not converged ${run.opts.settleTimeoutS} s after the churn: ${last.join('; ')}` })
+  return null
+}
+
+async function summarize(run: Run, startedAt: number, endT: number, convergedAfterS: number | null): Promise<FleetSummary> {
+  const { opts, ledger, churn } = run
+  const leaseMs = opts.leaseS * 1000
+  const overlaps = checkOverlaps({ records: ledger.records, freezes: churn.freezes, revocations: churn.revocations, endT, wakeGraceMs: opts.wakeGraceMs, leaseMs })
+  const audited = readAuditGrants(await readFile(join(run.root, 'audit.log'), 'utf8'))
+  const grants = checkGrants({ audited, received: ledger.grants, intervalMs: opts.identifyIntervalMs, maxConcurrency: opts.maxConcurrency, dailyLimit: opts.dailyLimit })
+  const violations = [...run.violations, ...overlaps.violations, ...grants.violations, ...eventViolations(ledger)]
+  const moves = moveFigures(ledger.records)
+  const revokedMs = overlaps.revokedOverlaps.map((o) => o.ms)
+  return {
+    seed: opts.seed,
+    nodes: opts.nodes,
+    shards: opts.shards,
+    maxConcurrency: opts.maxConcurrency,
+    leaseSeconds: opts.leaseS,
+    workerProcesses: run.scenario.processes,
+    runSeconds: (endT - startedAt) / 1000,
+    convergedAfterS,
+    churn: Object.fromEntries(churn.done),
+    counts: { records: ledger.records.length, ...Object.fromEntries(ledger.counters) },
+    moves: moves.moves,
+    handoffGapMs: { p50: percentile(moves.handoffGapsMs, 50), max: percentile(moves.handoffGapsMs, 100) },
+    restarts: restartFigures(ledger.records, churn.restarts, leaseMs, new Set(churn.expectedLive().map((n) => n.name))),
+    pauses: overlaps.pauses,
+    revocations: overlaps.revocations.map((r) => ({ ...r, droppedAfterMs: churn.revocationNotes.find((n) => n.node === r.node)?.droppedAfterMs ?? null })),
+    revokedOverlaps: { count: revokedMs.length, maxMs: revokedMs.length === 0 ? null : Math.max(...revokedMs) },
+    grants: {
+      received: ledger.grants.length,
+      audited: audited.length,
+      minAuditedGapMs: grants.minAuditedGapMs,
+      minReceivedGapMs: grants.minReceivedGapMs,
+      peakDaily: Math.max(grants.peakDailyAudited, grants.peakDailyReceived),
+      dailyLimit: opts.dailyLimit,
+      intervalMs: opts.identifyIntervalMs,
+    },
+    violationsByKind: countByKind(violations),
+    violations: violations.slice(0, 50),
+    notes: run.notes,
+  }
+}
+
+/** Violations the agents reported themselves: a 429 (the agents must live within the default limits), a refused plan. */
+function eventViolations(ledger: FleetLedger): Violation[] {
+  const out: Violation[] = []
+  const limited = ledger.counter('checkin:429') + ledger.counter('claim:rate_limited')
+  if (limited > 0) out.push({ kind: 'rate_limited', detail: `${limited} requests answered 429 under the default per-node limits` })
+  for (const [name, n] of ledger.counters) if (name.startsWith('plan_refused:')) out.push({ kind: 'plan_refused', detail: `${n} plans refused (${name.slice(13)})` })
+  return out
+}

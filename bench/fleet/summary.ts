@@ -1,0 +1,68 @@
+/** The end-of-run summary: one JSON-able object, and the table printed from it. */
+import type { PauseFigures, RevocationFigures } from './check-overlaps.js'
+import type { RestartFigures } from './metrics.js'
+import { VIOLATION_KINDS, type Violation, type ViolationKind } from './violations.js'
+
+/** Everything a run reports. */
+export interface FleetSummary {
+  readonly seed: number
+  readonly nodes: number
+  readonly shards: number
+  readonly maxConcurrency: number
+  readonly leaseSeconds: number
+  readonly workerProcesses: number
+  readonly runSeconds: number
+  /** Seconds from the end of the churn until the fleet converged, or null if it did not. */
+  readonly convergedAfterS: number | null
+  readonly churn: Record<string, number>
+  readonly counts: Record<string, number>
+  readonly moves: number
+  readonly handoffGapMs: { readonly p50: number | null; readonly max: number | null }
+  readonly restarts: readonly RestartFigures[]
+  readonly pauses: readonly PauseFigures[]
+  readonly revocations: readonly (RevocationFigures & { readonly droppedAfterMs: number | null })[]
+  readonly revokedOverlaps: { readonly count: number; readonly maxMs: number | null }
+  readonly grants: {
+    readonly received: number
+    readonly audited: number
+    readonly minAuditedGapMs: number | null
+    readonly minReceivedGapMs: number | null
+    readonly peakDaily: number
+    readonly dailyLimit: number
+    readonly intervalMs: number
+  }
+  readonly violationsByKind: Record<ViolationKind, number>
+  /** The first violations in full. */
+  readonly violations: readonly Violation[]
+  readonly notes: readonly string[]
+}
+
+const ms = (v: number | null | undefined): string => (v === null || v === undefined ? '-' : `${Math.round(v)} ms`)
+const row = (label: string, value: string | number): string => `  ${label.padEnd(34)} ${value}`
+
+/** The summary table, line by line. */
+export function formatSummary(s: FleetSummary): string[] {
+  const c = (name: string) => s.counts[name] ?? 0
+  const total = Object.values(s.violationsByKind).reduce((a, b) => a + b, 0)
+  const lines = [
+    `fleet summary (seed ${s.seed}): ${s.nodes} nodes, ${s.shards} shards, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s, ${s.workerProcesses} agent processes, ${s.runSeconds.toFixed(1)} s`,
+    row('churn done', Object.entries(s.churn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'),
+    row('records (starts / stops / plans)', `${c('records')} (${c('starts')} / ${c('stops')} / ${c('plans_accepted')})`),
+    row('shard moves', `${s.moves} (handoff stop → start p50 ${ms(s.handoffGapMs.p50)}, max ${ms(s.handoffGapMs.max)})`),
+    row('identify grants received / audited', `${s.grants.received} / ${s.grants.audited} (budget ${s.grants.dailyLimit}, peak 24 h ${s.grants.peakDaily})`),
+    row('closest grants in a bucket', `${ms(s.grants.minAuditedGapMs)} audited, ${ms(s.grants.minReceivedGapMs)} as received (interval ${s.grants.intervalMs} ms)`),
+    row('claims waiting', `bucket_busy ${c('claim:bucket_busy')}, handoff_pending ${c('claim:handoff_pending')}, daily_limit ${c('claim:daily_limit')}, not_owner ${c('claim:not_owner')}, failed ${c('claim:failed')}`),
+    row('check-ins failed (429)', `${c('checkin:failed')} (${c('checkin:429')})`),
+    row('fail-safe stops (lease_expiring)', c('stop:lease_expiring')),
+    ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
+    ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
+    ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards, the last stopped after ${ms(r.lastStopMs)}`)),
+    row('overlaps after a revocation', `${s.revokedOverlaps.count} (allowed by SPEC "Handoff safety"; longest ${ms(s.revokedOverlaps.maxMs)})`),
+    row('converged', s.convergedAfterS === null ? 'NO' : `${s.convergedAfterS.toFixed(1)} s after the churn`),
+    `  violations: ${total}`,
+    ...VIOLATION_KINDS.map((k) => `    ${k.padEnd(24)} ${s.violationsByKind[k]}`),
+    ...s.violations.slice(0, 20).map((v) => `  ! ${v.kind}: ${v.detail}`),
+    ...s.notes.map((n) => `  note: ${n}`),
+  ]
+  return lines
+}

@@ -1,0 +1,124 @@
+/** The orchestrator's side of the agent workers: fork, start and stop agents, freeze a process, collect records. */
+import { fork, type ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { onInterrupt } from './interrupt.js'
+import type { FleetRecord, FromWorker, ToWorker } from './protocol.js'
+
+const WORKER = fileURLToPath(new URL('./agent-worker.js', import.meta.url))
+
+/** What every worker needs to build its agents. */
+export interface WorkerInit {
+  readonly controllers: readonly string[]
+  readonly ca: string
+  readonly jwks: unknown
+  readonly identifyIntervalMs: number
+}
+
+type Waiter = { resolve(): void; reject(err: Error): void }
+
+/** One worker process. */
+class Worker {
+  readonly child: ChildProcess
+  private readonly waiters = new Map<string, Waiter>()
+  exited = false
+
+  constructor(readonly index: number, onRecords: (records: readonly FleetRecord[]) => void, onExit: (index: number, code: number | string) => void) {
+    // stdout is not used; stderr stays visible (a worker's crash must be seen).
+    this.child = fork(WORKER, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+    this.child.on('message', (message: FromWorker) => {
+      if (message.type === 'records') onRecords(message.records)
+      else this.settle(message)
+    })
+    this.child.once('exit', (code, signal) => {
+      this.exited = true
+      for (const waiter of this.waiters.values()) waiter.reject(new Error(`worker ${index} exited (${code ?? signal})`))
+      this.waiters.clear()
+      onExit(index, code ?? signal ?? -1)
+    })
+  }
+
+  private settle(message: Exclude<FromWorker, { type: 'records' }>): void {
+    const key = 'name' in message ? `${message.type === 'failed' ? 'started' : message.type}:${message.name}` : message.type
+    const waiter = this.waiters.get(key)
+    if (waiter === undefined) return
+    this.waiters.delete(key)
+    if (message.type === 'failed') waiter.reject(new Error(`agent ${message.name}: ${message.message}`))
+    else waiter.resolve()
+  }
+
+  /** Sends a message and waits for the answer named `key`. */
+  request(message: ToWorker, key: string): Promise<void> {
+    if (this.exited) return Promise.reject(new Error(`worker ${this.index} has exited`))
+    return new Promise((resolve, reject) => {
+      this.waiters.set(key, { resolve, reject })
+      this.child.send(message)
+    })
+  }
+}
+
+/** The agent worker processes of one run. */
+export class WorkerPool {
+  private readonly workers: Worker[] = []
+  private closing = false
+  private readonly unregister = onInterrupt(() => this.kill())
+
+  constructor(count: number, onRecords: (records: readonly FleetRecord[]) => void, onUnexpectedExit: (index: number, code: number | string) => void) {
+    for (let i = 0; i < count; i++) {
+      this.workers.push(new Worker(i, onRecords, (index, code) => {
+        if (!this.closing) onUnexpectedExit(index, code)
+      }))
+    }
+  }
+
+  /** Sends every worker its settings and waits until all are ready. */
+  async init(init: WorkerInit): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.request({ type: 'init', ...init }, 'ready')))
+  }
+
+  /** Starts one agent in its process; resolves once it sent its first check-in. */
+  startAgent(process: number, name: string, capacity: number, bundleDir: string): Promise<void> {
+    return this.worker(process).request({ type: 'start', name, capacity, bundleDir }, `started:${name}`)
+  }
+
+  /** Stops one agent (its shards stop, as on a node shutdown); resolves once it has. */
+  stopAgent(process: number, name: string): Promise<void> {
+    return this.worker(process).request({ type: 'stop', name }, `stopped:${name}`)
+  }
+
+  /** Freezes a whole process (SIGSTOP): its agents and their shards stand still, timers included. */
+  freeze(process: number): void {
+    this.worker(process).child.kill('SIGSTOP')
+  }
+
+  /** Wakes a frozen process (SIGCONT). */
+  thaw(process: number): void {
+    this.worker(process).child.kill('SIGCONT')
+  }
+
+  /** Stops every agent (shards stop, records flushed) and ends the processes. */
+  async shutdown(): Promise<void> {
+    this.closing = true
+    await Promise.all(
+      this.workers.map(async (w) => {
+        if (w.exited) return
+        w.child.kill('SIGCONT') // a frozen worker could not answer
+        const gone = new Promise<void>((resolve) => w.child.once('exit', () => resolve()))
+        await w.request({ type: 'shutdown' }, 'shutdown_done').catch(() => undefined)
+        await gone
+      }),
+    )
+  }
+
+  /** Kills every process at once (after a failure of the orchestrator). */
+  kill(): void {
+    this.closing = true
+    this.unregister()
+    for (const w of this.workers) if (!w.exited) w.child.kill('SIGKILL')
+  }
+
+  private worker(index: number): Worker {
+    const w = this.workers[index]
+    if (w === undefined) throw new Error(`no worker ${index}`)
+    return w
+  }
+}

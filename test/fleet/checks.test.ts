@@ -1,0 +1,79 @@
+// The fleet simulator's checks on hand-made timelines: each finds what it must, and nothing else.
+import t from 'tap'
+import { checkGrants, readAuditGrants, type AuditGrant } from '../../bench/fleet/check-grants.js'
+import { checkOverlaps, type OverlapInput } from '../../bench/fleet/check-overlaps.js'
+import type { FleetRecord } from '../../bench/fleet/protocol.js'
+import type { ReceivedGrant } from '../../bench/fleet/ledger.js'
+
+const start = (t: number, node: string, shard: number): FleetRecord => ({ t, node, kind: 'start', shard, generation: 1 })
+const stop = (t: number, node: string, shard: number): FleetRecord => ({ t, node, kind: 'stop', shard, reason: 'plan' })
+const input = (records: FleetRecord[], extra: Partial<OverlapInput> = {}): OverlapInput => ({ records, freezes: [], revocations: [], endT: 100_000, wakeGraceMs: 500, leaseMs: 8000, ...extra })
+const kinds = (vs: readonly { kind: string }[]) => vs.map((v) => v.kind)
+
+t.test('a shard on two nodes at once is an overlap; a handoff that stops first is not', async (t) => {
+  const clean = checkOverlaps(input([start(0, 'a', 1), stop(1000, 'a', 1), start(1000.5, 'b', 1), stop(2000, 'b', 1)]))
+  t.same(clean.violations, [])
+  const twice = checkOverlaps(input([start(0, 'a', 1), start(900, 'b', 1), stop(1000, 'a', 1), stop(2000, 'b', 1)]))
+  t.same(kinds(twice.violations), ['overlap'])
+  t.match(twice.violations[0]!.detail, /shard 1: b started while a ran it \(100\.0 ms/)
+  // Records arrive out of order across workers: the check sorts them on the one timeline.
+  const shuffled = checkOverlaps(input([stop(2000, 'b', 1), start(900, 'b', 1), stop(1000, 'a', 1), start(0, 'a', 1)]))
+  t.same(kinds(shuffled.violations), ['overlap'])
+  const open = checkOverlaps(input([start(0, 'a', 1), start(5000, 'b', 1)]))
+  t.same(kinds(open.violations), ['overlap'], 'a shard never stopped runs to the end of the run')
+})
+
+t.test('a frozen node runs nothing while frozen and must stop what it lost on waking', async (t) => {
+  const freeze = { nodes: ['a'], from: 1000, to: 11_000 }
+  const records = [start(0, 'a', 1), start(10_000, 'b', 1), stop(11_003, 'a', 1), stop(20_000, 'b', 1)]
+  const ok = checkOverlaps(input(records, { freezes: [freeze] }))
+  t.same(ok.violations, [], 'stopped 3 ms after the wake')
+  t.same(ok.pauses, [{ frozenMs: 10_000, heldShards: 1, wakeToStopMs: 3 }])
+  const late = checkOverlaps(input([start(0, 'a', 1), start(10_000, 'b', 1), stop(12_000, 'a', 1), stop(20_000, 'b', 1)], { freezes: [freeze] }))
+  t.same(kinds(late.violations).sort(), ['late_stop_after_wake', 'overlap'], 'a late stop is flagged, and the shard counts as running from the wake')
+  const unfrozen = checkOverlaps(input(records))
+  t.same(kinds(unfrozen.violations), ['overlap'], 'without the freeze the same records overlap')
+})
+
+t.test('a revoked node: overlaps after the revocation are reported apart; it must stop and start nothing', async (t) => {
+  const revocations = [{ node: 'a', requestedAt: 400, at: 500 }]
+  const after = checkOverlaps(input([start(0, 'a', 1), start(900, 'b', 1), stop(1000, 'a', 1)], { revocations }))
+  t.same(after.violations, [])
+  t.equal(after.revokedOverlaps.length, 1)
+  t.same(after.revocations, [{ node: 'a', heldShards: 1, lastStopMs: 500 }])
+  const before = checkOverlaps(input([start(0, 'b', 1), start(100, 'a', 1), stop(1000, 'b', 1), stop(1000, 'a', 1)], { revocations }))
+  t.same(kinds(before.violations), ['overlap'], 'an overlap that began before the revocation is a violation')
+  const kept = checkOverlaps(input([start(0, 'a', 1), stop(20_000, 'a', 1)], { revocations }))
+  t.same(kinds(kept.violations), ['revoked_kept_running'])
+  const restarted = checkOverlaps(input([start(5000, 'a', 2), stop(6000, 'a', 2)], { revocations }))
+  t.same(kinds(restarted.violations), ['revoked_started'])
+})
+
+const grant = (time: number, shard: number, node = 'a', generation = 1): AuditGrant => ({ time, node, shard, bucket: shard % 16, generation })
+const received = (g: AuditGrant): ReceivedGrant => ({ t: g.time + 3, node: g.node, shard: g.shard, generation: g.generation })
+
+t.test('grants: spacing per bucket on the audited times, every received grant audited, the daily budget', async (t) => {
+  const spaced = [grant(0, 0), grant(5100, 16), grant(5000, 1), grant(10_199, 32)]
+  const ok = checkGrants({ audited: spaced, received: spaced.map(received), intervalMs: 5100, maxConcurrency: 16, dailyLimit: 10 })
+  t.same(ok.violations, [])
+  t.equal(ok.minAuditedGapMs, 5099, 'within the tolerance')
+  const close = checkGrants({ audited: [grant(0, 0), grant(5049, 16)], received: [], intervalMs: 5100, maxConcurrency: 16, dailyLimit: 10 })
+  t.same(kinds(close.violations), ['grant_spacing'])
+  const unaudited = checkGrants({ audited: [grant(0, 0)], received: [received(grant(0, 0)), received(grant(7000, 16))], intervalMs: 5100, maxConcurrency: 16, dailyLimit: 10 })
+  t.same(kinds(unaudited.violations), ['unaudited_grant'])
+  const many = Array.from({ length: 5 }, (_, i) => grant(i * 6000, i * 16))
+  const over = checkGrants({ audited: many, received: many.map(received), intervalMs: 5100, maxConcurrency: 16, dailyLimit: 4 })
+  t.same(kinds(over.violations), ['daily_budget', 'daily_budget'], 'audited and received both above the budget')
+  const spread = Array.from({ length: 5 }, (_, i) => grant(i * 43_200_000, i * 16))
+  t.same(checkGrants({ audited: spread, received: [], intervalMs: 5100, maxConcurrency: 16, dailyLimit: 3 }).violations, [], 'the budget is a rolling 24 hours')
+})
+
+t.test('readAuditGrants takes identify_granted lines only, and skips a torn one', async (t) => {
+  const line = (event: string, extra: object) => JSON.stringify({ level: 30, time: '2026-01-01T00:00:05.100Z', seq: 1, prev: '0', event, ...extra })
+  const text = [
+    line('identify_granted', { node_id: 'n1', shard_id: 17, bucket: 1, generation: 4 }),
+    line('plan_generation_changed', { from: 1, to: 2 }),
+    '{"level":30,"time":"2026-01-01T00:00:06.000Z","event":"identify_granted","node_id":"n2","sha',
+  ].join('\n')
+  t.same(readAuditGrants(text), [{ time: Date.parse('2026-01-01T00:00:05.100Z'), node: 'n1', shard: 17, bucket: 1, generation: 4 }])
+})

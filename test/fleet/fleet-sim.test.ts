@@ -1,0 +1,44 @@
+// The fleet simulator at CI size: 50 real agents against a real controller child process, with joins,
+// leaves, a drain, a pause longer than a lease, a kill -9 and restart of the controller and a revocation.
+// It must find no violation, and the churn must really have happened. About 45 s.
+import t from 'tap'
+import { spawn } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { FleetSummary } from '../../bench/fleet/summary.js'
+
+const CLI = fileURLToPath(new URL('../../dist/bench/fleet/cli.js', import.meta.url))
+
+function runFleet(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [CLI, ...args], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()))
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })))
+}
+
+t.test('50 nodes, 64 shards, 20 s of churn: no violation', async (t) => {
+  if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" (npm test does it first)`)
+  const json = join(t.testdir(), 'summary.json')
+  const args = ['--nodes', '50', '--shards', '64', '--max-concurrency', '16', '--duration', '20', '--lease', '8', '--seed', '20261201']
+  const churn = ['--joins', '3', '--leaves', '3', '--drains', '1', '--pauses', '1', '--restarts', '1', '--revocations', '1']
+  const { code, stdout, stderr } = await runFleet([...args, ...churn, '--json', json, '--no-progress'])
+  t.equal(code, 0, `the simulator exits 0\n${stdout}\n${stderr.slice(-4000)}`)
+  const summary = JSON.parse(readFileSync(json, 'utf8')) as FleetSummary
+  t.same(Object.values(summary.violationsByKind).filter((n) => n > 0), [], 'no violation of any kind')
+  t.match(summary.churn, { restart: 1, revoke: 1, pause: 1, join: 3, leave: 3, drain: 2 }, 'every churn event was carried out')
+  t.equal(summary.restarts[0]!.moved, 0, 'the restart moved no shard')
+  t.equal(summary.restarts[0]!.changedRenewals, 0, 'every node renewed with its plan of before the kill')
+  t.not(summary.restarts[0]!.allRenewedMs, null, 'every live node renewed after the restart')
+  const pause = summary.pauses[0]!
+  t.ok(pause.frozenMs > 8000 && pause.heldShards > 0, 'the frozen node ran shards and stayed frozen longer than the lease')
+  t.not(pause.wakeToStopMs, null, 'it stopped them on waking')
+  const revocation = summary.revocations[0]!
+  t.not(revocation.droppedAfterMs, null, 'the controller dropped the revoked node')
+  t.ok(revocation.heldShards > 0 && revocation.lastStopMs !== null, 'the revoked node ran shards and stopped them')
+  t.not(summary.convergedAfterS, null, 'the fleet converged')
+  t.ok(summary.grants.audited >= 64, 'every shard was started at least once')
+  t.ok(summary.moves > 0, 'the churn moved shards')
+})

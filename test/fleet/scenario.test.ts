@@ -1,0 +1,38 @@
+// The fleet simulator's flags and its seeded scenario.
+import t from 'tap'
+import { parseFleetArgs, UsageError } from '../../bench/fleet/options.js'
+import { buildScenario } from '../../bench/fleet/scenario.js'
+
+t.test('flags: defaults, derived values, and clear refusals', async (t) => {
+  const o = parseFleetArgs(['--nodes', '40', '--shards', '64', '--seed', '9'])!
+  t.match(o, { nodes: 40, shards: 64, maxConcurrency: 16, leaseS: 8, identifyIntervalMs: 5100, seed: 9, dailyLimit: 640 })
+  t.match(o.churn, { joins: 2, leaves: 2, drains: 2, pauses: 1, restarts: 1, revocations: 1 })
+  t.equal(parseFleetArgs(['--help']), null)
+  const refused = (args: string[], message: RegExp) => t.throws(() => parseFleetArgs(args), { name: UsageError.name, message })
+  refused(['--shards', '100', '--max-concurrency', '16'], /multiple of --max-concurrency/)
+  refused(['--identify-interval-ms', '4999'], /--identify-interval-ms/)
+  refused(['--nodes', '5', '--joins', '2', '--leaves', '2'], /must leave at least 2/)
+  refused(['--nodes', 'many'], /--nodes/)
+  refused(['--bogus'], /bogus/)
+})
+
+t.test('the scenario follows the seed; each role has its own nodes; a paused node has a process of its own', async (t) => {
+  const opts = parseFleetArgs(['--nodes', '50', '--shards', '64', '--seed', '42', '--duration', '30', '--per-process', '20'])!
+  const a = buildScenario(opts)
+  t.same(buildScenario(opts), a, 'the same seed gives the same scenario')
+  t.not(JSON.stringify(buildScenario({ ...opts, seed: 43 }).events), JSON.stringify(a.events), 'another seed another schedule')
+  const events = a.events
+  t.ok(events.every((e, i) => i === 0 || events[i - 1]!.at <= e.at), 'sorted by time')
+  t.ok(events.every((e) => e.at >= 0 && e.at <= 30_000), 'within the churn phase')
+  const targets = (kind: string) => events.filter((e) => e.kind === kind).map((e) => ('node' in e ? e.node : ''))
+  const single = [...targets('join'), ...targets('leave'), ...targets('revoke'), ...targets('pause')]
+  t.equal(new Set(single).size, single.length, 'joins, leaves, revocations and pauses never share a node')
+  for (const node of targets('join')) t.equal(a.nodes.find((n) => n.name === node)!.initial, false, 'a joiner starts late')
+  const paused = a.nodes.find((n) => n.name === targets('pause')[0])!
+  t.equal(a.nodes.filter((n) => n.process === paused.process).length, 1, 'a frozen process holds only the paused node')
+  t.equal(a.processes, 1 + Math.ceil(49 / 20))
+  const pause = events.find((e) => e.kind === 'pause')!
+  t.ok(pause.kind === 'pause' && pause.forMs > opts.leaseS * 1000, 'a pause outlasts the lease')
+  const drains = events.filter((e) => e.kind === 'drain')
+  t.equal(drains.filter((e) => e.kind === 'drain' && e.draining).length, drains.filter((e) => e.kind === 'drain' && !e.draining).length, 'every drain is lifted')
+})
