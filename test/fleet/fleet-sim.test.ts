@@ -7,6 +7,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import type { FleetSummary } from '../../bench/fleet/summary.js'
+import { testDir } from '../support/test-dir.js'
 
 const CLI = fileURLToPath(new URL('../../dist/bench/fleet/cli.js', import.meta.url))
 
@@ -21,7 +22,7 @@ function runFleet(args: string[]): Promise<{ code: number | null; stdout: string
 
 t.test('50 nodes, 64 shards, 20 s of churn: no violation', async (t) => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" (npm test does it first)`)
-  const json = join(t.testdir(), 'summary.json')
+  const json = join(testDir(t), 'summary.json')
   const args = ['--nodes', '50', '--shards', '64', '--max-concurrency', '16', '--duration', '20', '--lease', '8', '--seed', '20261201']
   const churn = ['--joins', '3', '--leaves', '3', '--drains', '1', '--pauses', '1', '--restarts', '1', '--revocations', '1']
   const { code, stdout, stderr } = await runFleet([...args, ...churn, '--json', json, '--no-progress'])
