@@ -24,7 +24,7 @@ function report(f: BenchFigures): void {
   const verdict = r.allRenewedS !== null && r.allRenewedS <= o.lease ? 'MEETS' : 'MISSES'
   out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
-  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes`)
+  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed`)
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
     for (const line of formatProfile('restart (kill -9 to the last renewal)', f.profile.restart)) out(line)

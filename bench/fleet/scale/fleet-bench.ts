@@ -53,6 +53,8 @@ export interface RestartBenchFigures {
   readonly controllerCpuS: number
   readonly generatorCpuS: number
   readonly handshakes: number
+  /** Of those, how many resumed the TLS session of before the kill (session-ticket keys kept in state_dir). */
+  readonly resumedHandshakes: number
   readonly peakRssMiB: number
 }
 
@@ -236,6 +238,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     controllerCpuS: end.cpuSeconds - cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
+    resumedHandshakes: (s.counters.handshakes_resumed ?? 0) - (s0.counters.handshakes_resumed ?? 0),
     peakRssMiB: end.peakRssMiB,
   }
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)

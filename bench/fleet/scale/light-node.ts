@@ -44,6 +44,8 @@ export class LightNode {
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number } | null = null
   markOutcome: MarkOutcome | null = null
   private conn: RawConnection | null = null
+  /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
+  private session: Buffer | undefined
   private readonly cadence = new CheckinCadence(Math.random)
   private timer: NodeJS.Timeout | null = null
   private stopped = false
@@ -92,8 +94,16 @@ export class LightNode {
     const timeoutMs = Math.min(10_000, (this.leaseMs ?? 30_000) / 3)
     try {
       if (this.conn === null || this.conn.dead) {
-        this.conn = await RawConnection.open({ port: this.shared.port, context: this.context, localAddress: this.localAddress, timeoutMs })
+        this.conn = await RawConnection.open({
+          port: this.shared.port,
+          context: this.context,
+          localAddress: this.localAddress,
+          timeoutMs,
+          session: this.session,
+          onSession: (session) => void (this.session = session),
+        })
         this.shared.count('handshakes')
+        if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
       }
       const reply = await this.conn.send(this.request(), timeoutMs)
       if (reply.status === 200) return this.accept(reply.body, sentAt)

@@ -23,6 +23,10 @@ export interface ConnectOptions {
   /** The source address (any 127.x.y.z): the controller caps connections per address. */
   readonly localAddress: string
   readonly timeoutMs: number
+  /** A TLS session ticket from an earlier connection: resumed as the agent's https.Agent does (its session cache). */
+  readonly session?: Buffer | undefined
+  /** Told of every session ticket the server hands out, to resume with next time. */
+  readonly onSession?: (session: Buffer) => void
 }
 
 /** One connection, one request at a time. */
@@ -42,12 +46,13 @@ export class RawConnection {
     return this.failure !== null
   }
 
-  /** Opens a connection (full handshake, the node's certificate) to the controller on 127.0.0.1. */
+  /** Opens a connection (the node's certificate; resumed when `session` is given and still good) to the controller on 127.0.0.1. */
   static open(opts: ConnectOptions): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
       const tcp = net.connect({ host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress })
       // host names the server for the identity check (its certificate holds IP 127.0.0.1).
-      const socket = tls.connect({ socket: tcp, host: '127.0.0.1', secureContext: opts.context })
+      const socket = tls.connect({ socket: tcp, host: '127.0.0.1', secureContext: opts.context, ...(opts.session ? { session: opts.session } : {}) })
+      if (opts.onSession) socket.on('session', opts.onSession)
       const timer = setTimeout(() => socket.destroy(new Error(`no TLS handshake within ${opts.timeoutMs} ms`)), opts.timeoutMs)
       socket.setNoDelay(true)
       socket.once('secureConnect', () => {
