@@ -34,7 +34,7 @@ const URL_RULES: readonly [RegExp, string][] = [
   [/\/src\/signing\/|\/jose\//, 'plan signing (jose)'],
   [/\/src\/audit\/|\/pino\/|sonic-boom|thread-stream/, 'audit and logs'],
   [/node:_tls|node:tls|node:internal\/tls/, 'TLS (JS side)'],
-  [/node:internal\/crypto/, 'node crypto (WebCrypto signing, X.509 parsing)'],
+  [/node:internal\/crypto/, 'node crypto (Ed25519 plan signing, X.509 parsing)'],
   [/node:internal\/modules|node:internal\/bootstrap/, 'startup (module loading)'],
   [/\/fastify\/|find-my-way|avvio|light-my-request|@fastify|fast-json-stringify|secure-json-parse/, 'fastify'],
   [/node:_http|node:internal\/http|node:https|node:http/, 'node http'],
