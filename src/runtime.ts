@@ -18,7 +18,6 @@ import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
 import { expectationHandler } from './http/early-answers.js'
-import { openHaBackend } from './ha/ha-service-host.js'
 import type { ControllerService } from './service/controller-service.js'
 import type { ServiceHost, StateBackend } from './service/service-host.js'
 import { closeGracefully } from './server/graceful-close.js'
@@ -74,8 +73,13 @@ async function readConfigured(path: string, key: string): Promise<string> {
 }
 
 /** The file store (the default) or, with `ha`, etcd: opened before anything is written. */
-function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions): Promise<StateBackend> {
-  if (config.ha !== null) return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
+async function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions): Promise<StateBackend> {
+  if (config.ha !== null) {
+    // Loaded only in HA mode: the etcd client (grpc-js inside) costs ~0.4 s of CPU to load, which every
+    // start on the file store (and every test process) would otherwise pay for nothing.
+    const { openHaBackend } = await import('./ha/ha-service-host.js')
+    return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
+  }
   if (config.stateDir === null) throw new Error('key "state_dir": is required without "ha"') // the config schema says so too
   return openFileBackend(config.stateDir, crl, config.tls.crl, opts.wrapStore)
 }

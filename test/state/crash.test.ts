@@ -2,35 +2,23 @@ import { testDir } from '../support/test-dir.js'
 /**
  * kill -9 at random points while a child process saves in a loop: the state file must always load,
  * and its counter must never be behind what the child reported as committed.
- * The child runs the real store code, transpiled from src/state/ (fast start, no TS loader).
+ * The child runs the real store code from the build (dist/, made by `npm test`): a fast start, no TS loader.
  */
 import { spawn } from 'node:child_process'
 import { randomInt } from 'node:crypto'
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { readdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import t from 'tap'
-import ts from 'typescript'
 import { z } from 'zod'
 import { FileStateStore } from '../../src/state/file-state-store.js'
 
 const KILLS = 20
-const srcDir = fileURLToPath(new URL('../../src/state/', import.meta.url))
+const BUILT_STORE = fileURLToPath(new URL('../../dist/src/state/file-state-store.js', import.meta.url))
 const counterSchema = z.object({ counter: z.number().int().positive(), pad: z.string() }).strict()
 
-/** Transpiles every src/state module to ESM JavaScript in `outDir`. */
-function transpileStateModules(outDir: string): void {
-  writeFileSync(join(outDir, 'package.json'), '{"type":"module"}\n')
-  for (const name of readdirSync(srcDir).filter((n) => n.endsWith('.ts'))) {
-    const out = ts.transpileModule(readFileSync(join(srcDir, name), 'utf8'), {
-      compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-    })
-    writeFileSync(join(outDir, name.replace(/\.ts$/, '.js')), out.outputText)
-  }
-}
-
 const CHILD = `
-import { FileStateStore } from './file-state-store.js'
+import { FileStateStore } from '${pathToFileURL(BUILT_STORE).href}'
 const [stateDir] = process.argv.slice(2)
 // a hand-written stand-in for the zod schema (zod takes longer to import than a save takes);
 // the parent validates every file it loads with the real zod schema
@@ -81,7 +69,6 @@ function runAndKill(childPath: string, stateDir: string): Promise<number> {
 
 t.test(`state survives ${KILLS} kill -9 during saves`, async (t) => {
   const codeDir = testDir(t)
-  transpileStateModules(codeDir)
   const childPath = join(codeDir, 'child.mjs')
   writeFileSync(childPath, CHILD)
   const stateDir = join(t.testdirName, 'state')
