@@ -4,6 +4,7 @@
  * as the servers and would flatten every ratio towards 1.
  */
 import tls, { type SecureContext, type TLSSocket } from 'node:tls'
+import { takeFrame } from './http-frames.js'
 import { BENCH_CAPACITY } from './mtls-shared.js'
 
 /** A node identity the generator presents. */
@@ -37,9 +38,6 @@ function contextOf(id: Identity, ca: Buffer): SecureContext {
   }
   return context
 }
-
-const HEADER_END = Buffer.from('\r\n\r\n', 'latin1')
-const CONTENT_LENGTH = /\r\ncontent-length:\s*(\d+)/i
 
 /** A keep-alive connection with one request in flight at a time (a closed loop, as a node behaves). */
 export class Connection {
@@ -108,22 +106,17 @@ export class Connection {
 
   private onData(chunk: Buffer): void {
     this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
-    const headerEnd = this.buffer.indexOf(HEADER_END)
-    if (headerEnd < 0) return
-    const head = this.buffer.toString('latin1', 0, headerEnd)
-    const length = CONTENT_LENGTH.exec(head)
-    if (!length) {
-      this.fail(new Error(`response without Content-Length: ${head.split('\r\n')[0]}`))
+    const frame = takeFrame(this.buffer)
+    if (frame === null) return
+    if (frame instanceof Error) {
+      this.fail(frame)
       this.socket.destroy()
       return
     }
-    const end = headerEnd + HEADER_END.length + Number(length[1])
-    if (this.buffer.length < end) return
-    const body = this.buffer.subarray(headerEnd + HEADER_END.length, end)
-    this.buffer = this.buffer.subarray(end)
+    this.buffer = frame.rest
     const waiter = this.waiting
     this.waiting = undefined
-    waiter?.resolve({ status: Number(head.slice(9, 12)), body })
+    waiter?.resolve({ status: frame.status, body: frame.body })
   }
 }
 

@@ -2,6 +2,7 @@
 import t from 'tap'
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
+import { takeFrame } from '../../bench/http-frames.js'
 
 t.test('a profile is summarized by self time within a window, by category and by function', async (t) => {
   const frame = (id: number, functionName: string, url: string) => ({ id, callFrame: { functionName, url, lineNumber: 9, scriptId: '1', columnNumber: 0 } })
@@ -31,4 +32,19 @@ t.test('50 nodes per loopback source address, under the controller default cap o
   const counts = new Map<string, number>()
   for (let i = 0; i < 10_000; i++) counts.set(sourceAddress(i), (counts.get(sourceAddress(i)) ?? 0) + 1)
   t.equal(Math.max(...counts.values()), 50)
+})
+
+t.test('the load generators read one answer at a time off the raw socket bytes', async (t) => {
+  const answer = (body: string) => `HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+  const two = Buffer.from(answer('{"a":1}') + answer('{}'), 'latin1')
+  const first = takeFrame(two)
+  if (first === null || first instanceof Error) throw new Error('a complete answer was not read')
+  t.equal(first.status, 429)
+  t.equal(first.body.toString(), '{"a":1}')
+  const second = takeFrame(first.rest)
+  t.match(second, { status: 429 }, 'the bytes after the first answer start the next')
+  t.equal(takeFrame(two.subarray(0, 20)), null, 'an incomplete head waits for more bytes')
+  t.equal(takeFrame(two.subarray(0, first.body.byteOffset - two.byteOffset + 3)), null, 'an incomplete body waits too')
+  const bad = takeFrame(Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', 'latin1'))
+  t.match(bad, Error, 'an answer without Content-Length is an error')
 })

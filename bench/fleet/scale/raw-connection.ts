@@ -6,9 +6,7 @@
  */
 import net from 'node:net'
 import tls, { type SecureContext, type TLSSocket } from 'node:tls'
-
-const HEADER_END = Buffer.from('\r\n\r\n', 'latin1')
-const CONTENT_LENGTH = /\r\ncontent-length:\s*(\d+)/i
+import { takeFrame } from '../../http-frames.js'
 
 /** An answer: the status and the raw body. */
 export interface RawReply {
@@ -105,21 +103,16 @@ export class RawConnection {
 
   private onData(chunk: Buffer): void {
     this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk])
-    const headerEnd = this.buffer.indexOf(HEADER_END)
-    if (headerEnd < 0) return
-    const head = this.buffer.toString('latin1', 0, headerEnd)
-    const length = CONTENT_LENGTH.exec(head)
-    if (!length) {
-      this.fail(new Error(`an answer without Content-Length: ${head.split('\r\n')[0]}`))
+    const frame = takeFrame(this.buffer)
+    if (frame === null) return
+    if (frame instanceof Error) {
+      this.fail(frame)
       this.socket.destroy()
       return
     }
-    const end = headerEnd + HEADER_END.length + Number(length[1])
-    if (this.buffer.length < end) return
-    const body = this.buffer.subarray(headerEnd + HEADER_END.length, end)
-    this.buffer = this.buffer.subarray(end)
+    this.buffer = frame.rest
     const waiter = this.waiting
     this.waiting = null
-    waiter?.resolve({ status: Number(head.slice(9, 12)), body })
+    waiter?.resolve({ status: frame.status, body: frame.body })
   }
 }
