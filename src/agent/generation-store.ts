@@ -3,10 +3,10 @@
  * replayed after a restart is still refused. The file store writes atomically (temp file, fsync,
  * rename, fsync of the folder) with mode 0600 and validates what it reads back with zod.
  */
-import { mkdir, readFile, rename, unlink } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { z } from 'zod'
-import { fsyncDir, tempName, writeNewFileSynced } from '../state/durable-fs.js'
+import { replaceFileAtomically } from '../state/durable-fs.js'
 
 /** Keeps the last accepted generation. */
 export interface GenerationStore {
@@ -77,14 +77,6 @@ export class FileGenerationStore implements GenerationStore {
     const dir = dirname(this.path)
     await mkdir(dir, { recursive: true, mode: 0o700 })
     const data = JSON.stringify({ version: 1, node_id: this.nodeId, generation, saved_at: new Date().toISOString() }) + '\n'
-    const tmp = tempName(this.path, 'tmp')
-    try {
-      await writeNewFileSynced(tmp, data, 0o600)
-      await rename(tmp, this.path)
-    } catch (err) {
-      await unlink(tmp).catch(() => undefined)
-      throw err
-    }
-    await fsyncDir(dir)
+    await replaceFileAtomically(this.path, dir, data, 0o600)
   }
 }

@@ -6,10 +6,10 @@
  */
 import { createHash } from 'node:crypto'
 import { constants } from 'node:fs'
-import { mkdir, open, rename, unlink } from 'node:fs/promises'
+import { mkdir, open } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
-import { fsyncDir, removeLeftoverTemps, tempName, writeNewFileSynced } from '../state/durable-fs.js'
+import { removeLeftoverTemps, replaceFileAtomically } from '../state/durable-fs.js'
 import { decodeStateFile, encodeStateFile } from '../state/state-file-format.js'
 
 /** The file's name inside the state directory. */
@@ -90,15 +90,7 @@ export async function writeTicketKeyFile(dir: string, record: TicketKeyRecord): 
     crl_sha256: record.crlSha256,
     keys: record.keys.toString('base64'),
   })
-  const tmp = tempName(path, 'tmp')
-  try {
-    await writeNewFileSynced(tmp, text, 0o600)
-    await rename(tmp, path)
-  } catch (err) {
-    await unlink(tmp).catch(() => undefined)
-    throw err
-  }
-  await fsyncDir(dir)
+  await replaceFileAtomically(path, dir, text, 0o600)
 }
 
 /** Deletes temp files an interrupted write left behind (they hold keys too). */

@@ -20,6 +20,24 @@ export async function writeNewFileSynced(path: string, data: string | Uint8Array
   }
 }
 
+/**
+ * Replaces `path` atomically with `data`: a new temp file created with `mode` and fsynced, then
+ * `beforeRename` (e.g. keeping the previous copy), the rename over `path`, and an fsync of `dir`
+ * (its parent). On failure the temp file is removed and `path` is left as it was.
+ */
+export async function replaceFileAtomically(path: string, dir: string, data: string | Uint8Array, mode = 0o600, beforeRename?: () => Promise<unknown>): Promise<void> {
+  const tmp = tempName(path, 'tmp')
+  try {
+    await writeNewFileSynced(tmp, data, mode)
+    await beforeRename?.()
+    await rename(tmp, path)
+  } catch (err) {
+    await unlink(tmp).catch(() => undefined)
+    throw err
+  }
+  await fsyncDir(dir)
+}
+
 /** True when `path` exists (any type); errors other than ENOENT are thrown. */
 export async function pathExists(path: string): Promise<boolean> {
   try {

@@ -6,10 +6,10 @@
  * or the new file whole. load() never modifies, deletes or replaces a damaged file: it throws
  * StateFileError, also when the file is gone but `<file>.prev` is there. One store (one process) per directory: leftover temp files are deleted on the first save.
  */
-import { mkdir, readFile, rename, unlink } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { z } from 'zod'
-import { fsyncDir, keepCopy, pathExists, removeLeftoverTemps, tempName, writeNewFileSynced } from './durable-fs.js'
+import { keepCopy, pathExists, removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
 import { StateFileError } from './state-file-error.js'
 import { decodeStateFile, encodeStateFile } from './state-file-format.js'
 import type { StateStore } from './state-store.js'
@@ -116,16 +116,7 @@ export class FileStateStore<T> implements StateStore<T> {
       await this.readVerified()
       this.verified = true
     }
-    const tmp = tempName(this.path, 'tmp')
-    try {
-      await writeNewFileSynced(tmp, text)
-      await keepCopy(this.path, this.prevPath)
-      await rename(tmp, this.path)
-    } catch (err) {
-      await unlink(tmp).catch(() => undefined)
-      throw err
-    }
-    await fsyncDir(this.dir)
+    await replaceFileAtomically(this.path, this.dir, text, 0o600, () => keepCopy(this.path, this.prevPath))
   }
 
   private async readVerified(): Promise<T | null> {
