@@ -13,12 +13,12 @@ import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
-import { planFingerprint } from './plan-fingerprint.js'
-import { planShards } from './planner.js'
+import { PlanFingerprinter, planFingerprintInOrder } from './plan-fingerprint.js'
+import { compareBytes, planInOrder, type OrderedPlan } from './planner.js'
 import { ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
-import { ownersFromRanges, sameRanges } from './shard-map.js'
+import { ownersInOrder, sameRanges, type OrderedRanges } from './shard-map.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
 import type {
@@ -51,12 +51,26 @@ export class Controller {
   private readonly nodes = new NodeIndex()
   /** Nodes dropped since the last re-plan; their IDs are freed once the old mapping is gone. */
   private dropped: string[] = []
-  private readonly tracker = new StateTracker()
+  private readonly tracker: StateTracker
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
-  /** Ranges of every live node, in byte order of node IDs. */
-  private ranges = new Map<string, NodeRange>()
-  private fingerprint = planFingerprint([])
+  /**
+   * The plan: every live node (draining ones included) in byte order of node IDs, with its record, its
+   * NodeIndex ID and its range as parallel arrays. The order is kept between re-plans and only merged
+   * with the nodes that joined or left since (`orderStale`), so a re-plan at N = 10,000 sorts nothing.
+   */
+  private order: string[] = []
+  private orderRecords: NodeRecord[] = []
+  private orderIds: Int32Array = new Int32Array(0)
+  private rangeStarts: Int32Array = new Int32Array(0)
+  private rangeCounts: Int32Array = new Int32Array(0)
+  /** Position in `order` per NodeIndex ID (valid only where order[position] is that node). */
+  private positionById: Int32Array = new Int32Array(0)
+  /** Nodes that joined since the order was last rebuilt. */
+  private joined: string[] = []
+  private orderStale = false
+  private fingerprint = planFingerprintInOrder([], [], [])
+  private readonly fingerprinter = new PlanFingerprinter()
   /** Owner ID per shard (NO_NODE: unassigned). */
   private owners: Int32Array
   private unassigned: number
@@ -78,6 +92,7 @@ export class Controller {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
     this.owners = new Int32Array(settings.totalShards).fill(NO_NODE)
+    this.tracker = new StateTracker(settings.totalShards)
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (shardId) => this.tracker.handoff(shardId))
     this.unassigned = settings.totalShards
     const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
@@ -156,6 +171,10 @@ export class Controller {
     }
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
+    if (existing === undefined) {
+      this.joined.push(record.nodeId)
+      this.orderStale = true
+    }
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const changed = this.updateRecord(record, now, body, cert)
@@ -174,7 +193,7 @@ export class Controller {
 
   /** The plan part of a check-in answer for a node (after settle()). */
   checkinView(nodeId: string): Omit<CheckinOutcome, keyof Registration> {
-    const range = this.ranges.get(nodeId) ?? EMPTY_RANGE
+    const range = this.rangeOf(nodeId)
     const { totalShards, leaseSeconds, maxConcurrency } = this.settings
     return { generation: this.gen, totalShards, leaseSeconds, maxConcurrency, rangeStart: range.rangeStart, rangeCount: range.rangeCount }
   }
@@ -218,7 +237,9 @@ export class Controller {
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
     this.prepare(now)
-    const nodes = [...this.ranges].map(([nodeId, range]) => planNodeView(this.live.get(nodeId)!, range, this.draining.has(nodeId)))
+    const nodes = this.orderRecords.map((record, i) =>
+      planNodeView(record, { rangeStart: this.rangeStarts[i]!, rangeCount: this.rangeCounts[i]! }, this.draining.has(record.nodeId)),
+    )
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
     return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.unassigned, nodes }
   }
@@ -284,7 +305,7 @@ export class Controller {
   /** The whole durable state (a first write, a compaction). O(N + S). */
   snapshot(): DurableState {
     const nodes: PersistedNode[] = []
-    for (const nodeId of this.ranges.keys()) nodes.push(persistedNode(this.live.get(nodeId)!))
+    for (const record of this.orderRecords) nodes.push(persistedNode(record))
     return {
       version: 2,
       meta: this.meta(),
@@ -303,7 +324,8 @@ export class Controller {
         return record === undefined ? null : persistedNode(record)
       },
       isDraining: (nodeId) => this.draining.has(nodeId),
-      handoff: (shardId) => this.handoffs.entry(shardId),
+      handoffFrom: (shardId) => this.nodes.nameOf(this.handoffs.fromOf(shardId)),
+      handoffGeneration: (shardId) => this.handoffs.generationOf(shardId),
     })
   }
 
@@ -355,31 +377,98 @@ export class Controller {
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
     if (this.reshard?.release(record.nodeId)) this.settleReshard()
     this.dropped.push(record.nodeId)
+    this.orderStale = true
     this.touchNode(record.nodeId)
     this.stale = true
+  }
+
+  /** The range of a node in the current plan (empty when it has none). */
+  private rangeOf(nodeId: string): NodeRange {
+    const id = this.nodes.find(nodeId)
+    const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
+    if (at < 0 || this.order[at] !== nodeId) return EMPTY_RANGE
+    return { rangeStart: this.rangeStarts[at]!, rangeCount: this.rangeCounts[at]! }
+  }
+
+  /**
+   * Brings `order` up to date with the live set in one merge pass: nodes that left are skipped, those that
+   * joined (sorted among themselves) are merged in. O(N + J log J) with no lookup per kept node, so one
+   * join at N = 10,000 costs array copies, not 10,000 map lookups. A node that left and came back since
+   * is removed and merged in again (its record is a new one).
+   */
+  private rebuildOrder(): void {
+    const oldOrder = this.order
+    const oldRecords = this.orderRecords
+    const oldIds = this.orderIds
+    const placedAt = (nodeId: string) => {
+      const id = this.nodes.find(nodeId)
+      const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
+      return at >= 0 && oldOrder[at] === nodeId ? at : -1
+    }
+    const removed = new Uint8Array(oldOrder.length)
+    for (const nodeId of this.dropped) {
+      const at = placedAt(nodeId)
+      if (at >= 0) removed[at] = 1
+    }
+    const fresh = [...new Set([...this.joined, ...this.dropped])]
+      .filter((nodeId) => this.live.has(nodeId) && (placedAt(nodeId) < 0 || removed[placedAt(nodeId)] === 1))
+      .sort(compareBytes)
+    const order: string[] = []
+    const records: NodeRecord[] = []
+    const ids: number[] = []
+    let j = 0
+    for (let i = 0; i <= oldOrder.length; i++) {
+      const next = i < oldOrder.length ? oldOrder[i]! : null
+      while (j < fresh.length && (next === null || fresh[j]! < next)) {
+        const nodeId = fresh[j++]!
+        order.push(nodeId)
+        records.push(this.live.get(nodeId)!)
+        ids.push(this.nodes.idOf(nodeId))
+      }
+      if (next === null || removed[i] === 1) continue
+      order.push(next)
+      records.push(oldRecords[i]!)
+      ids.push(oldIds[i]!)
+    }
+    this.order = order
+    this.orderRecords = records
+    this.orderIds = Int32Array.from(ids)
+    const positions = new Int32Array(this.nodes.size).fill(-1)
+    for (let at = 0; at < ids.length; at++) positions[ids[at]!] = at
+    this.positionById = positions
+    this.joined = []
+    this.orderStale = false
+  }
+
+  /** The planner over the live set in its kept byte order (rebuilt first if nodes joined or left). */
+  private computePlan(): OrderedPlan {
+    if (this.orderStale) this.rebuildOrder()
+    const hasDrains = this.draining.size > 0
+    const inputs = this.orderRecords.map((record) => ({
+      nodeId: record.nodeId,
+      capacity: record.capacity,
+      draining: hasDrains && this.draining.has(record.nodeId),
+    }))
+    return planInOrder(this.settings.totalShards, inputs)
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
   private replan(): void {
     this.stale = false
     this.replanCount += 1
-    const inputs = [...this.live.values()].map((record) => ({
-      nodeId: record.nodeId,
-      capacity: record.capacity,
-      draining: this.draining.has(record.nodeId),
-    }))
-    const plan = planShards(this.settings.totalShards, inputs)
-    if (!sameRanges(this.ranges, plan.ranges)) {
-      this.fingerprint = planFingerprint(plan.ranges)
+    const before: OrderedRanges = { order: this.order, starts: this.rangeStarts, counts: this.rangeCounts }
+    const plan = this.computePlan()
+    if (!sameRanges(before, { order: this.order, starts: plan.starts, counts: plan.counts })) {
+      this.fingerprint = this.fingerprinter.fingerprint(this.order, plan.starts, plan.counts)
       this.version += 1
     }
-    const owners = ownersFromRanges(plan.ranges, this.settings.totalShards, this.nodes)
+    const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards)
     const isLive = new Uint8Array(this.nodes.size)
-    for (const nodeId of this.live.keys()) isLive[this.nodes.idOf(nodeId)] = 1
-    const before = this.owners
+    for (const id of this.orderIds) isLive[id] = 1
+    const previous = this.owners
     let moved = false
     for (let shardId = 0; shardId < owners.length; shardId++) {
-      const from = before[shardId]!
+      const from = previous[shardId]!
       const to = owners[shardId]!
       if (from === to) continue
       if (!moved) {
@@ -389,10 +478,12 @@ export class Controller {
       }
       this.trackHandoff(shardId, from, to, isLive)
     }
-    this.ranges = plan.ranges
+    this.rangeStarts = plan.starts
+    this.rangeCounts = plan.counts
     this.owners = owners
-    this.unassigned = plan.unassigned
-    for (const nodeId of this.dropped) this.nodes.release(nodeId)
+    this.unassigned = this.settings.totalShards - plan.assigned
+    // A dropped node that checked in again since keeps its ID (it is live and in the new order).
+    for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
     this.dropped = []
   }
 
@@ -420,21 +511,25 @@ export class Controller {
     for (const node of state.nodes) {
       this.live.set(node.nodeId, restoredNodeRecord(now, node))
       this.nodes.idOf(node.nodeId)
+      this.joined.push(node.nodeId)
+      this.orderStale = true
     }
-    const plan = planShards(this.settings.totalShards, [...this.live.values()].map((r) => ({ nodeId: r.nodeId, capacity: r.capacity, draining: this.draining.has(r.nodeId) })))
-    const resharded = meta.totalShards !== this.settings.totalShards || planFingerprint(plan.ranges) !== meta.planFingerprint
+    const plan = this.computePlan()
+    const resharded =
+      meta.totalShards !== this.settings.totalShards || planFingerprintInOrder(this.order, plan.starts, plan.counts) !== meta.planFingerprint
     if (!resharded) {
-      this.ranges = plan.ranges
+      this.rangeStarts = plan.starts
+      this.rangeCounts = plan.counts
       this.fingerprint = meta.planFingerprint
-      this.owners = ownersFromRanges(plan.ranges, this.settings.totalShards, this.nodes)
-      this.unassigned = plan.unassigned
+      this.owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards)
+      this.unassigned = this.settings.totalShards - plan.assigned
       for (const { shardId, fromNode, generation } of state.handoffs) {
         // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
         if (shardId >= this.settings.totalShards || !this.live.has(fromNode) || generation > this.gen) continue
         const fromId = this.nodes.idOf(fromNode)
         if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
       }
-      this.tracker.take(this.meta(), { node: () => null, isDraining: () => false, handoff: () => null }) // restored as saved
+      this.tracker.take(this.meta(), { node: () => null, isDraining: () => false, handoffFrom: () => null, handoffGeneration: () => 0 }) // restored as saved
     } else {
       this.replan() // from an empty mapping: a new generation whenever any shard is assigned
       for (const { shardId } of state.handoffs) this.tracker.handoff(shardId) // dropped: the barrier covers them

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod'
 import { nameSchema } from './names.js'
-import type { DurableState, PersistedNode, StateDelta } from './durable-state.js'
+import type { DurableState, HandoffRun, PersistedNode, ShardRun, StateDelta } from './durable-state.js'
 
 const nonNegativeInt = z.number().int().min(0)
 const count = nonNegativeInt.max(128)
@@ -52,6 +52,23 @@ export const durableStateSchema = z
   })
   .strict()
 
+const shardId = nonNegativeInt.max(65535)
+const runCount = z.number().int().min(1).max(65536)
+const withinShards = (run: readonly [number, number, ...unknown[]]) => run[0] + run[1] <= 65536
+const runBeyondShards = 'a run must end at shard 65535 or before'
+
+/** A run of handoffs; a single object per shard is what journals written before runs hold. */
+const handoffRunSchema = z.union([
+  z.tuple([shardId, runCount, nameSchema, z.number().int().min(1)]).refine(withinShards, runBeyondShards),
+  handoffSchema.transform((h): HandoffRun => [h.shardId, 1, h.fromNode, h.generation]),
+])
+
+/** A run of released shards; a bare shard ID is what journals written before runs hold. */
+const shardRunSchema = z.union([
+  z.tuple([shardId, runCount]).refine(withinShards, runBeyondShards),
+  shardId.transform((id): ShardRun => [id, 1]),
+])
+
 /** One journalled change. */
 export const stateDeltaSchema = z
   .object({
@@ -60,8 +77,8 @@ export const stateDeltaSchema = z
     deleteNodes: z.array(nameSchema),
     putDraining: z.array(nameSchema),
     deleteDraining: z.array(nameSchema),
-    putHandoffs: z.array(handoffSchema),
-    deleteHandoffs: z.array(nonNegativeInt.max(65535)),
+    putHandoffs: z.array(handoffRunSchema),
+    deleteHandoffs: z.array(shardRunSchema),
     addGrants: z.array(z.number().int()),
     dropGrantsBefore: z.number().int().nullable(),
   })

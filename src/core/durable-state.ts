@@ -55,6 +55,16 @@ export interface DurableState {
   readonly dailyGrants: readonly number[]
 }
 
+/**
+ * Shards firstShard .. firstShard + count - 1, each waiting for `fromNode` since `generation`. A re-plan
+ * at N = 10,000 can move tens of thousands of shards, but they leave each node as one contiguous run:
+ * a run per node keeps the change (and its journal line) proportional to the nodes involved.
+ */
+export type HandoffRun = readonly [firstShard: number, count: number, fromNode: string, generation: number]
+
+/** Shards firstShard .. firstShard + count - 1. */
+export type ShardRun = readonly [firstShard: number, count: number]
+
 /** The change since the previous write; applying it to that state gives the new one (state/apply-delta.ts). */
 export interface StateDelta {
   readonly meta: StateMeta
@@ -62,9 +72,10 @@ export interface StateDelta {
   readonly deleteNodes: readonly string[]
   readonly putDraining: readonly string[]
   readonly deleteDraining: readonly string[]
-  readonly putHandoffs: readonly PersistedHandoff[]
-  /** Shard IDs whose handoff is released. */
-  readonly deleteHandoffs: readonly number[]
+  /** Handoffs set, as runs in shard order. */
+  readonly putHandoffs: readonly HandoffRun[]
+  /** Shards whose handoff is released, as runs in shard order. */
+  readonly deleteHandoffs: readonly ShardRun[]
   readonly addGrants: readonly number[]
   /** Grants before this time (ms) have left the daily window; null: none dropped. */
   readonly dropGrantsBefore: number | null

@@ -50,10 +50,9 @@ export class HandoffLedger {
     return this.from[shardId] ?? NO_NODE
   }
 
-  /** The pending handoff of a shard, or null. */
-  entry(shardId: number): HandoffEntry | null {
-    const fromNode = this.nodes.nameOf(this.from[shardId] ?? NO_NODE)
-    return fromNode === null ? null : { shardId, fromNode, generation: this.generation[shardId]! }
+  /** The generation of a shard's pending handoff (meaningful only while fromOf is a node). */
+  generationOf(shardId: number): number {
+    return this.generation[shardId] ?? 0
   }
 
   /** Records that `shardId` left node `fromId` at `generation` (the slot must be free). */

@@ -1,34 +1,38 @@
 /** The shard → node mapping of a plan, as a typed array of node IDs (fast to build and to diff). */
-import { NO_NODE, type NodeIndex } from './node-index.js'
-import type { NodeRange } from './types.js'
+import { NO_NODE } from './node-index.js'
 
-/** Owner ID of each shard (NO_NODE: unassigned) for `ranges` over `totalShards` shards; O(S). */
-export function ownersFromRanges(
-  ranges: ReadonlyMap<string, NodeRange>,
-  totalShards: number,
-  nodes: NodeIndex,
-): Int32Array {
+/**
+ * Owner ID of each shard (NO_NODE: unassigned) for a plan over nodes with IDs `ids` and ranges
+ * `starts`/`counts` (parallel arrays), over `totalShards` shards; O(N + S).
+ */
+export function ownersInOrder(ids: Int32Array, starts: Int32Array, counts: Int32Array, totalShards: number): Int32Array {
   const owners = new Int32Array(totalShards).fill(NO_NODE)
-  for (const [nodeId, { rangeStart, rangeCount }] of ranges) {
+  for (let i = 0; i < ids.length; i++) {
+    const rangeCount = counts[i]!
     if (rangeCount === 0) continue
+    const rangeStart = starts[i]!
     const end = rangeStart + rangeCount
-    if (rangeStart < 0 || end > totalShards) {
-      throw new RangeError(`range of ${nodeId} lies outside 0..${totalShards - 1}`)
-    }
+    if (rangeStart < 0 || end > totalShards) throw new RangeError(`range of node #${ids[i]} lies outside 0..${totalShards - 1}`)
     // Ranges come from the planner only (never read back from disk), which lays them without overlap.
-    owners.fill(nodes.idOf(nodeId), rangeStart, end)
+    owners.fill(ids[i]!, rangeStart, end)
   }
   return owners
 }
 
-/** True when two range maps hold the same nodes with the same ranges (empty ranges included). */
-export function sameRanges(a: ReadonlyMap<string, NodeRange>, b: ReadonlyMap<string, NodeRange>): boolean {
-  if (a.size !== b.size) return false
-  for (const [nodeId, range] of a) {
-    const other = b.get(nodeId)
-    if (other === undefined || other.rangeStart !== range.rangeStart || other.rangeCount !== range.rangeCount) {
-      return false
-    }
+/** A plan over nodes in order: their names and their ranges as parallel arrays. */
+export interface OrderedRanges {
+  readonly order: readonly string[]
+  readonly starts: Int32Array
+  readonly counts: Int32Array
+}
+
+/** True when two plans hold the same nodes in the same order with the same ranges (empty ranges included). */
+export function sameRanges(a: OrderedRanges, b: OrderedRanges): boolean {
+  const n = a.order.length
+  if (n !== b.order.length) return false
+  if (a.order !== b.order) {
+    for (let i = 0; i < n; i++) if (a.order[i] !== b.order[i]) return false
   }
+  for (let i = 0; i < n; i++) if (a.starts[i] !== b.starts[i] || a.counts[i] !== b.counts[i]) return false
   return true
 }

@@ -35,17 +35,21 @@ export function deltaWrites(delta: StateDelta, ctx: WriteContext): WriteOp[] {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
   for (const at of delta.addGrants) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
-  for (const h of delta.putHandoffs) {
-    additions.push(put(layout.handoff(h.shardId, h.generation), encodeHandoff(h)))
-    // an older entry of the shard (released and replaced in one delta) goes with the releases
-    releases.push({ type: 'delete_range', ...layout.handoffsBefore(h.shardId, h.generation) })
+  for (const [first, count, fromNode, generation] of delta.putHandoffs) {
+    for (let shardId = first; shardId < first + count; shardId++) {
+      additions.push(put(layout.handoff(shardId, generation), encodeHandoff({ shardId, fromNode, generation })))
+      // an older entry of the shard (released and replaced in one delta) goes with the releases
+      releases.push({ type: 'delete_range', ...layout.handoffsBefore(shardId, generation) })
+    }
   }
   for (const n of delta.putNodes) records.push(put(layout.node(n.nodeId), encodeNode(n)))
   for (const id of delta.deleteNodes) records.push(del(layout.node(id)))
   for (const id of delta.putDraining) records.push(put(layout.draining(id), EMPTY_VALUE))
   for (const id of delta.deleteDraining) records.push(del(layout.draining(id)))
   meta.push(put(layout.meta(), encodeMeta(delta.meta)))
-  for (const shardId of delta.deleteHandoffs) releases.push({ type: 'delete_prefix', prefix: layout.handoffsOf(shardId) })
+  for (const [first, count] of delta.deleteHandoffs) {
+    for (let shardId = first; shardId < first + count; shardId++) releases.push({ type: 'delete_prefix', prefix: layout.handoffsOf(shardId) })
+  }
   if (delta.dropGrantsBefore !== null) drops.push({ type: 'delete_range', ...layout.grantsBefore(delta.dropGrantsBefore) })
   return [additions, records, meta, releases, drops].flat()
 }

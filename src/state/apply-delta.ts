@@ -26,8 +26,10 @@ export class StateBuilder {
     for (const node of delta.putNodes) this.nodes.set(node.nodeId, node)
     for (const id of delta.deleteDraining) this.draining.delete(id)
     for (const id of delta.putDraining) this.draining.add(id)
-    for (const shard of delta.deleteHandoffs) this.handoffs.delete(shard)
-    for (const h of delta.putHandoffs) this.handoffs.set(h.shardId, h)
+    for (const [first, count] of delta.deleteHandoffs) for (let s = first; s < first + count; s++) this.handoffs.delete(s)
+    for (const [first, count, fromNode, generation] of delta.putHandoffs) {
+      for (let shardId = first; shardId < first + count; shardId++) this.handoffs.set(shardId, { shardId, fromNode, generation })
+    }
     const cutoff = delta.dropGrantsBefore
     if (cutoff !== null) this.grants = this.grants.filter((t) => t >= cutoff)
     this.grants.push(...delta.addGrants)

@@ -2,6 +2,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
+import { planShards } from '../../src/core/planner.js'
 import { applyDeltas } from '../../src/state/apply-delta.js'
 import { body, cert, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
@@ -20,6 +21,17 @@ function problem(c: Controller, now: number, lastGeneration: number): string | n
   }
   for (let s = 0; s < view.totalShards; s++) if (c.ownerOf(s) !== (owned.get(s) ?? null)) return `ownerOf(${s}) disagrees`
   const live = new Set(view.nodes.map((n) => n.nodeId))
+  if (live.size !== c.counts().live) return `the plan lists ${live.size} nodes, ${c.counts().live} are live`
+  // The kept byte order and the merged joins give exactly the reference planner's answer.
+  const reference = planShards(view.totalShards, view.nodes.map(({ nodeId, capacity, draining }) => ({ nodeId, capacity, draining })))
+  if (JSON.stringify([...reference.ranges.keys()]) !== JSON.stringify(view.nodes.map((n) => n.nodeId))) return 'the plan is not in byte order'
+  for (const node of view.nodes) {
+    const want = reference.ranges.get(node.nodeId)!
+    if (want.rangeStart !== node.rangeStart || want.rangeCount !== node.rangeCount) return `range of ${node.nodeId} differs from the planner's`
+    const answer = c.checkinView(node.nodeId)
+    if (answer.rangeStart !== node.rangeStart || answer.rangeCount !== node.rangeCount) return `check-in view of ${node.nodeId} differs from the plan`
+  }
+  for (const name of NAMES) if (!live.has(name) && c.checkinView(name).rangeCount !== 0) return `${name} is not live but has a range`
   const snapshot = c.snapshot()
   if (snapshot.handoffs.length > view.totalShards) return 'more handoffs than shards'
   for (const h of snapshot.handoffs) {
@@ -47,7 +59,14 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences`, asy
       const nodeId = pick(NAMES)
       const roll = random()
       try {
-        if (roll < 0.5) {
+        if (roll < 0.1) {
+          // Check-ins that arrive together: registered one by one, re-planned once.
+          for (let k = 1 + Math.floor(random() * 3); k > 0; k--) {
+            const joiner = pick(NAMES)
+            c.register(now, body(joiner, 1 + Math.floor(random() * 32)), cert(`${NAMES.indexOf(joiner)}`))
+          }
+          c.settle()
+        } else if (roll < 0.5) {
           const reported = random() < 0.5 ? undefined : Math.floor(random() * (c.generation + 1))
           c.checkIn(now, body(nodeId, 1 + Math.floor(random() * 32), { generation: reported }), cert(`${NAMES.indexOf(nodeId)}`))
         } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.5)

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { compareBytes, planShards, type PlannerNode } from '../../src/core/planner.js'
+import { compareBytes, planInOrder, planShards, type PlannerNode } from '../../src/core/planner.js'
 
 type Row = {
   name: string
@@ -91,4 +91,17 @@ t.test('compareBytes is code-unit order', async (t) => {
   t.equal(compareBytes('a_b', 'ab'), -1) // '_' 0x5f < 'b' 0x62
   t.equal(compareBytes('x', 'x'), 0)
   t.equal(compareBytes('b', 'B'), 1)
+})
+
+t.test('planInOrder gives the same ranges over nodes already in byte order, and refuses any other order', async (t) => {
+  const nodes = ['0', 'B', 'a', 'b'].map((nodeId, i) => ({ nodeId, capacity: 1 + i, draining: nodeId === 'a' }))
+  const ordered = planInOrder(7, nodes)
+  const reference = planShards(7, [...nodes].reverse())
+  t.same(
+    nodes.map((n, i) => ({ rangeStart: ordered.starts[i], rangeCount: ordered.counts[i] })),
+    nodes.map((n) => reference.ranges.get(n.nodeId)),
+  )
+  t.equal(ordered.assigned, reference.assigned)
+  t.throws(() => planInOrder(7, [nodes[1]!, nodes[0]!]), /out of byte order: B before 0/)
+  t.throws(() => planInOrder(7, [nodes[0]!, nodes[0]!]), /duplicate node id 0/)
 })

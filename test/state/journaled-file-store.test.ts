@@ -8,6 +8,7 @@ import type { DurableState, StateDelta } from '../../src/core/durable-state.js'
 import { planFingerprint } from '../../src/core/plan-fingerprint.js'
 import { applyDeltas } from '../../src/state/apply-delta.js'
 import { JournaledFileStore } from '../../src/state/journaled-file-store.js'
+import { encodeJournalLine } from '../../src/state/journal-format.js'
 import { encodeStateFile } from '../../src/state/state-file-format.js'
 import { StateFileError } from '../../src/state/state-file-error.js'
 import { testDir } from '../support/test-dir.js'
@@ -32,8 +33,8 @@ async function writeAll(store: JournaledFileStore, start: DurableState, deltas: 
 
 const someDeltas = (): StateDelta[] => [
   delta(1, { putNodes: [node('a'), node('b')] }),
-  delta(2, { putHandoffs: [{ shardId: 3, fromNode: 'a', generation: 2 }], putDraining: ['ghost'], addGrants: [1000] }),
-  delta(2, { putNodes: [node('a', 2)], deleteHandoffs: [3] }),
+  delta(2, { putHandoffs: [[3, 1, 'a', 2]], putDraining: ['ghost'], addGrants: [1000] }),
+  delta(2, { putNodes: [node('a', 2)], deleteHandoffs: [[3, 1]] }),
   delta(3, { deleteNodes: ['b'], deleteDraining: ['ghost'], addGrants: [2000], dropGrantsBefore: 1500 }),
 ]
 
@@ -139,4 +140,44 @@ t.test('a version-1 state file of an earlier release loads as the same state', a
   writeFileSync(join(dir, 'state.json'), encodeStateFile(v1), { mode: 0o600 })
   const loaded = await new JournaledFileStore(dir).load()
   t.match(loaded, { version: 2, meta: { generation: 4, totalShards: 64, maxConcurrency: null, crlNumber: '12', planFingerprint: planFingerprint([['a', { rangeStart: 0, rangeCount: 8 }]]) }, nodes: [node('a', 4)], draining: ['ghost'] })
+})
+
+t.test('handoffs are journalled as runs; lines of the earlier per-shard form still load', async (t) => {
+  const dir = testDir(t)
+  const store = new JournaledFileStore(dir)
+  await store.load()
+  const first = delta(1, { putNodes: [node('a'), node('b')] })
+  await store.write(first, () => applyDeltas(EMPTY, [first]))
+  // Shards 10-13 and 20 left a for b at generation 2, then 11-12 were released.
+  const runs = [delta(2, { putHandoffs: [[10, 4, 'a', 2], [20, 1, 'a', 2]] }), delta(2, { deleteHandoffs: [[11, 2]] })]
+  for (const d of runs) await store.write(d, () => t.fail('no compaction expected') as never)
+  await store.close()
+  const lines = readFileSync(join(dir, 'state.journal'), 'utf8').trim().split('\n')
+  t.match(lines[0], /"putHandoffs":\[\[10,4,"a",2\],\[20,1,"a",2\]\]/, 'one run per contiguous range, not one object per shard')
+  const loaded = await new JournaledFileStore(dir).load()
+  t.same(loaded?.handoffs.map((h) => h.shardId), [10, 13, 20])
+  t.same(loaded?.handoffs[0], { shardId: 10, fromNode: 'a', generation: 2 })
+
+  // A line as releases before runs wrote it: one object per shard, bare shard IDs for releases.
+  const legacy = { ...delta(3), putHandoffs: [{ shardId: 30, fromNode: 'b', generation: 3 }], deleteHandoffs: [10] }
+  appendFileSync(join(dir, 'state.journal'), encodeJournalLine(3, legacy))
+  const upgraded = await new JournaledFileStore(dir).load()
+  t.same(upgraded?.handoffs, [
+    { shardId: 13, fromNode: 'a', generation: 2 },
+    { shardId: 20, fromNode: 'a', generation: 2 },
+    { shardId: 30, fromNode: 'b', generation: 3 },
+  ])
+})
+
+t.test('a run that reaches past shard 65535 is damage: the load stops', async (t) => {
+  const dir = testDir(t)
+  const store = new JournaledFileStore(dir)
+  await store.load()
+  const first = delta(1, { putNodes: [node('a')] })
+  await store.write(first, () => applyDeltas(EMPTY, [first]))
+  await store.close()
+  appendFileSync(join(dir, 'state.journal'), encodeJournalLine(1, delta(2, { putHandoffs: [[65_530, 7, 'a', 2]] })))
+  const before = readFileSync(join(dir, 'state.journal'))
+  await t.rejects(new JournaledFileStore(dir).load(), { name: 'StateFileError', message: /journal line 1 is not a valid change: a run must end at shard 65535 or before/ })
+  t.same(readFileSync(join(dir, 'state.journal')), before, 'nothing changed on disk')
 })
