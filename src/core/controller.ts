@@ -14,7 +14,7 @@ import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
 import { PlanFingerprinter, planFingerprintInOrder } from './plan-fingerprint.js'
-import { compareBytes, planInOrder, type OrderedPlan } from './planner.js'
+import { compareBytes, planOrdered, type OrderedPlan } from './planner.js'
 import { ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
@@ -51,7 +51,7 @@ export class Controller {
   private readonly nodes = new NodeIndex()
   /** Nodes dropped since the last re-plan; their IDs are freed once the old mapping is gone. */
   private dropped: string[] = []
-  private readonly tracker: StateTracker
+  private readonly tracker = new StateTracker()
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
   /**
@@ -73,6 +73,8 @@ export class Controller {
   private readonly fingerprinter = new PlanFingerprinter()
   /** Owner ID per shard (NO_NODE: unassigned). */
   private owners: Int32Array
+  /** The previous owner table, overwritten by the next re-plan. */
+  private spareOwners: Int32Array
   private unassigned: number
   private gen = 0
   private stale = false
@@ -92,8 +94,8 @@ export class Controller {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
     this.owners = new Int32Array(settings.totalShards).fill(NO_NODE)
-    this.tracker = new StateTracker(settings.totalShards)
-    this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (shardId) => this.tracker.handoff(shardId))
+    this.spareOwners = new Int32Array(settings.totalShards)
+    this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
     this.unassigned = settings.totalShards
     const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
     if (restore === undefined) {
@@ -324,8 +326,9 @@ export class Controller {
         return record === undefined ? null : persistedNode(record)
       },
       isDraining: (nodeId) => this.draining.has(nodeId),
-      handoffFrom: (shardId) => this.nodes.nameOf(this.handoffs.fromOf(shardId)),
-      handoffGeneration: (shardId) => this.handoffs.generationOf(shardId),
+      handoffFrom: this.handoffs.tables.from,
+      handoffGeneration: this.handoffs.tables.generation,
+      nodeName: (id) => this.nodes.nameOf(id)!,
     })
   }
 
@@ -443,13 +446,16 @@ export class Controller {
   /** The planner over the live set in its kept byte order (rebuilt first if nodes joined or left). */
   private computePlan(): OrderedPlan {
     if (this.orderStale) this.rebuildOrder()
-    const hasDrains = this.draining.size > 0
-    const inputs = this.orderRecords.map((record) => ({
-      nodeId: record.nodeId,
-      capacity: record.capacity,
-      draining: hasDrains && this.draining.has(record.nodeId),
-    }))
-    return planInOrder(this.settings.totalShards, inputs)
+    const records = this.orderRecords
+    const capacities = new Int32Array(records.length)
+    for (let i = 0; i < records.length; i++) capacities[i] = records[i]!.capacity
+    const draining = new Uint8Array(records.length)
+    for (const nodeId of this.draining) {
+      const id = this.nodes.find(nodeId)
+      const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
+      if (at >= 0 && this.order[at] === nodeId) draining[at] = 1
+    }
+    return planOrdered(this.settings.totalShards, capacities, draining)
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
@@ -462,40 +468,48 @@ export class Controller {
       this.fingerprint = this.fingerprinter.fingerprint(this.order, plan.starts, plan.counts)
       this.version += 1
     }
-    const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards)
+    const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards, this.spareOwners)
     const isLive = new Uint8Array(this.nodes.size)
     for (const id of this.orderIds) isLive[id] = 1
-    const previous = this.owners
     let moved = false
-    for (let shardId = 0; shardId < owners.length; shardId++) {
+    const previous = this.owners
+    const fromOf = this.handoffs.tables.from
+    const totalShards = owners.length
+    let shardId = 0
+    while (shardId < totalShards) {
       const from = previous[shardId]!
       const to = owners[shardId]!
-      if (from === to) continue
+      if (from === to) {
+        shardId += 1
+        continue
+      }
       if (!moved) {
         moved = true
         this.gen += 1
         this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
       }
-      this.trackHandoff(shardId, from, to, isLive)
+      const waitsFor = fromOf[shardId]!
+      if (waitsFor !== NO_NODE) {
+        // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
+        if (waitsFor === to) this.handoffs.clear(shardId)
+        shardId += 1
+      } else if (from !== NO_NODE && isLive[from] === 1) {
+        // Taken from a live node (SPEC "Handoff safety"): the run of such shards from `from` to `to`.
+        const first = shardId++
+        while (shardId < totalShards && previous[shardId] === from && owners[shardId] === to && fromOf[shardId] === NO_NODE) shardId += 1
+        this.handoffs.recordRun(first, shardId - first, from, this.gen)
+      } else {
+        shardId += 1
+      }
     }
     this.rangeStarts = plan.starts
     this.rangeCounts = plan.counts
+    this.spareOwners = this.owners
     this.owners = owners
     this.unassigned = this.settings.totalShards - plan.assigned
     // A dropped node that checked in again since keeps its ID (it is live and in the new order).
     for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
     this.dropped = []
-  }
-
-  /** A shard left `from` for `to` at the current generation (SPEC "Handoff safety"). */
-  private trackHandoff(shardId: number, from: number, to: number, isLive: Uint8Array): void {
-    const waitsFor = this.handoffs.fromOf(shardId)
-    if (waitsFor !== NO_NODE) {
-      // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
-      if (waitsFor === to) this.handoffs.clear(shardId)
-    } else if (from !== NO_NODE && isLive[from] === 1) {
-      this.handoffs.record(shardId, from, this.gen)
-    }
   }
 
   /**
@@ -529,10 +543,10 @@ export class Controller {
         const fromId = this.nodes.idOf(fromNode)
         if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
       }
-      this.tracker.take(this.meta(), { node: () => null, isDraining: () => false, handoffFrom: () => null, handoffGeneration: () => 0 }) // restored as saved
+      this.takeDelta() // restored as saved: the marks of the restore are not changes
     } else {
       this.replan() // from an empty mapping: a new generation whenever any shard is assigned
-      for (const { shardId } of state.handoffs) this.tracker.handoff(shardId) // dropped: the barrier covers them
+      for (const { shardId } of state.handoffs) this.tracker.handoffs(shardId, 1) // dropped: the barrier covers them
     }
     this.restoreReshard(meta, resharded)
   }

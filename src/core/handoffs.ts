@@ -34,11 +34,11 @@ export class HandoffLedger {
   private readonly keptIn: Uint32Array
   private pass = 0
 
-  /** @param onChange told of every shard whose handoff entry was set or cleared (persistence tracking) */
+  /** @param onChange told of every run of shards whose handoff entries were set or cleared (persistence tracking) */
   constructor(
     totalShards: number,
     private readonly nodes: NodeIndex,
-    private readonly onChange: (shardId: number) => void = () => undefined,
+    private readonly onChange: (first: number, count: number) => void = () => undefined,
   ) {
     this.from = new Int32Array(totalShards).fill(NO_NODE)
     this.generation = new Float64Array(totalShards)
@@ -50,21 +50,30 @@ export class HandoffLedger {
     return this.from[shardId] ?? NO_NODE
   }
 
-  /** The generation of a shard's pending handoff (meaningful only while fromOf is a node). */
-  generationOf(shardId: number): number {
-    return this.generation[shardId] ?? 0
+  /** Per shard, the node ID its handoff waits for and the generation (read-only views, for persistence). */
+  get tables(): { readonly from: Int32Array; readonly generation: Float64Array } {
+    return { from: this.from, generation: this.generation }
   }
 
   /** Records that `shardId` left node `fromId` at `generation` (the slot must be free). */
   record(shardId: number, fromId: number, generation: number): void {
-    this.onChange(shardId)
-    this.from[shardId] = fromId
-    this.generation[shardId] = generation
+    this.recordRun(shardId, 1, fromId, generation)
+  }
+
+  /**
+   * Records that shards first .. first + count - 1 left node `fromId` at `generation` (their slots must be
+   * free). A re-plan moves shards in contiguous runs per node: one call per run, not per shard.
+   */
+  recordRun(first: number, count: number, fromId: number, generation: number): void {
+    const end = first + count
+    this.onChange(first, count)
+    this.from.fill(fromId, first, end)
+    this.generation.fill(generation, first, end)
     if (fromId >= this.pendingCount.length) this.grow(fromId)
-    this.pendingCount[fromId]! += 1
+    this.pendingCount[fromId]! += count
     if (generation < this.lowestGeneration[fromId]!) this.lowestGeneration[fromId] = generation
     const listed = (this.shardsOf[fromId] ??= [])
-    listed.push(shardId)
+    for (let shardId = first; shardId < end; shardId++) listed.push(shardId)
     // stale entries (cleared, or moved on to another node) are dropped before they can pile up
     if (listed.length > 2 * this.pendingCount[fromId]! + 64) this.shardsOf[fromId] = this.liveShardsOf(fromId, listed)
   }
@@ -73,7 +82,7 @@ export class HandoffLedger {
   clear(shardId: number): void {
     const fromId = this.from[shardId]!
     if (fromId === NO_NODE) return
-    this.onChange(shardId)
+    this.onChange(shardId, 1)
     this.from[shardId] = NO_NODE
     this.pendingCount[fromId]! -= 1
     if (this.pendingCount[fromId] === 0) {
@@ -114,7 +123,7 @@ export class HandoffLedger {
       if (this.from[shardId] !== fromId || this.keptIn[shardId] === pass) continue
       const generation = this.generation[shardId]!
       if (generation <= upToGeneration) {
-        this.onChange(shardId)
+        this.onChange(shardId, 1)
         this.from[shardId] = NO_NODE
         released += 1
       } else {

@@ -55,10 +55,21 @@ export function planInOrder(totalShards: number, sorted: readonly PlannerNode[])
     if (previous === current) throw new Error(`duplicate node id ${current}`)
     if (!(previous < current)) throw new Error(`node ids out of byte order: ${previous} before ${current}`)
   }
-  const counts = computeTargets(totalShards, sorted)
-  const starts = new Int32Array(sorted.length)
+  const capacities = Int32Array.from(sorted, (node) => node.capacity)
+  const draining = Uint8Array.from(sorted, (node) => (node.draining ? 1 : 0))
+  return planOrdered(totalShards, capacities, draining)
+}
+
+/**
+ * Steps 2-5 over nodes given by position (their byte order): capacity and drain flag (1) per node.
+ * What the controller calls with the arrays it keeps, so a re-plan builds no object per node.
+ */
+export function planOrdered(totalShards: number, capacities: ArrayLike<number>, draining: ArrayLike<number>): OrderedPlan {
+  const n = capacities.length
+  const counts = computeTargets(totalShards, capacities, draining)
+  const starts = new Int32Array(n)
   let cursor = 0
-  for (let i = 0; i < sorted.length; i++) {
+  for (let i = 0; i < n; i++) {
     starts[i] = cursor
     cursor += counts[i]!
   }
@@ -66,17 +77,20 @@ export function planInOrder(totalShards: number, sorted: readonly PlannerNode[])
 }
 
 /** Steps 2-4: capacity-weighted targets, then the remainder handed out in whole passes. */
-function computeTargets(totalShards: number, sorted: readonly PlannerNode[]): Int32Array {
+function computeTargets(totalShards: number, capacities: ArrayLike<number>, draining: ArrayLike<number>): Int32Array {
+  const n = capacities.length
   let totalCapacity = 0
-  for (const node of sorted) if (!node.draining) totalCapacity += node.capacity
+  for (let i = 0; i < n; i++) if (draining[i] !== 1) totalCapacity += capacities[i]!
   // S * capacity stays far below 2^53 (65536 * 128), so the floor is exact.
-  const targets = new Int32Array(sorted.length)
+  const targets = new Int32Array(n)
   let given = 0
-  for (let i = 0; i < sorted.length; i++) {
-    const node = sorted[i]!
-    if (node.draining || totalCapacity === 0) continue
-    targets[i] = Math.min(node.capacity, Math.floor((totalShards * node.capacity) / totalCapacity))
-    given += targets[i]!
+  if (totalCapacity > 0) {
+    for (let i = 0; i < n; i++) {
+      if (draining[i] === 1) continue
+      const capacity = capacities[i]!
+      targets[i] = Math.min(capacity, Math.floor((totalShards * capacity) / totalCapacity))
+      given += targets[i]!
+    }
   }
   let remainder = Math.min(totalShards, totalCapacity) - given
   // Each pass gives at least one shard or stops, and no node takes more than its capacity, so the
@@ -84,9 +98,8 @@ function computeTargets(totalShards: number, sorted: readonly PlannerNode[]): In
   // capacity (it is a sum of fractional parts), so at most one pass runs: O(N).
   while (remainder > 0) {
     let givenInPass = 0
-    for (let i = 0; i < sorted.length && remainder > 0; i++) {
-      const node = sorted[i]!
-      if (node.draining || targets[i]! >= node.capacity) continue
+    for (let i = 0; i < n && remainder > 0; i++) {
+      if (draining[i] === 1 || targets[i]! >= capacities[i]!) continue
       targets[i]! += 1
       remainder -= 1
       givenInPass += 1

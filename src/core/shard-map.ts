@@ -3,10 +3,18 @@ import { NO_NODE } from './node-index.js'
 
 /**
  * Owner ID of each shard (NO_NODE: unassigned) for a plan over nodes with IDs `ids` and ranges
- * `starts`/`counts` (parallel arrays), over `totalShards` shards; O(N + S).
+ * `starts`/`counts` (parallel arrays), over `totalShards` shards; O(N + S). Written into `into` when
+ * given (a re-plan reuses the table it replaces: 256 KiB less garbage per re-plan at S = 65,536).
  */
-export function ownersInOrder(ids: Int32Array, starts: Int32Array, counts: Int32Array, totalShards: number): Int32Array {
-  const owners = new Int32Array(totalShards).fill(NO_NODE)
+export function ownersInOrder(
+  ids: Int32Array,
+  starts: Int32Array,
+  counts: Int32Array,
+  totalShards: number,
+  into: Int32Array = new Int32Array(totalShards),
+): Int32Array {
+  if (into.length !== totalShards) throw new RangeError(`an owner table of ${into.length} shards, not ${totalShards}`)
+  const owners = into.fill(NO_NODE)
   for (let i = 0; i < ids.length; i++) {
     const rangeCount = counts[i]!
     if (rangeCount === 0) continue

@@ -2,6 +2,9 @@
  * Remembers which parts of the durable state changed since the last delta, so a write costs what the
  * change costs: a check-in that reports a generation puts one node record, not the whole fleet.
  */
+import { NO_NODE } from './node-index.js'
+
+const MAX_SHARDS = 65_536
 import type { HandoffRun, PersistedNode, ShardRun, StateDelta, StateMeta } from './durable-state.js'
 
 /** How the tracker reads the current value of what it marked. */
@@ -9,10 +12,11 @@ export interface StateLookups {
   /** The persisted record of a live node, or null when it is gone. */
   node(nodeId: string): PersistedNode | null
   isDraining(nodeId: string): boolean
-  /** The node a shard's handoff waits for, or null when it has none. */
-  handoffFrom(shardId: number): string | null
-  /** The generation of a shard's pending handoff (read only when handoffFrom gave a node). */
-  handoffGeneration(shardId: number): number
+  /** Per shard: the ID of the node its handoff waits for (NO_NODE: none) and that handoff's generation. */
+  readonly handoffFrom: Int32Array
+  readonly handoffGeneration: Float64Array
+  /** The name behind a node ID of `handoffFrom`. */
+  nodeName(id: number): string
 }
 
 /** Dirty marks since the last take(). */
@@ -25,8 +29,12 @@ export class StateTracker {
   private lowMark = Infinity
   private highMark = -1
 
-  constructor(totalShards: number) {
-    this.shardMarked = new Uint8Array(totalShards)
+  /**
+   * Marks for every shard ID a state can hold (SPEC's limit, 65,536), not only this run's total_shards:
+   * a restart with fewer shards must still delete the saved handoffs of shards beyond the new total.
+   */
+  constructor() {
+    this.shardMarked = new Uint8Array(MAX_SHARDS)
   }
   private grants: number[] = []
   private dropBefore: number | null = null
@@ -39,10 +47,11 @@ export class StateTracker {
     this.draining.add(nodeId)
   }
 
-  handoff(shardId: number): void {
-    this.shardMarked[shardId] = 1
-    if (shardId < this.lowMark) this.lowMark = shardId
-    if (shardId > this.highMark) this.highMark = shardId
+  /** Marks the handoffs of shards first .. first + count - 1 as changed. */
+  handoffs(first: number, count: number): void {
+    this.shardMarked.fill(1, first, first + count)
+    if (first < this.lowMark) this.lowMark = first
+    if (first + count - 1 > this.highMark) this.highMark = first + count - 1
   }
 
   /** A grant counted against the daily budget; grants before `dropBefore` left the window. */
@@ -74,23 +83,28 @@ export class StateTracker {
 
   /** The marked shards as runs in shard order (a scan of the span of the marks), and clears the marks. */
   private takeHandoffRuns(current: StateLookups): { putHandoffs: HandoffRun[]; deleteHandoffs: ShardRun[] } {
-    const putHandoffs: [number, number, string, number][] = []
-    const deleteHandoffs: [number, number][] = []
-    let lastPut: [number, number, string, number] | undefined
-    let lastDelete: [number, number] | undefined
+    const putHandoffs: HandoffRun[] = []
+    const deleteHandoffs: ShardRun[] = []
     const marked = this.shardMarked
-    for (let shardId = this.lowMark; shardId <= this.highMark; shardId++) {
-      if (marked[shardId] === 0) continue
-      marked[shardId] = 0
-      const fromNode = current.handoffFrom(shardId)
-      if (fromNode === null) {
-        if (lastDelete !== undefined && lastDelete[0] + lastDelete[1] === shardId) lastDelete[1] += 1
-        else deleteHandoffs.push((lastDelete = [shardId, 1]))
+    const { handoffFrom, handoffGeneration } = current
+    const end = this.highMark + 1
+    let shardId = this.lowMark
+    while (shardId < end) {
+      if (marked[shardId] === 0) {
+        shardId += 1
         continue
       }
-      const generation = current.handoffGeneration(shardId)
-      if (lastPut !== undefined && lastPut[0] + lastPut[1] === shardId && lastPut[2] === fromNode && lastPut[3] === generation) lastPut[1] += 1
-      else putHandoffs.push((lastPut = [shardId, 1, fromNode, generation]))
+      // A run: marked shards in a row with the same handoff (or all released).
+      const first = shardId
+      // (beyond this run's total_shards the tables end: those shards have no handoff)
+      const fromId = handoffFrom[first] ?? NO_NODE
+      const generation = handoffGeneration[first] ?? 0
+      marked[shardId++] = 0
+      while (shardId < end && marked[shardId] === 1 && (handoffFrom[shardId] ?? NO_NODE) === fromId && (fromId === NO_NODE || handoffGeneration[shardId] === generation)) {
+        marked[shardId++] = 0
+      }
+      if (fromId === NO_NODE) deleteHandoffs.push([first, shardId - first])
+      else putHandoffs.push([first, shardId - first, current.nodeName(fromId), generation])
     }
     this.lowMark = Infinity
     this.highMark = -1
