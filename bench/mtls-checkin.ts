@@ -1,15 +1,20 @@
 /**
- * Check-ins on keep-alive connections: 32 connections, each presenting its own node certificate, against
- * the controller and, alternating in the same run, the ceiling (mtls-target.ts). Prints per target the
- * throughput, p50/p99 latency and the server CPU per check-in (the whole target process over the
- * measured window, divided by the check-ins completed in it), and the ratios controller / ceiling.
+ * Check-ins on keep-alive connections: 32 connections per target, each presenting its own node certificate,
+ * against the controller and the ceiling (mtls-target.ts). After a discarded warm-up round per target,
+ * the load alternates between the two targets in short slices on connections that stay open: each slice
+ * drains its requests before the next starts, and each target's CPU is read at both ends of its slice. On
+ * a shared VM the background load drifts within seconds; short alternating slices put both targets under
+ * the same drift, and the median of the slice-by-slice ratios shrugs off the bursts that remain. Prints per
+ * target the throughput, p50/p99 latency and server CPU per check-in (the whole target process, every
+ * thread), and the ratios controller / ceiling: over all slices, and the median of paired slices.
  */
 import { closeAll, openAll, type Connection, type Identity } from './mtls-client.js'
 import type { Target } from './mtls-process.js'
 
-// Many short alternating rounds rather than a few long ones: on a shared 2-core VM the background load
-// drifts, and alternation spreads that drift evenly over both targets.
-const ROUNDS_PER_TARGET = 5
+/** Measured slices per target, and their length; the first WARMUP_SLICES pairs are discarded. */
+const SLICES_PER_TARGET = 40
+const SLICE_MS = 250
+const WARMUP_SLICES = 6
 const WARMUP_MS = 500
 const MEASURE_MS = 2000
 /** A first, discarded round per target lets V8 optimise both before anything is counted. */
@@ -145,34 +150,93 @@ export function summarize(rounds: readonly RoundResult[]): Summary {
 export const fmtRate = (perSecond: number): string => `${Math.round(perSecond).toLocaleString('en-US').padStart(7)} check-ins/s`
 export const fmtMs = (ms: number): string => `${ms.toFixed(2).padStart(6)} ms`
 const fmtCpu = (micros: number): string => `${micros.toFixed(0).padStart(4)} µs CPU/check-in`
-const range = (values: readonly number[]): string => `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`
 
-/** Warms both targets up, runs the alternating rounds and prints every figure. */
-export async function runCheckinSection(log: Log, controller: Target, ceiling: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[]): Promise<void> {
-  log(`  check-ins on ${ids.length} keep-alive connections: a discarded warm-up round each, then ${ROUNDS_PER_TARGET} alternating rounds per target of ${MEASURE_MS} ms measured`)
-  for (const target of [controller, ceiling]) await runRound(target, ca, ids, requests, JIT_WARMUP_MS)
-  const results = new Map<Target, RoundResult[]>([[controller, []], [ceiling, []]])
-  for (let round = 1; round <= ROUNDS_PER_TARGET; round++) {
-    // The order flips every round, so neither target always runs right after the other.
-    for (const target of round % 2 === 1 ? [controller, ceiling] : [ceiling, controller]) {
-      const result = await runRound(target, ca, ids, requests)
-      results.get(target)!.push(result)
-      const s = summarize([result])
-      log(`  round ${round}/${ROUNDS_PER_TARGET} ${target.kind.padEnd(10)} ${fmtRate(s.perSecond)}  p99 ${fmtMs(s.p99)}  ${fmtCpu(s.cpuPerCheckin)}  (server ${Math.round((result.serverCpuMicros / 1e6 / result.seconds) * 100)} % of a core, load generator ${Math.round(result.generatorCpu * 100)} %)`)
-    }
+/** One slice: a target's CPU (µs, all threads), the check-ins completed and their latencies. */
+interface Slice {
+  readonly cpuMicros: number
+  readonly completed: number
+  readonly seconds: number
+  readonly latenciesMs: readonly number[]
+}
+
+/** Runs closed-loop check-ins on open connections for `ms`, then lets every request in flight finish. */
+async function runSlice(target: Target, connections: readonly Connection[], requests: readonly Buffer[], ms: number): Promise<Slice> {
+  const latencies: number[] = []
+  let running = true
+  const cpuStart = await target.cpuMicros()
+  const start = performance.now()
+  const timer = setTimeout(() => (running = false), ms)
+  const stalled = setTimeout(() => connections.forEach((c) => c.socket.destroy(new Error(`${target.kind}: no answer for ${STALL_MS} ms`))), STALL_MS)
+  try {
+    await Promise.all(
+      connections.map(async (connection, i) => {
+        while (running) {
+          const reply = await connection.send(requests[i]!)
+          if (reply.status !== 200) throw new Error(`${target.kind} answered ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
+          latencies.push(reply.ms)
+        }
+      }),
+    )
+  } finally {
+    clearTimeout(timer)
+    clearTimeout(stalled)
   }
-  const c = summarize(results.get(controller)!)
-  const r = summarize(results.get(ceiling)!)
+  const seconds = (performance.now() - start) / 1000
+  const cpuEnd = await target.cpuMicros()
+  return { cpuMicros: cpuEnd - cpuStart, completed: latencies.length, seconds, latenciesMs: latencies }
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+/** Aggregate figures of a target's slices. */
+function summarizeSlices(slices: readonly Slice[]): Summary {
+  const completed = slices.reduce((n, s) => n + s.completed, 0)
+  const all = Float64Array.from(slices.flatMap((s) => s.latenciesMs)).sort()
+  return {
+    perSecond: completed / slices.reduce((n, s) => n + s.seconds, 0),
+    p50: percentile(all, 50),
+    p99: percentile(all, 99),
+    cpuPerCheckin: slices.reduce((n, s) => n + s.cpuMicros, 0) / completed,
+  }
+}
+
+/** Warms both targets up, runs the interleaved slices and prints every figure. */
+export async function runCheckinSection(log: Log, controller: Target, ceiling: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[]): Promise<void> {
+  log(`  check-ins on ${ids.length} keep-alive connections per target: a discarded warm-up round each, then ${SLICES_PER_TARGET} slices of ${SLICE_MS} ms per target, alternating (after ${WARMUP_SLICES} discarded pairs)`)
+  for (const target of [controller, ceiling]) await runRound(target, ca, ids, requests, JIT_WARMUP_MS)
+  const targets = [controller, ceiling] as const
+  const connections = await Promise.all(targets.map((t) => openAll(t.port, ca, ids)))
+  const slices: Slice[][] = [[], []]
+  try {
+    for (let pair = 0; pair < WARMUP_SLICES + SLICES_PER_TARGET; pair++) {
+      // The order flips every pair, so neither target always runs right after the other.
+      for (const t of pair % 2 === 0 ? [0, 1] : [1, 0]) {
+        const slice = await runSlice(targets[t]!, connections[t]!, requests, SLICE_MS)
+        if (pair >= WARMUP_SLICES) slices[t]!.push(slice)
+      }
+    }
+  } finally {
+    connections.forEach(closeAll)
+  }
+  const [c, r] = slices.map(summarizeSlices) as [Summary, Summary]
   log(`  controller (fastify)               ${fmtRate(c.perSecond)}  p50 ${fmtMs(c.p50)}  p99 ${fmtMs(c.p99)}  ${fmtCpu(c.cpuPerCheckin)}`)
   log(`  ceiling (node:https + node:crypto) ${fmtRate(r.perSecond)}  p50 ${fmtMs(r.p50)}  p99 ${fmtMs(r.p99)}  ${fmtCpu(r.cpuPerCheckin)}`)
-  // Each controller round against the ceiling round next to it: the spread shows the machine's noise.
-  const pairs = results.get(controller)!.map((round, i) => [round, results.get(ceiling)![i]!] as const)
-  const rate = (x: RoundResult) => x.completed / x.seconds
-  const cpuPer = (x: RoundResult) => x.serverCpuMicros / x.completed
-  const cpuRatio = c.cpuPerCheckin / r.cpuPerCheckin
+  const cpuPer = (s: Slice) => s.cpuMicros / s.completed
+  const rate = (s: Slice) => s.completed / s.seconds
+  const paired = (f: (s: Slice) => number) => slices[0]!.map((s, i) => f(s) / f(slices[1]![i]!))
+  const quartiles = (values: readonly number[]) => {
+    const sorted = [...values].sort((a, b) => a - b)
+    return `${sorted[Math.floor(sorted.length / 4)]!.toFixed(2)}–${sorted[Math.floor((sorted.length * 3) / 4)]!.toFixed(2)}`
+  }
+  const cpuPairs = paired(cpuPer)
+  const cpuRatio = median(cpuPairs)
   const cpuVerdict = cpuRatio <= TARGET_CPU_RATIO ? 'meets' : 'ABOVE'
-  log(`  CPU per check-in, controller / ceiling: ${cpuRatio.toFixed(2)} (${cpuVerdict} the target ≤ ${TARGET_CPU_RATIO.toFixed(2)}; round by round ${range(pairs.map(([a, b]) => cpuPer(a) / cpuPer(b)))})`)
-  const ratio = c.perSecond / r.perSecond
+  log(`  CPU per check-in, controller / ceiling: ${cpuRatio.toFixed(2)} median of ${cpuPairs.length} paired slices (${cpuVerdict} the target ≤ ${TARGET_CPU_RATIO.toFixed(2)}; quartiles ${quartiles(cpuPairs)}; over all slices ${(c.cpuPerCheckin / r.cpuPerCheckin).toFixed(2)}; per target, median slice ${median(slices[0]!.map(cpuPer)).toFixed(0)} / ${median(slices[1]!.map(cpuPer)).toFixed(0)} µs)`)
+  const ratePairs = paired(rate)
+  const ratio = median(ratePairs)
   const verdict = ratio >= TARGET_THROUGHPUT_RATIO ? 'meets' : 'BELOW'
-  log(`  throughput, controller / ceiling:       ${ratio.toFixed(2)} (${verdict} the target ≥ ${TARGET_THROUGHPUT_RATIO.toFixed(2)}; round by round ${range(pairs.map(([a, b]) => rate(a) / rate(b)))})`)
+  log(`  throughput, controller / ceiling:       ${ratio.toFixed(2)} median of paired slices (${verdict} the target ≥ ${TARGET_THROUGHPUT_RATIO.toFixed(2)}; quartiles ${quartiles(ratePairs)}; over all slices ${(c.perSecond / r.perSecond).toFixed(2)})`)
 }

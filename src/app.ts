@@ -21,6 +21,9 @@ export interface AppDeps extends RouteDeps, AuthDeps {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = fastify({
     loggerInstance: deps.logger,
+    // No pino child per request (fastify's default binds reqId that way: ~3 µs of CPU per check-in).
+    // Nothing is logged per request; the one per-request line, an internal error, names req_id itself.
+    childLoggerFactory: (logger) => logger,
     // Per-request logging costs ~25 % throughput; security events go to the audit log instead.
     logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: BODY_LIMIT_BYTES,

@@ -34,6 +34,7 @@ import type {
 } from './types.js'
 
 const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
+const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
 
 /** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
 export interface Registration {
@@ -144,7 +145,8 @@ export class Controller {
   }
 
   /** Returns and clears the events accumulated since the last call. */
-  drainEvents(): CoreEvent[] {
+  drainEvents(): readonly CoreEvent[] {
+    if (this.events.length === 0) return NO_EVENTS // the steady check-in: nothing to allocate
     const events = this.events
     this.events = []
     return events
@@ -154,7 +156,24 @@ export class Controller {
   checkIn(now: number, body: CheckinBody, cert: CertRef): CheckinOutcome {
     const registration = this.register(now, body, cert)
     this.settle()
-    return { ...this.checkinView(body.node_id), ...registration }
+    return this.checkinOutcome(body.node_id, registration)
+  }
+
+  /** The whole answer of a check-in after settle(): the plan part and what registering did. */
+  checkinOutcome(nodeId: string, registration: Registration): CheckinOutcome {
+    // One literal, no spreads: this runs on every check-in.
+    const range = this.rangeOf(nodeId)
+    const { totalShards, leaseSeconds, maxConcurrency } = this.settings
+    return {
+      generation: this.gen,
+      totalShards,
+      leaseSeconds,
+      maxConcurrency,
+      rangeStart: range.rangeStart,
+      rangeCount: range.rangeCount,
+      rotated: registration.rotated,
+      previousSerial: registration.previousSerial,
+    }
   }
 
   /**

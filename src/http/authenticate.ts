@@ -3,7 +3,7 @@
  * request against the live revocation set and its validity period, then the policy table decides.
  */
 import type { TLSSocket } from 'node:tls'
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError } from '../errors.js'
 import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal, type Role } from '../identity/principal.js'
 import type { PrincipalRateLimiter } from './principal-rate-limiter.js'
@@ -14,7 +14,17 @@ import type { AuditSink } from '../service/audit-sink.js'
 declare module 'fastify' {
   interface FastifyRequest {
     principal: Principal
+    /**
+     * The route pattern (undefined: no route matched), read once by the auth hook for everything after it:
+     * fastify's `routeOptions` getter builds a fresh object on every read. Null until the hook ran.
+     */
+    routePattern: string | undefined | null
   }
+}
+
+/** The route pattern of a request: the one the auth hook kept, or (before it ran) fastify's. */
+export function routePatternOf(request: FastifyRequest): string | undefined {
+  return request.routePattern === null ? request.routeOptions.url : request.routePattern
 }
 
 export interface AuthDeps {
@@ -50,15 +60,21 @@ export function authenticateSocket(socket: TLSSocket, deps: AuthDeps): Principal
   return found
 }
 
-/** Installs authentication and authorization for every route, the 404 route included. */
+/**
+ * Installs authentication and authorization for every route, the 404 route included. Callback style
+ * (a refusal is thrown, and fastify's hook runner hands it to the error handler): no promise per request.
+ */
 export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
   app.decorateRequest('principal', null as unknown as Principal)
-  app.addHook('onRequest', async (request, reply) => {
+  app.decorateRequest('routePattern', null)
+  app.addHook('onRequest', (request, reply, done) => {
+    const pattern = request.routeOptions.url
+    request.routePattern = pattern
     const socket = request.raw.socket as TLSSocket
     const who = authenticateSocket(socket, deps)
     if (!isPrincipal(who)) {
       const peer = socket.remoteAddress ?? 'unknown'
-      deps.peerAudit.record('unauthenticated', peer, { reason: who.reason, method: request.method, path: request.routeOptions.url ?? null })
+      deps.peerAudit.record('unauthenticated', peer, { reason: who.reason, method: request.method, path: pattern ?? null })
       void reply.header('connection', 'close')
       throw new AppError('unauthenticated', 'a valid client certificate issued by this controller is required')
     }
@@ -68,9 +84,9 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
       deps.onRateLimited?.(who.role)
       throw rateLimited(limited.retryAfterMs)
     }
-    const pattern = request.routeOptions.url
     const roles = pattern === undefined ? null : rolesFor(request.method, pattern)
     if (roles === null) throw new AppError('not_found', 'no such endpoint')
     if (!roles.includes(who.role)) throw new AppError('forbidden', `role "${who.role}" may not call ${request.method} ${pattern}`)
+    done()
   })
 }

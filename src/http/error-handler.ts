@@ -28,7 +28,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const appError = err instanceof AppError ? err : fromFrameworkError(err)
     request.outcome = appError.code
-    if (appError.statusCode >= 500 && appError.code === 'internal_error') request.log.error({ err }, 'request failed')
+    if (appError.statusCode >= 500 && appError.code === 'internal_error') request.log.error({ err, req_id: request.id }, 'request failed')
     void reply.headers(appError.headers).code(appError.statusCode).send({ error: appError.code, message: appError.message, ...appError.extra })
   })
   app.setNotFoundHandler((request, reply) => {
