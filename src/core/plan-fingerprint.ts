@@ -45,7 +45,9 @@ export function planFingerprintInOrder(ids: readonly string[], starts: ArrayLike
 /**
  * planFingerprintInOrder for a controller that fingerprints the same order of nodes again and again
  * (every drain, every capacity change): the names are encoded once per order, then only the 8 bytes of
- * each range are rewritten. Same bytes, same hash.
+ * each range are rewritten. Same bytes, same hash. The layout is kept per order *array*: the controller
+ * replaces its order array whenever nodes join or leave and never changes one in place. Names follow
+ * the name rule (ASCII), so a name's length is its latin1 byte length.
  */
 export class PlanFingerprinter {
   private order: readonly string[] | null = null
