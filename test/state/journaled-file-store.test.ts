@@ -181,3 +181,21 @@ t.test('a run that reaches past shard 65535 is damage: the load stops', async (t
   await t.rejects(new JournaledFileStore(dir).load(), { name: 'StateFileError', message: /journal line 1 is not a valid change: a run must end at shard 65535 or before/ })
   t.same(readFileSync(join(dir, 'state.journal')), before, 'nothing changed on disk')
 })
+
+t.test('a whole write (a clean stop) folds the journal, runs included, into a snapshot of per-shard records', async (t) => {
+  const dir = testDir(t)
+  const store = new JournaledFileStore(dir)
+  await store.load()
+  let state = EMPTY
+  for (const d of [delta(1, { putNodes: [node('a'), node('b')] }), delta(2, { putHandoffs: [[4, 3, 'a', 2]] })]) {
+    state = applyDeltas(state, [d])
+    const after = state
+    await store.write(d, () => after)
+  }
+  t.ok(readFileSync(join(dir, 'state.journal')).length > 0, 'the runs went into the journal')
+  await store.write(delta(2), () => state, true)
+  await store.close()
+  t.equal(readFileSync(join(dir, 'state.journal')).length, 0, 'the journal is empty after the whole write')
+  const body = JSON.parse(readFileSync(join(dir, 'state.json'), 'utf8')).body
+  t.same(body.handoffs, [4, 5, 6].map((shardId) => ({ shardId, fromNode: 'a', generation: 2 })), 'the snapshot holds one record per shard, as earlier releases read it')
+})
