@@ -151,19 +151,15 @@ export const fmtRate = (perSecond: number): string => `${Math.round(perSecond).t
 export const fmtMs = (ms: number): string => `${ms.toFixed(2).padStart(6)} ms`
 const fmtCpu = (micros: number): string => `${micros.toFixed(0).padStart(4)} µs CPU/check-in`
 
-/** One slice: a target's CPU (µs, all threads), the check-ins completed and their latencies. */
-interface Slice {
-  readonly cpuMicros: number
-  readonly completed: number
-  readonly seconds: number
-  readonly latenciesMs: readonly number[]
-}
-
-/** Runs closed-loop check-ins on open connections for `ms`, then lets every request in flight finish. */
-async function runSlice(target: Target, connections: readonly Connection[], requests: readonly Buffer[], ms: number): Promise<Slice> {
+/**
+ * One slice: closed-loop check-ins on open connections for `ms`, then every request in flight finishes;
+ * the target's CPU is read at both ends.
+ */
+async function runSlice(target: Target, connections: readonly Connection[], requests: readonly Buffer[], ms: number): Promise<RoundResult> {
   const latencies: number[] = []
   let running = true
   const cpuStart = await target.cpuMicros()
+  const ownStart = process.cpuUsage()
   const start = performance.now()
   const timer = setTimeout(() => (running = false), ms)
   const stalled = setTimeout(() => connections.forEach((c) => c.socket.destroy(new Error(`${target.kind}: no answer for ${STALL_MS} ms`))), STALL_MS)
@@ -183,24 +179,13 @@ async function runSlice(target: Target, connections: readonly Connection[], requ
   }
   const seconds = (performance.now() - start) / 1000
   const cpuEnd = await target.cpuMicros()
-  return { cpuMicros: cpuEnd - cpuStart, completed: latencies.length, seconds, latenciesMs: latencies }
+  const own = process.cpuUsage(ownStart)
+  return { completed: latencies.length, seconds, latenciesMs: Float64Array.from(latencies), serverCpuMicros: cpuEnd - cpuStart, generatorCpu: (own.user + own.system) / 1e6 / seconds }
 }
 
 function median(values: readonly number[]): number {
   const sorted = [...values].sort((a, b) => a - b)
   return sorted[Math.floor(sorted.length / 2)]!
-}
-
-/** Aggregate figures of a target's slices. */
-function summarizeSlices(slices: readonly Slice[]): Summary {
-  const completed = slices.reduce((n, s) => n + s.completed, 0)
-  const all = Float64Array.from(slices.flatMap((s) => s.latenciesMs)).sort()
-  return {
-    perSecond: completed / slices.reduce((n, s) => n + s.seconds, 0),
-    p50: percentile(all, 50),
-    p99: percentile(all, 99),
-    cpuPerCheckin: slices.reduce((n, s) => n + s.cpuMicros, 0) / completed,
-  }
 }
 
 /** Warms both targets up, runs the interleaved slices and prints every figure. */
@@ -209,7 +194,7 @@ export async function runCheckinSection(log: Log, controller: Target, ceiling: T
   for (const target of [controller, ceiling]) await runRound(target, ca, ids, requests, JIT_WARMUP_MS)
   const targets = [controller, ceiling] as const
   const connections = await Promise.all(targets.map((t) => openAll(t.port, ca, ids)))
-  const slices: Slice[][] = [[], []]
+  const slices: RoundResult[][] = [[], []]
   try {
     for (let pair = 0; pair < WARMUP_SLICES + SLICES_PER_TARGET; pair++) {
       // The order flips every pair, so neither target always runs right after the other.
@@ -221,12 +206,12 @@ export async function runCheckinSection(log: Log, controller: Target, ceiling: T
   } finally {
     connections.forEach(closeAll)
   }
-  const [c, r] = slices.map(summarizeSlices) as [Summary, Summary]
+  const [c, r] = slices.map(summarize) as [Summary, Summary]
   log(`  controller (fastify)               ${fmtRate(c.perSecond)}  p50 ${fmtMs(c.p50)}  p99 ${fmtMs(c.p99)}  ${fmtCpu(c.cpuPerCheckin)}`)
   log(`  ceiling (node:https + node:crypto) ${fmtRate(r.perSecond)}  p50 ${fmtMs(r.p50)}  p99 ${fmtMs(r.p99)}  ${fmtCpu(r.cpuPerCheckin)}`)
-  const cpuPer = (s: Slice) => s.cpuMicros / s.completed
-  const rate = (s: Slice) => s.completed / s.seconds
-  const paired = (f: (s: Slice) => number) => slices[0]!.map((s, i) => f(s) / f(slices[1]![i]!))
+  const cpuPer = (s: RoundResult) => s.serverCpuMicros / s.completed
+  const rate = (s: RoundResult) => s.completed / s.seconds
+  const paired = (f: (s: RoundResult) => number) => slices[0]!.map((s, i) => f(s) / f(slices[1]![i]!))
   const quartiles = (values: readonly number[]) => {
     const sorted = [...values].sort((a, b) => a - b)
     return `${sorted[Math.floor(sorted.length / 4)]!.toFixed(2)}–${sorted[Math.floor((sorted.length * 3) / 4)]!.toFixed(2)}`

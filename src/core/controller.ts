@@ -35,6 +35,7 @@ import type {
 
 const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
+const NOT_REGISTERED: Registration = { rotated: false, previousSerial: null }
 
 /** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
 export interface Registration {
@@ -214,9 +215,7 @@ export class Controller {
 
   /** The plan part of a check-in answer for a node (after settle()). */
   checkinView(nodeId: string): Omit<CheckinOutcome, keyof Registration> {
-    const range = this.rangeOf(nodeId)
-    const { totalShards, leaseSeconds, maxConcurrency } = this.settings
-    return { generation: this.gen, totalShards, leaseSeconds, maxConcurrency, rangeStart: range.rangeStart, rangeCount: range.rangeCount }
+    return this.checkinOutcome(nodeId, NOT_REGISTERED)
   }
 
   /** Decides an Identify claim: ownership, reshard, handoff, daily budget, then the bucket. */
@@ -404,12 +403,17 @@ export class Controller {
     this.stale = true
   }
 
-  /** The range of a node in the current plan (empty when it has none). */
-  private rangeOf(nodeId: string): NodeRange {
+  /** Where a node stands in `order` (-1: not in it). */
+  private positionOf(nodeId: string): number {
     const id = this.nodes.find(nodeId)
     const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
-    if (at < 0 || this.order[at] !== nodeId) return EMPTY_RANGE
-    return { rangeStart: this.rangeStarts[at]!, rangeCount: this.rangeCounts[at]! }
+    return at >= 0 && this.order[at] === nodeId ? at : -1
+  }
+
+  /** The range of a node in the current plan (empty when it has none). */
+  private rangeOf(nodeId: string): NodeRange {
+    const at = this.positionOf(nodeId)
+    return at < 0 ? EMPTY_RANGE : { rangeStart: this.rangeStarts[at]!, rangeCount: this.rangeCounts[at]! }
   }
 
   /**
@@ -422,11 +426,7 @@ export class Controller {
     const oldOrder = this.order
     const oldRecords = this.orderRecords
     const oldIds = this.orderIds
-    const placedAt = (nodeId: string) => {
-      const id = this.nodes.find(nodeId)
-      const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
-      return at >= 0 && oldOrder[at] === nodeId ? at : -1
-    }
+    const placedAt = (nodeId: string) => this.positionOf(nodeId) // in the old order: replaced only at the end
     const removed = new Uint8Array(oldOrder.length)
     for (const nodeId of this.dropped) {
       const at = placedAt(nodeId)
@@ -470,9 +470,8 @@ export class Controller {
     for (let i = 0; i < records.length; i++) capacities[i] = records[i]!.capacity
     const draining = new Uint8Array(records.length)
     for (const nodeId of this.draining) {
-      const id = this.nodes.find(nodeId)
-      const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
-      if (at >= 0 && this.order[at] === nodeId) draining[at] = 1
+      const at = this.positionOf(nodeId)
+      if (at >= 0) draining[at] = 1
     }
     return planOrdered(this.settings.totalShards, capacities, draining)
   }

@@ -10,7 +10,7 @@
  * snapshot whose `journalSeq` says which old lines it already holds. Any other damage stops the start,
  * and nothing on disk is changed (StateFileError, as for the state file).
  */
-import { open, readFile, rename, stat, type FileHandle } from 'node:fs/promises'
+import { open, readFile, stat, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
 import type { DurableState, StateDelta } from '../core/durable-state.js'
@@ -19,7 +19,7 @@ import { durableStateSchema, stateDeltaSchema } from '../core/durable-state-sche
 import { fromVersion1 } from '../core/snapshot-schema.js'
 import { controllerSnapshotSchema } from '../core/snapshot-schema.js'
 import { StateBuilder } from './apply-delta.js'
-import { fsyncDir, removeLeftoverTemps, tempName, writeNewFileSynced } from './durable-fs.js'
+import { removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
 import { FileStateStore } from './file-state-store.js'
 import { decodeJournalLine, encodeJournalLine, splitJournal } from './journal-format.js'
 import { StateFileError } from './state-file-error.js'
@@ -160,10 +160,7 @@ export class JournaledFileStore implements DeltaStateStore {
     await this.journal?.close()
     this.journal = null
     await removeLeftoverTemps(this.dir, 'state.journal')
-    const tmp = tempName(this.journalPath, 'tmp')
-    await writeNewFileSynced(tmp, '')
-    await rename(tmp, this.journalPath)
-    await fsyncDir(this.dir)
+    await replaceFileAtomically(this.journalPath, this.dir, '')
     this.goodBytes = 0
     this.journalBytes = 0
   }
