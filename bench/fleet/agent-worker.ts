@@ -2,6 +2,10 @@
  * A fleet worker process: runs real NodeAgents (src/agent), each made from the PEM of its own bundle,
  * whose shard callbacks record every start and stop on the shared monotonic timeline. Records go to
  * the orchestrator over IPC every 100 ms. Started by worker-pool.ts with fork(); not a public entry.
+ *
+ * A worker may hold a partition proxy (partition-proxy.ts) in front of the controller for its agents,
+ * and give them slow stop callbacks: a stop then takes `slowStopMs`, or ends when the agent aborts it
+ * (its stop timeout), and is recorded when it really ends — the shard ran until then.
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -9,6 +13,8 @@ import type { AgentEvent } from '../../src/agent/agent-events.js'
 import { identityFromPem } from '../../src/agent/identity.js'
 import { NodeAgent } from '../../src/agent/node-agent.js'
 import { PinnedKeys } from '../../src/agent/pinned-keys.js'
+import type { ShardStopContext } from '../../src/agent/shard-runner.js'
+import { PartitionProxy } from './partition-proxy.js'
 import type { FleetRecord, FromWorker, ToWorker } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
 
@@ -19,6 +25,8 @@ const agents = new Map<string, NodeAgent>()
 let pending: FleetRecord[] = []
 let init: Init | null = null
 let pinned: PinnedKeys | null = null
+let proxy: PartitionProxy | null = null
+let controllers: readonly string[] = []
 
 function send(message: FromWorker): void {
   process.send?.(message)
@@ -35,18 +43,52 @@ function worthRecording(event: AgentEvent): boolean {
   return event.type !== 'shard_started' && event.type !== 'shard_stopped'
 }
 
+/** Resolves after `ms`, or at once when `signal` aborts; true when it was aborted. */
+function sleepOrAbort(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (aborted: boolean) => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', onAbort)
+      resolve(aborted)
+    }
+    const onAbort = () => done(true)
+    const timer = setTimeout(() => done(false), ms)
+    signal?.addEventListener('abort', onAbort, { once: true })
+  })
+}
+
+/** A slow stop: the session ends after `slowStopMs` or at the agent's abort, and is recorded then. */
+async function slowStop(name: string, ctx: ShardStopContext, running: Map<number, number>): Promise<void> {
+  const calledAt = sharedNow()
+  // Written against ShardStopContext.signal (an abort at the agent's stop timeout); absent on agents before it.
+  const aborted = await sleepOrAbort(init!.slowStopMs, (ctx as ShardStopContext & { signal?: AbortSignal }).signal)
+  // A stop the agent calls again after an aborted one finds nothing running: nothing to record.
+  if (running.get(ctx.shardId) !== ctx.totalShards) return
+  running.delete(ctx.shardId)
+  pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason, calledAt, aborted })
+}
+
 async function startAgent(name: string, capacity: number, bundleDir: string): Promise<void> {
-  const { controllers, ca, identifyIntervalMs } = init!
+  const { ca, identifyIntervalMs, slowStopMs } = init!
   const [cert, key] = await Promise.all([readFile(join(bundleDir, 'cert.pem'), 'utf8'), readFile(join(bundleDir, 'key.pem'), 'utf8')])
   const identity = await identityFromPem({ cert, key, ca, jwks: pinned! })
+  const running = new Map<number, number>() // shard → count, as this node's sessions stand
   const agent = new NodeAgent({
     identity,
     controllers,
     capacity,
     identifyIntervalMs,
-    // The simulated shard runs the moment the callback is called, and stops the moment its stop is.
-    onStart: (ctx) => void pending.push({ t: sharedNow(), node: name, kind: 'start', shard: ctx.shardId, generation: ctx.generation }),
-    onStop: (ctx) => void pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, reason: ctx.reason }),
+    // The simulated shard runs the moment the callback is called, and (unless slow) stops the moment its stop is.
+    onStart: (ctx) => {
+      running.set(ctx.shardId, ctx.totalShards)
+      pending.push({ t: sharedNow(), node: name, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
+    },
+    onStop: (ctx) => {
+      if (slowStopMs > 0) return slowStop(name, ctx, running)
+      running.delete(ctx.shardId)
+      pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason })
+    },
     onEvent: (event) => {
       if (worthRecording(event)) pending.push({ t: sharedNow(), node: name, kind: 'event', event })
     },
@@ -60,7 +102,21 @@ async function onMessage(message: ToWorker): Promise<void> {
     case 'init':
       init = message
       pinned = await PinnedKeys.fromJwks(message.jwks, 'plan-jwks.json')
+      controllers = message.controllers
+      if (message.partitionable) {
+        const upstream = new URL(message.controllers[0]!)
+        proxy = new PartitionProxy(upstream.hostname, Number(upstream.port))
+        controllers = [`https://127.0.0.1:${await proxy.listen()}`, ...message.controllers.slice(1)]
+      }
       send({ type: 'ready' })
+      return
+    case 'partition':
+      proxy?.partition()
+      send({ type: 'partitioned' })
+      return
+    case 'heal':
+      proxy?.heal()
+      send({ type: 'healed' })
       return
     case 'start':
       try {
@@ -77,6 +133,7 @@ async function onMessage(message: ToWorker): Promise<void> {
       return
     case 'shutdown':
       await Promise.all([...agents.values()].map((agent) => agent.stop()))
+      proxy?.close()
       flush()
       send({ type: 'shutdown_done' })
       process.disconnect()

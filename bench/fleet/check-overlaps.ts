@@ -1,6 +1,13 @@
 /**
- * "No shard running on two nodes at any moment", on the one shared timeline, and what frozen and revoked
- * nodes do with their shards. Pure: it reads the records and the orchestrator's own notes.
+ * "No guild served by two running sessions at any moment", on the one shared timeline, and what frozen
+ * and revoked nodes do with their shards. Pure: it reads the records and the orchestrator's own notes.
+ *
+ * Each session carries the shard count it was started with, so that the check holds across a reshard:
+ * shard a of Sa and shard b of Sb serve a common guild iff a ≡ b (mod gcd(Sa, Sb)) (guild-math.ts), on
+ * two nodes or on one. Two sessions of one count overlap only on the same shard number (`overlap`, the
+ * classic "a shard on two nodes"); of two counts, `guild_overlap` names a guild both served. Sessions are
+ * grouped by shard % G, G the gcd of every count in the run (a common guild needs the same remainder),
+ * and each group is swept in time with the exact test among the sessions active together.
  *
  * A frozen process (SIGSTOP) runs nothing, its shards included (the callbacks live in it, as a gateway
  * client in the agent's process would): its shards count as not running from the freeze until it wakes,
@@ -12,6 +19,7 @@
  * reported apart (`revokedOverlaps`), not counted as violations; the revoked node must still stop its
  * shards within the CRL pick-up time (2 s) plus one lease, and start none after the pick-up.
  */
+import { commonGuild, gcd } from './guild-math.js'
 import type { FleetRecord } from './protocol.js'
 import type { Violation } from './violations.js'
 
@@ -42,7 +50,9 @@ export interface OverlapInput {
 
 /** An overlap allowed by SPEC "Handoff safety" because the earlier holder was revoked. */
 export interface RevokedOverlap {
+  /** The next holder's shard (and its count). */
   readonly shard: number
+  readonly totalShards: number
   readonly revoked: string
   readonly next: string
   readonly ms: number
@@ -77,29 +87,37 @@ export interface OverlapReport {
 /** The SPEC's bound for a running controller to act on a rewritten CRL. */
 export const CRL_PICKUP_MS = 2000
 
-interface Interval {
+/** One session: a shard of a shard count, run by one node from its start to its stop. */
+export interface Interval {
   readonly node: string
   readonly shard: number
+  readonly totalShards: number
   readonly start: number
   readonly stop: number
 }
 
 interface Segment {
   readonly node: string
+  readonly shard: number
+  readonly totalShards: number
   readonly from: number
   readonly to: number
 }
 
-/** Pairs every start with the next stop of the same node and shard; an unmatched start runs to `endT`. */
+/**
+ * Pairs every start with the next stop of the same node, shard and count; an unmatched start runs to
+ * `endT`. Keyed by the count too: an agent that started shard 5 of 32 while its 5 of 64 still ran
+ * (a reshard done wrong) holds two sessions, and the check must see both.
+ */
 export function holdingIntervals(records: readonly FleetRecord[], endT: number): Interval[] {
   const shardRecords = records.filter((r) => r.kind === 'start' || r.kind === 'stop').sort((a, b) => a.t - b.t)
-  const open = new Map<string, { node: string; shard: number; start: number }>()
+  const open = new Map<string, { node: string; shard: number; totalShards: number; start: number }>()
   const out: Interval[] = []
   for (const r of shardRecords) {
     if (r.kind !== 'start' && r.kind !== 'stop') continue
-    const key = `${r.node}#${r.shard}`
+    const key = `${r.node}#${r.shard}/${r.totalShards}`
     if (r.kind === 'start') {
-      if (!open.has(key)) open.set(key, { node: r.node, shard: r.shard, start: r.t })
+      if (!open.has(key)) open.set(key, { node: r.node, shard: r.shard, totalShards: r.totalShards, start: r.t })
       continue
     }
     const started = open.get(key)
@@ -113,7 +131,7 @@ export function holdingIntervals(records: readonly FleetRecord[], endT: number):
 
 /** The parts of an interval during which the shard really ran, given its node's freezes. */
 function runningSegments(iv: Interval, freezes: readonly Freeze[], input: OverlapInput, report: OverlapReport): Segment[] {
-  let segments: Segment[] = [{ node: iv.node, from: iv.start, to: iv.stop }]
+  let segments: Segment[] = [{ node: iv.node, shard: iv.shard, totalShards: iv.totalShards, from: iv.start, to: iv.stop }]
   for (const f of freezes) {
     if (!f.nodes.includes(iv.node) || f.from >= iv.stop || f.to <= iv.start) continue
     const lostAuthority = f.to - f.from > input.leaseMs
@@ -135,35 +153,43 @@ function runningSegments(iv: Interval, freezes: readonly Freeze[], input: Overla
 export function checkOverlaps(input: OverlapInput): OverlapReport {
   const report: OverlapReport = { violations: [], revokedOverlaps: [], pauses: [], revocations: [], intervals: 0 }
   const intervals = holdingIntervals(input.records, input.endT)
-  const byShard = new Map<number, Segment[]>()
+  // Sessions that share a guild have the same shard % G (G divides every gcd of two counts).
+  const G = intervals.reduce((g, iv) => gcd(g, iv.totalShards), 0)
+  const byRemainder = new Map<number, Segment[]>()
   for (const iv of intervals) {
     const segments = runningSegments(iv, input.freezes, input, report)
-    let list = byShard.get(iv.shard)
-    if (list === undefined) byShard.set(iv.shard, (list = []))
+    let list = byRemainder.get(iv.shard % G)
+    if (list === undefined) byRemainder.set(iv.shard % G, (list = []))
     list.push(...segments)
   }
   // From the moment the CLI started: the controller may read the new CRL before the CLI has exited.
   const revokedAt = new Map(input.revocations.map((r) => [r.node, r.requestedAt]))
-  for (const [shard, segments] of byShard) sweep(shard, segments, revokedAt, report)
+  for (const segments of byRemainder.values()) sweep(segments, revokedAt, report)
   wakeTimings(intervals, input, report)
   revocationChecks(intervals, input, report)
   return { ...report, intervals: intervals.length }
 }
 
-/** Finds every pair of segments of different nodes that overlap in time. */
-function sweep(shard: number, segments: Segment[], revokedAt: ReadonlyMap<string, number>, report: OverlapReport): void {
+/** Finds every pair of segments, active together, that serve a common guild. */
+function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, report: OverlapReport): void {
   segments.sort((a, b) => a.from - b.from)
   const active: Segment[] = []
   for (const seg of segments) {
     for (let i = active.length - 1; i >= 0; i--) if (active[i]!.to <= seg.from) active.splice(i, 1)
     for (const other of active) {
-      if (other.node === seg.node) continue
+      // Segments of one session (split by a freeze) never touch; one count on one node: other guilds.
+      if (other.node === seg.node && other.totalShards === seg.totalShards) continue
+      const guild = commonGuild(other.shard, other.totalShards, seg.shard, seg.totalShards)
+      if (guild === null) continue
       const ms = Math.min(other.to, seg.to) - seg.from
       const revoked = revokedAt.get(other.node)
-      if (revoked !== undefined && revoked <= seg.from) {
-        report.revokedOverlaps.push({ shard, revoked: other.node, next: seg.node, ms })
+      if (revoked !== undefined && revoked <= seg.from && other.node !== seg.node) {
+        report.revokedOverlaps.push({ shard: seg.shard, totalShards: seg.totalShards, revoked: other.node, next: seg.node, ms })
+      } else if (other.totalShards === seg.totalShards) {
+        report.violations.push({ kind: 'overlap', detail: `shard ${seg.shard}: ${seg.node} started while ${other.node} ran it (${ms.toFixed(1)} ms together)` })
       } else {
-        report.violations.push({ kind: 'overlap', detail: `shard ${shard}: ${seg.node} started while ${other.node} ran it (${ms.toFixed(1)} ms together)` })
+        const pair = `${other.node} shard ${other.shard}/${other.totalShards} and ${seg.node} shard ${seg.shard}/${seg.totalShards}`
+        report.violations.push({ kind: 'guild_overlap', detail: `guild ${guild}<<22: ${pair} together ${ms.toFixed(1)} ms` })
       }
     }
     active.push(seg)

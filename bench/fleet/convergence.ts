@@ -1,6 +1,7 @@
 /**
  * Has the fleet settled? The controller's plan holds exactly the nodes that should be live, every such
- * node has accepted the current generation and runs exactly its range, nobody else runs anything, and
+ * node has accepted the current generation and runs exactly its range (each session started with the
+ * plan's total_shards, so that a reshard is judged on the new count), nobody else runs anything, and
  * no shard is left unassigned that the capacity of the live, undrained nodes could take.
  */
 import type { FleetLedger } from './ledger.js'
@@ -19,15 +20,14 @@ export interface Convergence {
 
 const MAX_PROBLEMS = 8
 
-function isSubset(a: ReadonlySet<number>, start: number, count: number): boolean {
-  for (const s of a) if (s < start || s >= start + count) return false
+/** Every running session lies in the range and was started with `total` shards. */
+function isSubset(a: ReadonlyMap<number, number>, start: number, count: number, total: number): boolean {
+  for (const [s, of] of a) if (s < start || s >= start + count || of !== total) return false
   return true
 }
 
-function sameSet(a: ReadonlySet<number>, start: number, count: number): boolean {
-  if (a.size !== count) return false
-  for (let s = start; s < start + count; s++) if (!a.has(s)) return false
-  return true
+function sameSet(a: ReadonlyMap<number, number>, start: number, count: number, total: number): boolean {
+  return a.size === count && isSubset(a, start, count, total)
 }
 
 /** Judges the fleet against the plan `plan` read from the controller. */
@@ -47,8 +47,10 @@ export function judgeConvergence(plan: OperatorPlan, ledger: FleetLedger, live: 
     const accepted = ledger.plans.get(n.node_id)
     if (accepted?.generation !== plan.generation) note(`${n.node_id} accepted generation ${accepted?.generation ?? 'none'}, the plan is at ${plan.generation}`)
     const running = ledger.runningOn(n.node_id)
-    if (sameSet(running, n.range_start, n.range_count)) runningAsPlanned += n.range_count
-    else note(`${n.node_id} runs ${running.size} shards, its range holds ${n.range_count}`, isSubset(running, n.range_start, n.range_count))
+    const stale = [...running.values()].filter((of) => of !== plan.total_shards).length
+    if (sameSet(running, n.range_start, n.range_count, plan.total_shards)) runningAsPlanned += n.range_count
+    else if (stale > 0) note(`${n.node_id} runs ${stale} sessions of another shard count than the plan's ${plan.total_shards}`)
+    else note(`${n.node_id} runs ${running.size} shards, its range holds ${n.range_count}`, isSubset(running, n.range_start, n.range_count, plan.total_shards))
   }
   for (const [node, shards] of ledger.running) if (!inPlan.has(node) && shards.size > 0) note(`${node} runs ${shards.size} shards outside the plan`)
   const capacity = live.filter((n) => !draining.has(n.name)).reduce((sum, n) => sum + n.capacity, 0)

@@ -24,7 +24,8 @@ export interface AcceptedPlan {
 export class FleetLedger {
   readonly records: FleetRecord[] = []
   readonly grants: ReceivedGrant[] = []
-  readonly running = new Map<string, Set<number>>()
+  /** Per node, the shards it runs now and the shard count each was started with. */
+  readonly running = new Map<string, Map<number, number>>()
   readonly plans = new Map<string, AcceptedPlan>()
   /** Counters by name (e.g. `claim:bucket_busy`, `authority_lost:lease_expiring`). */
   readonly counters = new Map<string, number>()
@@ -47,27 +48,27 @@ export class FleetLedger {
     return this.counters.get(name) ?? 0
   }
 
-  /** Shards running on `node` now. */
-  runningOn(node: string): ReadonlySet<number> {
-    return this.running.get(node) ?? new Set()
+  /** Shards running on `node` now, each with its shard count. */
+  runningOn(node: string): ReadonlyMap<number, number> {
+    return this.running.get(node) ?? new Map()
   }
 
-  /** Running shard instances (a shard on two nodes counts twice) and distinct shards. */
+  /** Running sessions (a shard on two nodes counts twice) and distinct shard/count pairs. */
   runningTotals(): { instances: number; distinct: number } {
-    const distinct = new Set<number>()
+    const distinct = new Set<string>()
     let instances = 0
     for (const shards of this.running.values()) {
       instances += shards.size
-      for (const s of shards) distinct.add(s)
+      for (const [s, count] of shards) distinct.add(`${s}/${count}`)
     }
     return { instances, distinct: distinct.size }
   }
 
   private apply(record: FleetRecord): void {
     if (record.kind === 'start') {
-      let set = this.running.get(record.node)
-      if (set === undefined) this.running.set(record.node, (set = new Set()))
-      set.add(record.shard)
+      let map = this.running.get(record.node)
+      if (map === undefined) this.running.set(record.node, (map = new Map()))
+      map.set(record.shard, record.totalShards)
       this.count('starts')
       return
     }
@@ -75,6 +76,7 @@ export class FleetLedger {
       this.running.get(record.node)?.delete(record.shard)
       this.count('stops')
       this.count(`stop:${record.reason}`)
+      if (record.aborted) this.count('stops_aborted')
       return
     }
     this.applyEvent(record)

@@ -3,15 +3,38 @@ import type { AgentEvent } from '../../src/agent/agent-events.js'
 
 /** Something one agent did, at `t` on the shared monotonic timeline (shared-clock.ts). */
 export type FleetRecord =
-  | { readonly t: number; readonly node: string; readonly kind: 'start'; readonly shard: number; readonly generation: number }
-  | { readonly t: number; readonly node: string; readonly kind: 'stop'; readonly shard: number; readonly reason: string }
+  | { readonly t: number; readonly node: string; readonly kind: 'start'; readonly shard: number; readonly totalShards: number; readonly generation: number }
+  | {
+      readonly t: number
+      readonly node: string
+      readonly kind: 'stop'
+      readonly shard: number
+      readonly totalShards: number
+      readonly reason: string
+      /** When a slow stop callback was called (`t` is when it ended); absent for an instant stop. */
+      readonly calledAt?: number
+      /** The slow stop ended because the agent aborted it (its stop timeout passed). */
+      readonly aborted?: boolean
+    }
   | { readonly t: number; readonly node: string; readonly kind: 'event'; readonly event: AgentEvent }
 
 /** What the orchestrator tells a worker. */
 export type ToWorker =
-  | { readonly type: 'init'; readonly controllers: readonly string[]; readonly ca: string; readonly jwks: unknown; readonly identifyIntervalMs: number }
+  | {
+      readonly type: 'init'
+      readonly controllers: readonly string[]
+      readonly ca: string
+      readonly jwks: unknown
+      readonly identifyIntervalMs: number
+      /** A stop callback takes this long (0: instant), or less when the agent aborts it. */
+      readonly slowStopMs: number
+      /** Put a partition proxy in front of the first controller URL (the agents use the proxy). */
+      readonly partitionable: boolean
+    }
   | { readonly type: 'start'; readonly name: string; readonly capacity: number; readonly bundleDir: string }
   | { readonly type: 'stop'; readonly name: string }
+  | { readonly type: 'partition' }
+  | { readonly type: 'heal' }
   | { readonly type: 'shutdown' }
 
 /** What a worker tells the orchestrator. */
@@ -21,4 +44,6 @@ export type FromWorker =
   | { readonly type: 'started'; readonly name: string }
   | { readonly type: 'stopped'; readonly name: string }
   | { readonly type: 'failed'; readonly name: string; readonly message: string }
+  | { readonly type: 'partitioned' }
+  | { readonly type: 'healed' }
   | { readonly type: 'shutdown_done' }

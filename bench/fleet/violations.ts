@@ -3,6 +3,7 @@
 /** Every kind of violation, in the order the summary lists them. */
 export const VIOLATION_KINDS = [
   'overlap',
+  'guild_overlap',
   'late_stop_after_wake',
   'revoked_kept_running',
   'revoked_started',

@@ -1,4 +1,4 @@
-/** The orchestrator's side of the agent workers: fork, start and stop agents, freeze a process, collect records. */
+/** The orchestrator's side of the agent workers: fork, start and stop agents, freeze or partition a process, collect records. */
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from './interrupt.js'
@@ -13,6 +13,14 @@ export interface WorkerInit {
   readonly jwks: unknown
   readonly identifyIntervalMs: number
 }
+
+/** What only some workers get: slow stops and a partition proxy (for a slow-stop partition). */
+export interface WorkerExtras {
+  readonly slowStopMs: number
+  readonly partitionable: boolean
+}
+
+const PLAIN: WorkerExtras = { slowStopMs: 0, partitionable: false }
 
 type Waiter = { resolve(): void; reject(err: Error): void }
 
@@ -70,9 +78,9 @@ export class WorkerPool {
     }
   }
 
-  /** Sends every worker its settings and waits until all are ready. */
-  async init(init: WorkerInit): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.request({ type: 'init', ...init }, 'ready')))
+  /** Sends every worker its settings (and its extras, by index) and waits until all are ready. */
+  async init(init: WorkerInit, extras: ReadonlyMap<number, WorkerExtras> = new Map()): Promise<void> {
+    await Promise.all(this.workers.map((w) => w.request({ type: 'init', ...init, ...(extras.get(w.index) ?? PLAIN) }, 'ready')))
   }
 
   /** Starts one agent in its process; resolves once it sent its first check-in. */
@@ -93,6 +101,16 @@ export class WorkerPool {
   /** Wakes a frozen process (SIGCONT). */
   thaw(process: number): void {
     this.worker(process).child.kill('SIGCONT')
+  }
+
+  /** Cuts a partitionable process's agents off the controller (its proxy forwards nothing); the process runs on. */
+  partition(process: number): Promise<void> {
+    return this.worker(process).request({ type: 'partition' }, 'partitioned')
+  }
+
+  /** Ends a partition: the proxy forwards again. */
+  heal(process: number): Promise<void> {
+    return this.worker(process).request({ type: 'heal' }, 'healed')
   }
 
   /** Stops every agent (shards stop, records flushed) and ends the processes. */

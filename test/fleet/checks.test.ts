@@ -2,11 +2,12 @@
 import t from 'tap'
 import { checkGrants, readAuditGrants, type AuditGrant } from '../../bench/fleet/check-grants.js'
 import { checkOverlaps, type OverlapInput } from '../../bench/fleet/check-overlaps.js'
+import { commonGuild, shareGuilds } from '../../bench/fleet/guild-math.js'
 import type { FleetRecord } from '../../bench/fleet/protocol.js'
 import type { ReceivedGrant } from '../../bench/fleet/ledger.js'
 
-const start = (t: number, node: string, shard: number): FleetRecord => ({ t, node, kind: 'start', shard, generation: 1 })
-const stop = (t: number, node: string, shard: number): FleetRecord => ({ t, node, kind: 'stop', shard, reason: 'plan' })
+const start = (t: number, node: string, shard: number, totalShards = 16): FleetRecord => ({ t, node, kind: 'start', shard, totalShards, generation: 1 })
+const stop = (t: number, node: string, shard: number, totalShards = 16): FleetRecord => ({ t, node, kind: 'stop', shard, totalShards, reason: 'plan' })
 const input = (records: FleetRecord[], extra: Partial<OverlapInput> = {}): OverlapInput => ({ records, freezes: [], revocations: [], endT: 100_000, wakeGraceMs: 500, leaseMs: 8000, ...extra })
 const kinds = (vs: readonly { kind: string }[]) => vs.map((v) => v.kind)
 
@@ -21,6 +22,53 @@ t.test('a shard on two nodes at once is an overlap; a handoff that stops first i
   t.same(kinds(shuffled.violations), ['overlap'])
   const open = checkOverlaps(input([start(0, 'a', 1), start(5000, 'b', 1)]))
   t.same(kinds(open.violations), ['overlap'], 'a shard never stopped runs to the end of the run')
+})
+
+t.test('guild math: shard a of Sa and b of Sb share a guild iff a ≡ b (mod gcd)', async (t) => {
+  const cases: [number, number, number, number, number | null][] = [
+    [5, 16, 5, 16, 5],
+    [5, 16, 6, 16, null],
+    [0, 16, 16, 32, 16],
+    [1, 16, 16, 32, null],
+    [1, 16, 17, 32, 17],
+    [3, 6, 1, 4, 9], // gcd 2: 9 = 3 + 6 = 1 + 2·4
+    [2, 6, 1, 4, null],
+    [5, 64, 5, 32, 5],
+    [37, 64, 5, 32, 37],
+  ]
+  for (const [a, sa, b, sb, guild] of cases) {
+    t.equal(commonGuild(a, sa, b, sb), guild, `${a}/${sa} and ${b}/${sb}`)
+    t.equal(shareGuilds(a, sa, b, sb), guild !== null)
+    if (guild !== null) t.ok(guild % sa === a && guild % sb === b, 'the witness is served by both')
+  }
+})
+
+t.test('guild coverage: sessions of different shard counts are judged by the guilds they serve', async (t) => {
+  const run = (records: FleetRecord[], extra: Partial<OverlapInput> = {}) => checkOverlaps(input(records, extra))
+  const table: [string, FleetRecord[], string[]][] = [
+    ['same count, same shard, two nodes', [start(0, 'a', 3, 16), start(500, 'b', 3, 16), stop(1000, 'a', 3)], ['overlap']],
+    ['0/16 and 16/32 serve guild 16<<22', [start(0, 'a', 0, 16), start(500, 'b', 16, 32), stop(1000, 'a', 0)], ['guild_overlap']],
+    ['1/16 and 16/32 serve no common guild', [start(0, 'a', 1, 16), start(500, 'b', 16, 32), stop(1000, 'a', 1)], []],
+    ['one node, two counts, together', [start(0, 'a', 5, 64), start(500, 'a', 5, 32), stop(1000, 'a', 5, 64)], ['guild_overlap']],
+    ['one node, one count, two shards', [start(0, 'a', 5, 64), start(500, 'a', 6, 64)], []],
+    ['a stop before the other start', [start(0, 'a', 0, 16), stop(1000, 'a', 0), start(1000.5, 'b', 16, 32)], []],
+    ['one node: the old count stopped before the new started', [start(0, 'a', 5, 64), stop(499, 'a', 5, 64), start(500, 'a', 5, 32)], []],
+    ['37/64 then 5/32 overlapping', [start(0, 'a', 37, 64), start(10, 'b', 5, 32), stop(20, 'b', 5, 32), stop(30, 'a', 37, 64)], ['guild_overlap']],
+  ]
+  for (const [name, records, expected] of table) t.same(kinds(run(records).violations), expected, name)
+  const found = run([start(0, 'fleet-0001', 0, 16), start(188, 'fleet-0002', 16, 32), stop(1000, 'fleet-0001', 0), stop(2000, 'fleet-0002', 16, 32)])
+  t.equal(found.violations[0]!.detail, 'guild 16<<22: fleet-0001 shard 0/16 and fleet-0002 shard 16/32 together 812.0 ms', 'the detail names both sessions and a guild')
+  // A frozen old owner runs nothing; a revoked one's overlap is reported apart, as for one count.
+  const freeze = { nodes: ['a'], from: 1000, to: 11_000 }
+  const frozen = run([start(0, 'a', 0, 16), start(10_000, 'b', 16, 32), stop(11_003, 'a', 0)], { freezes: [freeze] })
+  t.same(frozen.violations, [], 'frozen: the old session does not run while its process is frozen')
+  const late = run([start(0, 'a', 0, 16), start(10_000, 'b', 16, 32), stop(12_000, 'a', 0)], { freezes: [freeze] })
+  t.same(kinds(late.violations).sort(), ['guild_overlap', 'late_stop_after_wake'])
+  const revoked = run([start(0, 'a', 0, 16), start(900, 'b', 16, 32), stop(1000, 'a', 0)], { revocations: [{ node: 'a', requestedAt: 400, at: 500 }] })
+  t.same(revoked.violations, [])
+  t.match(revoked.revokedOverlaps, [{ shard: 16, totalShards: 32, revoked: 'a', next: 'b' }])
+  const selfRevoked = run([start(0, 'a', 0, 16), start(900, 'a', 16, 32), stop(1000, 'a', 0)], { revocations: [{ node: 'a', requestedAt: 400, at: 500 }] })
+  t.ok(kinds(selfRevoked.violations).includes('guild_overlap'), 'a revoked node overlapping itself is no handoff: still a violation')
 })
 
 t.test('a frozen node runs nothing while frozen and must stop what it lost on waking', async (t) => {
