@@ -21,12 +21,13 @@ export type AgentEvent =
   | { readonly type: 'shard_start_failed'; readonly shardId: number; readonly detail: string }
   | { readonly type: 'shard_stopped'; readonly shardId: number; readonly reason: StopReason }
   | { readonly type: 'shard_stop_failed'; readonly shardId: number; readonly reason: StopReason; readonly detail: string }
+  | { readonly type: 'shard_stop_timed_out'; readonly shardId: number; readonly reason: StopReason; readonly timeoutMs: number }
   | { readonly type: 'authority_lost'; readonly reason: AuthorityLoss }
   | { readonly type: 'certificate_refused'; readonly definitive: boolean; readonly detail: string }
   | { readonly type: 'halted'; readonly reason: HaltReason; readonly detail: string }
 
 /** Why an agent stopped for good. */
-export type HaltReason = 'shutdown' | 'certificate_refused'
+export type HaltReason = 'shutdown' | 'certificate_refused' | 'stop_timeout_too_long'
 
 type Level = 'debug' | 'info' | 'warn' | 'error'
 
@@ -59,6 +60,7 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
   shard_start_failed: 'shard start failed',
   shard_stopped: 'shard stopped',
   shard_stop_failed: 'shard stop failed; it is retried and the new generation is not reported until it succeeds',
+  shard_stop_timed_out: 'shard stop did not end within the stop timeout and was abandoned: the shard MAY STILL BE RUNNING; it is retried and the new generation is not reported until a stop succeeds',
   authority_lost: 'authority over the shards ended: every shard is stopped',
   certificate_refused: "the controller refuses this node's certificate",
   halted: 'agent halted',
@@ -76,6 +78,7 @@ export function runnerHooks(emit: (event: AgentEvent) => void): ShardRunnerHooks
     startFailed: (ctx, err) => emit({ type: 'shard_start_failed', shardId: ctx.shardId, detail: describe(err) }),
     stopped: (ctx) => emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
     stopFailed: (ctx, err) => emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
+    stopTimedOut: (ctx) => emit({ type: 'shard_stop_timed_out', shardId: ctx.shardId, reason: ctx.reason, timeoutMs: ctx.timeoutMs }),
   }
 }
 

@@ -32,8 +32,15 @@ export interface NodeAgentOptions extends ShardCallbacks {
   readonly generationStore?: GenerationStore
   /** How far past `exp` a plan is still accepted (ms, default 5000). */
   readonly clockSkewMs?: number
-  /** Shards stop this long before authority ends (ms; default lease/6, at most 5000). */
+  /** Shards have stopped at least this long before authority ends (ms; default lease/6, at most 5000). */
   readonly stopMarginMs?: number
+  /**
+   * The longest one stop may take (ms; default lease/4, at most 30000). A stop still running then is
+   * abandoned (its signal aborts; the CLI kills the stop command's process group), the shard counts as
+   * possibly running and the stop is retried. The fail-safe begins stop timeout + margin before the
+   * node's authority ends; a controller lease shorter than twice that halts the agent, starting nothing.
+   */
+  readonly stopTimeoutMs?: number
   /** Limit of one request attempt to one controller (ms, default 10000). */
   readonly requestTimeoutMs?: number
   /** Wait after a grant before claiming the next shard of that bucket (ms, default 5100). */
@@ -52,6 +59,7 @@ export interface NodeAgentOptions extends ShardCallbacks {
 export const AGENT_DEFAULTS = {
   clockSkewMs: 5000,
   maxStopMarginMs: 5000,
+  maxStopTimeoutMs: 30_000,
   requestTimeoutMs: 10_000,
   identifyIntervalMs: 5100,
   handoffPollMs: 1000,
@@ -88,6 +96,7 @@ export function assertValidOptions(o: NodeAgentOptions): void {
   }
   checkInt('clockSkewMs', o.clockSkewMs, 0, 300_000)
   checkInt('stopMarginMs', o.stopMarginMs, 0, 3_600_000)
+  checkInt('stopTimeoutMs', o.stopTimeoutMs, 1, 3_600_000)
   checkInt('requestTimeoutMs', o.requestTimeoutMs, 100, 600_000)
   checkInt('identifyIntervalMs', o.identifyIntervalMs, 0, 600_000)
   checkInt('handoffPollMs', o.handoffPollMs, 50, 600_000)

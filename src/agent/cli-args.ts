@@ -18,12 +18,16 @@ export interface CliArgs {
   readonly onStart: string | null
   readonly onStop: string | null
   readonly clockSkewMs: number
+  /** null: the agent's default (a quarter of the lease, at most 30 s). */
+  readonly stopTimeoutMs: number | null
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 const DEFAULT_CAPACITY = 16
 const DEFAULT_CLOCK_SKEW_MS = 5000
 const MAX_CLOCK_SKEW_MS = 60_000
+const MIN_STOP_TIMEOUT_MS = 100
+const MAX_STOP_TIMEOUT_MS = 600_000
 
 const OPTIONS = {
   bundle: { type: 'string' },
@@ -34,6 +38,7 @@ const OPTIONS = {
   'on-start': { type: 'string' },
   'on-stop': { type: 'string' },
   'clock-skew-ms': { type: 'string' },
+  'stop-timeout-ms': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -58,15 +63,27 @@ Options:
                          Without it the rollback floor is kept in memory only.
   --on-start CMD         shell command run to start a shard, once its Identify claim is granted
   --on-stop CMD          shell command run to stop a shard; it must exit only once the shard stopped
+  --stop-timeout-ms N    the longest a stop command may run, ${MIN_STOP_TIMEOUT_MS}..${MAX_STOP_TIMEOUT_MS} (default: a quarter of the
+                         controller's lease, at most 30000). When the controller cannot be reached, every
+                         shard is stopped this long plus a margin (lease/6, at most 5 s) before the node's
+                         authority ends, so that each stop has ENDED before another node may start the
+                         shard. A stop still running then is killed with its process group and the shard
+                         is reported as possibly still running. The stop timeout plus the margin must fit
+                         in half the controller's lease; otherwise the agent stops at its first plan,
+                         starting nothing (exit status 4).
   --clock-skew-ms N      how long past its expiry a plan is still accepted, 0..${MAX_CLOCK_SKEW_MS} (default ${DEFAULT_CLOCK_SKEW_MS})
   --log-level L          ${LOG_LEVELS.join(', ')} (default info)
   -h, --help             print this help
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
   PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_MAX_CONCURRENCY, PXE_NODE_ID,
-  PXE_GENERATION, and for stops PXE_STOP_REASON (plan, lease_expiring, certificate_refused, shutdown).
-A command that exits non-zero, or runs longer than 60 s (it is then killed), has failed: a failed start
-is claimed again after a minute; a failed stop is retried and the shard counts as running until then.
+  PXE_GENERATION, and for stops PXE_STOP_REASON (plan, reshard, lease_expiring, certificate_refused,
+  shutdown). "reshard": the plan keeps the shard number but under another PXE_TOTAL_SHARDS or
+  PXE_MAX_CONCURRENCY, so the session (which belongs to its shard count) ends; the shard is then
+  claimed and started again with the new values.
+A command that exits non-zero, or runs too long (a start 60 s, a stop the stop timeout; it is then killed
+with its process group), has failed: a failed start is claimed again after a minute; a failed stop is
+retried and the shard counts as running until then.
 Without --on-start / --on-stop, shard events are only logged.
 
 Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then exits 0.
@@ -74,7 +91,8 @@ If the controller rejects a plan signed with a key missing from plan-jwks.json (
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
 Exit status: 0 stopped by a signal; 1 unusable bundle or state file; 2 bad command line;
-3 the controller refused this node's certificate (every shard was stopped first).
+3 the controller refused this node's certificate (every shard was stopped first);
+4 the stop timeout does not fit the controller's lease (every shard was stopped first).
 
 Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\
@@ -126,7 +144,7 @@ export function parseCliArgs(argv: string[]): CliArgs {
     seen.add(token.name)
   }
   const v = parsed.values
-  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS }
+  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null }
   const bundle = nonEmpty('bundle', v.bundle)
   if (bundle === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
   if (v.controller === undefined) throw new UsageError('--controller URL[,URL...] is required')
@@ -142,5 +160,6 @@ export function parseCliArgs(argv: string[]): CliArgs {
     onStart: nonEmpty('on-start', v['on-start']),
     onStop: nonEmpty('on-stop', v['on-stop']),
     clockSkewMs: v['clock-skew-ms'] === undefined ? DEFAULT_CLOCK_SKEW_MS : integer('clock-skew-ms', v['clock-skew-ms'], 0, MAX_CLOCK_SKEW_MS),
+    stopTimeoutMs: v['stop-timeout-ms'] === undefined ? null : integer('stop-timeout-ms', v['stop-timeout-ms'], MIN_STOP_TIMEOUT_MS, MAX_STOP_TIMEOUT_MS),
   }
 }

@@ -11,7 +11,7 @@ import type { AgentEvent } from './agent-events.js'
 import { runShardCommand } from './shard-command.js'
 
 /** Exit statuses (also in --help). */
-export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3 } as const
+export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3, stopTimeout: 4 } as const
 
 /** Where the CLI writes: injectable for tests. */
 export interface CliIo {
@@ -36,6 +36,7 @@ function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): Node
     controllers: args.controllers,
     capacity: args.capacity,
     clockSkewMs: args.clockSkewMs,
+    ...(args.stopTimeoutMs === null ? {} : { stopTimeoutMs: args.stopTimeoutMs }),
     generationStore,
     logger,
     onEvent,
@@ -96,5 +97,6 @@ async function runUntilStopped(agent: NodeAgent, io: CliIo): Promise<number> {
     return EXIT.startup
   }
   const end = await agent.closed
-  return end.reason === 'shutdown' ? EXIT.ok : EXIT.refused
+  if (end.reason === 'stop_timeout_too_long') io.stderr(`pxe-node: ${end.detail}\n`)
+  return end.reason === 'shutdown' ? EXIT.ok : end.reason === 'certificate_refused' ? EXIT.refused : EXIT.stopTimeout
 }

@@ -64,7 +64,10 @@ export class NodeAgent {
     this.client = this.newClient()
     const budget = opts.requestBudget ?? DEFAULT_REQUEST_BUDGET
     this.budget = new RequestBudget(budget.perSecond, budget.burst, () => this.clock.now())
-    this.runner = new ShardRunner(opts, runnerHooks((event) => this.emit(event)), () => this.clock.now())
+    this.runner = new ShardRunner(opts, runnerHooks((event) => this.emit(event)), {
+      clock: this.clock,
+      stopTimeoutMs: () => stopTimeoutFor(opts, this.cadence.lease),
+    })
     this.scheduler = this.newScheduler()
     this.plans = this.newPlanManager()
     this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
@@ -103,6 +106,8 @@ export class NodeAgent {
       runner: this.runner,
       scheduler: this.scheduler,
       stopMarginMs: (leaseMs) => stopMarginMs ?? Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6)),
+      stopTimeoutMs: (leaseMs) => stopTimeoutFor(this.opts, leaseMs),
+      leaseTooShort: (detail) => this.haltNow('stop_timeout_too_long', detail),
       startRetryMs: startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
       reportNow: () => this.checkInNow(),
       authorityLost: (reason: AuthorityLoss) => {
@@ -284,9 +289,11 @@ export class NodeAgent {
     this.halt = { reason, detail }
     this.checkinAlarm.cancel()
     this.scheduler.stop()
-    this.plans.loseAuthority(reason)
+    // A stop timeout the lease cannot hold is a configuration error: the agent ends as at shutdown.
+    const loss = reason === 'certificate_refused' ? 'certificate_refused' : 'shutdown'
+    this.plans.loseAuthority(loss)
     this.plans.close()
-    void this.runner.stopAll(reason).then(() => {
+    void this.runner.stopAll(loss).then(() => {
       this.client.close()
       this.emit({ type: 'halted', reason, detail })
       this.resolveClosed(this.halt!)
@@ -322,6 +329,12 @@ export class NodeAgent {
     // The controller's plan moved on: learn it now rather than at the next regular check-in.
     if (outcome.kind === 'not_owner') this.checkInNow()
   }
+}
+
+/** The stop timeout in force: the option, or a quarter of the lease (at most 30 s) by default. */
+function stopTimeoutFor(opts: NodeAgentOptions, leaseMs: number | null): number {
+  if (opts.stopTimeoutMs !== undefined) return opts.stopTimeoutMs
+  return leaseMs === null ? AGENT_DEFAULTS.maxStopTimeoutMs : Math.min(AGENT_DEFAULTS.maxStopTimeoutMs, Math.floor(leaseMs / 4))
 }
 
 function maxOrNull(a: number | null, b: number | null): number | null {

@@ -3,16 +3,26 @@
  * run, until when this node holds authority over them, which shards to stop and which to claim, and
  * which generation the node may report as applied.
  *
- * Authority over the shards ends `lease_seconds` after the check-in that renewed it was SENT; every
- * shard is stopped `stopMarginMs` before that moment unless a later check-in renewed it.
+ * Authority over the shards ends `lease_seconds` after the check-in that renewed it was SENT. The
+ * fail-safe begins the stop timeout plus `stopMarginMs` before that moment unless a later check-in
+ * renewed it, so that every stop (each bounded by the stop timeout) has ENDED before authority does.
+ *
+ * A running shard is kept only while the plan holds its number under the same total_shards and
+ * max_concurrency it was started with: a session belongs to its shard count, so after a reshard the
+ * same number serves other guilds, and the session is stopped (reason `reshard`) and started again.
  */
 import { Alarm, type AgentClock } from './clock.js'
 import type { ClaimScheduler } from './claim-scheduler.js'
 import type { PlanClaims } from './plan-claims.js'
-import type { ShardRunner, StopReason } from './shard-runner.js'
+import type { SessionValues, ShardRunner, StopReason } from './shard-runner.js'
 
 /** Why the node holds no authority over shards right now. */
 export type AuthorityLoss = 'lease_expiring' | 'certificate_refused' | 'shutdown'
+
+/** The longest stop timeout plus margin a lease admits: half of it, so a renewal has time to come. */
+export function maxFailSafeLeadMs(leaseMs: number): number {
+  return Math.floor(leaseMs / 2)
+}
 
 /** What the manager needs from the agent. */
 export interface PlanManagerDeps {
@@ -22,6 +32,10 @@ export interface PlanManagerDeps {
   readonly scheduler: ClaimScheduler
   /** Margin before the end of authority at which every shard is stopped (ms), given the lease (ms). */
   stopMarginMs(leaseMs: number): number
+  /** The longest a stop may take before it is abandoned (ms), given the lease (ms). */
+  stopTimeoutMs(leaseMs: number): number
+  /** The plan's lease cannot hold the stop timeout and margin: nothing may run (the agent halts). */
+  leaseTooShort(detail: string): void
   /** How long a shard whose start failed waits before it is claimed again (ms). */
   readonly startRetryMs: number
   /** Shards were stopped for a newly applied generation: check in now so the new owner may start. */
@@ -57,20 +71,37 @@ export class PlanManager {
     return this.lost === null ? this.authorityEndsAt : null
   }
 
-  /** True while shards may run: a plan is accepted and its authority has not run out (margin included). */
+  /** True while shards may run: a plan is accepted and the fail-safe's moment has not come. */
   hasAuthority(): boolean {
     if (this.plan === null || this.authorityEndsAt === null || this.lost !== null) return false
-    return this.deps.clock.now() < this.authorityEndsAt - this.deps.stopMarginMs(this.plan.lease_seconds * 1000)
+    return this.deps.clock.now() < this.authorityEndsAt - this.failSafeLeadMs(this.plan.lease_seconds * 1000)
+  }
+
+  /** How long before the end of authority the fail-safe begins: the stop timeout plus the margin. */
+  failSafeLeadMs(leaseMs: number): number {
+    return this.deps.stopTimeoutMs(leaseMs) + this.deps.stopMarginMs(leaseMs)
   }
 
   /** Accepts a verified plan from a check-in sent at `sentAt` (monotonic ms) and reconciles. */
   accept(plan: PlanClaims, sentAt: number): void {
     if (this.lost === 'shutdown') return
     const leaseMs = plan.lease_seconds * 1000
+    const lead = this.failSafeLeadMs(leaseMs)
+    if (lead > maxFailSafeLeadMs(leaseMs)) {
+      const timeout = this.deps.stopTimeoutMs(leaseMs)
+      const margin = this.deps.stopMarginMs(leaseMs)
+      this.deps.leaseTooShort(
+        `the stop timeout (${timeout} ms) and the stop margin (${margin} ms) do not fit the controller's lease of ${plan.lease_seconds} s: ` +
+          `every shard must have stopped before the node's authority ends, so the fail-safe would begin ${lead} ms before it, ` +
+          `more than half the lease (${maxFailSafeLeadMs(leaseMs)} ms), leaving renewals no time. Lower the stop timeout to at most ` +
+          `${Math.max(0, maxFailSafeLeadMs(leaseMs) - margin)} ms or raise the controller's lease_seconds`,
+      )
+      return
+    }
     this.plan = plan
     this.authorityEndsAt = sentAt + leaseMs
     this.lost = null // a renewal gives authority back (after the fail-safe, or a probable refusal)
-    this.failSafe.arm(this.authorityEndsAt - this.deps.stopMarginMs(leaseMs) - this.deps.clock.now())
+    this.failSafe.arm(this.authorityEndsAt - lead - this.deps.clock.now())
     this.reconcile('plan')
   }
 
@@ -98,20 +129,26 @@ export class PlanManager {
     const authority = this.hasAuthority()
     const wanted = new Set(authority && plan ? plan.assigned : [])
     runner.forgetFailuresOlderThan(this.deps.startRetryMs)
-    const toStop = runner.held().filter((id) => !wanted.has(id))
+    const stops: [number, StopReason][] = []
+    for (const id of runner.held()) {
+      if (!wanted.has(id)) stops.push([id, reason])
+      else if (plan !== null && startedUnderOtherValues(runner.sessionValues(id), plan)) stops.push([id, 'reshard'])
+    }
     scheduler.setWanted(
       [...wanted].filter((id) => !runner.has(id)),
       plan?.max_concurrency ?? 1,
     )
     if (plan === null) return
     const generation = plan.generation
-    void Promise.all(toStop.map((id) => runner.stop(id, reason))).then((results) => {
+    const resharded = stops.some(([, why]) => why === 'reshard')
+    void Promise.all(stops.map(([id, why]) => runner.stop(id, why))).then((results) => {
       if (!results.every(Boolean)) return // a stop failed: it is retried at the next reconcile
       const newer = this.applied === null || generation > this.applied
       if (newer) this.applied = generation
-      if (toStop.length === 0) return
-      // A newer plan may want a shard that was still stopping when it came: claim it now.
-      if (this.plan !== plan && this.lost === null) this.reconcile('plan')
+      if (stops.length === 0) return
+      // A newer plan may want a shard that was still stopping when it came, and a reshard stop ended
+      // a session the plan still gives this node: claim them now, under the plan's values.
+      if ((this.plan !== plan || resharded) && this.lost === null) this.reconcile('plan')
       if (newer && reason === 'plan') this.deps.reportNow()
     })
   }
@@ -120,4 +157,9 @@ export class PlanManager {
   close(): void {
     this.failSafe.cancel()
   }
+}
+
+/** True when a held shard's session was started under another total_shards or max_concurrency. */
+function startedUnderOtherValues(values: SessionValues | null, plan: PlanClaims): boolean {
+  return values !== null && (values.totalShards !== plan.total_shards || values.maxConcurrency !== plan.max_concurrency)
 }

@@ -62,8 +62,9 @@ t.test('a replayed plan and a forged plan are refused; the last accepted plan st
   t.teardown(() => fake.close())
 
   const rec = new Recorder()
-  const a = recordingAgent(rec, idA, [urlOf(c1.port), urlOf(fake.port)])
-  const b = recordingAgent(rec, idB, [urlOf(c1.port), urlOf(fake.port)])
+  // A short stop timeout: the refusals must come while the last accepted plan is still in force.
+  const a = recordingAgent(rec, idA, [urlOf(c1.port), urlOf(fake.port)], { stopTimeoutMs: 500 })
+  const b = recordingAgent(rec, idB, [urlOf(c1.port), urlOf(fake.port)], { stopTimeoutMs: 500 })
   t.teardown(() => Promise.all([a.stop(), b.stop()]))
   await a.start()
   await until('node-a runs its shards', () => rec.running('node-a').length === 4)

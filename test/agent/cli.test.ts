@@ -22,7 +22,7 @@ const { bundleDir } = await issueBundle(pki.dir, 'node-cli', 'node', { outDir: j
 t.test('--help explains the flags, the environment and the exit statuses', async (t) => {
   const res = run('--help')
   t.equal(res.status, 0)
-  for (const text of ['Usage: pxe-node --bundle DIR --controller URL', '--capacity', '--state-file', '--on-start', '--on-stop', '--clock-skew-ms', '--log-level', 'PXE_SHARD_ID', 'SIGTERM', 'Exit status']) {
+  for (const text of ['Usage: pxe-node --bundle DIR --controller URL', '--capacity', '--state-file', '--on-start', '--on-stop', '--stop-timeout-ms', '--clock-skew-ms', '--log-level', 'PXE_SHARD_ID', 'reshard', 'SIGTERM', 'Exit status']) {
     t.match(res.stdout, text, text)
   }
   t.equal(res.stderr, '')
@@ -51,6 +51,8 @@ t.test('every bad command line gets a clear error and status 2 (main in-process:
     ['skew too large', ['--bundle', bundleDir, '--controller', url, '--clock-skew-ms', '3600000'], /--clock-skew-ms must be an integer in 0\.\.60000/],
     ['a flag twice', ['--bundle', bundleDir, '--controller', url, '--capacity', '2', '--capacity', '3'], /--capacity is given more than once/],
     ['a stray argument', ['--bundle', bundleDir, '--controller', url, 'extra'], /Unexpected argument 'extra'/],
+    ['stop timeout 0', ['--bundle', bundleDir, '--controller', url, '--stop-timeout-ms', '0'], /--stop-timeout-ms must be an integer in 100\.\.600000/],
+    ['stop timeout 2.5', ['--bundle', bundleDir, '--controller', url, '--stop-timeout-ms', '2.5'], /--stop-timeout-ms must be an integer/],
   ]
   for (const [what, args, message] of cases) {
     let stdout = ''
@@ -110,4 +112,22 @@ t.test('a run: shards started by --on-start with the shard in the environment, s
   t.ok(logs.some((l) => l.msg === 'shard started'), 'JSON logs on stdout')
   t.ok(logs.some((l) => l.msg === 'signal received: stopping every shard'))
   t.equal(stderr, '')
+})
+
+t.test('a stop timeout that does not fit the lease: a clear message at the first plan, nothing started, exit 4', async (t) => {
+  const ctl = await controllerIn(pki, join(root, 'c-fit'), { total_shards: 8, max_concurrency: 8, lease_seconds: 6, identify_interval_ms: 5000 })
+  t.teardown(() => ctl.running.stop())
+  const started = join(root, 'started-fit.txt')
+  const child = spawn(process.execPath, [
+    BIN, '--bundle', bundleDir, '--controller', urlOf(ctl.port), '--capacity', '2', '--stop-timeout-ms', '5000',
+    '--on-start', `echo "$PXE_SHARD_ID" >> '${started}'`,
+  ], { stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()))
+  t.teardown(() => child.kill('SIGKILL'))
+  const code = await new Promise<number | string>((resolve) => child.once('exit', (c, s) => resolve(c ?? s ?? -1)))
+  t.equal(code, 4, 'exit status 4')
+  t.match(stderr, /pxe-node: the stop timeout \(5000 ms\) and the stop margin \(1000 ms\) do not fit the controller's lease of 6 s/)
+  t.match(stderr, /Lower the stop timeout to at most 2000 ms or raise the controller's lease_seconds/)
+  t.notOk(existsSync(started), 'no shard was started')
 })

@@ -1,39 +1,47 @@
 // The plan manager on a manual clock: authority counted from the moment a check-in was SENT, stops
-// before it ends, removals stopped before the generation is reported, failed stops retried.
+// before it ends (each stop bounded by the stop timeout, the fail-safe that long plus the margin
+// early), removals stopped before the generation is reported, failed stops retried, reshards restarted.
 import t from 'tap'
 import { ClaimScheduler } from '../../src/agent/claim-scheduler.js'
 import type { PlanClaims } from '../../src/agent/plan-claims.js'
 import { PlanManager, type AuthorityLoss } from '../../src/agent/plan-manager.js'
 import { RequestBudget } from '../../src/agent/request-budget.js'
-import { ShardRunner, type ShardStopContext } from '../../src/agent/shard-runner.js'
+import { ShardRunner, type ShardContext, type ShardStopContext } from '../../src/agent/shard-runner.js'
 import { FakeClock } from './fake-clock.js'
 
-function planOf(generation: number, start: number, count: number, leaseSeconds = 30): PlanClaims {
+function planOf(generation: number, start: number, count: number, leaseSeconds = 30, totalShards = 8, maxConcurrency = 8): PlanClaims {
   return {
-    iss: 'c', sub: 'node-a', iat: 0, exp: leaseSeconds, generation, total_shards: 8, range_start: start, range_count: count,
-    assigned: Array.from({ length: count }, (_, i) => start + i), lease_seconds: leaseSeconds, max_concurrency: 8,
+    iss: 'c', sub: 'node-a', iat: 0, exp: leaseSeconds, generation, total_shards: totalShards, range_start: start, range_count: count,
+    assigned: Array.from({ length: count }, (_, i) => start + i), lease_seconds: leaseSeconds, max_concurrency: maxConcurrency,
   }
 }
 
-function setup(opts: { failStops?: number } = {}) {
+const STOP_TIMEOUT_MS = 3000
+
+function setup(opts: { failStops?: number; stopTakesMs?: number } = {}) {
   const clock = new FakeClock()
   const stops: ShardStopContext[] = []
   const lost: AuthorityLoss[] = []
+  const starts: ShardContext[] = []
+  const timedOut: ShardStopContext[] = []
+  const tooShort: string[] = []
   let reports = 0
   let failStops = opts.failStops ?? 0
   const runner = new ShardRunner(
     {
-      onStart: () => undefined,
-      onStop: (ctx) => {
+      onStart: (ctx) => void starts.push(ctx),
+      onStop: async (ctx) => {
         if (failStops > 0) {
           failStops -= 1
           throw new Error('stuck')
         }
+        // A slow stop that ignores its signal (the worst case: the runner must abandon it).
+        if (opts.stopTakesMs !== undefined) await new Promise((r) => clock.setTimeout(() => r(undefined), opts.stopTakesMs!))
         stops.push(ctx)
       },
     },
-    { started: () => undefined, startFailed: () => undefined, stopped: () => undefined, stopFailed: () => undefined },
-    () => clock.now(),
+    { started: () => undefined, startFailed: () => undefined, stopped: () => undefined, stopFailed: () => undefined, stopTimedOut: (ctx) => void timedOut.push(ctx) },
+    { clock, stopTimeoutMs: () => STOP_TIMEOUT_MS },
   )
   let manager: PlanManager
   const scheduler = new ClaimScheduler({
@@ -44,11 +52,13 @@ function setup(opts: { failStops?: number } = {}) {
   })
   manager = new PlanManager({
     clock, nodeId: 'node-a', runner, scheduler, startRetryMs: 60_000,
-    stopMarginMs: (leaseMs) => Math.min(5000, leaseMs / 6),
+    stopMarginMs: (leaseMs) => Math.min(5000, Math.floor(leaseMs / 6)),
+    stopTimeoutMs: () => STOP_TIMEOUT_MS,
+    leaseTooShort: (detail) => void tooShort.push(detail),
     reportNow: () => void (reports += 1),
     authorityLost: (reason) => void lost.push(reason),
   })
-  return { clock, runner, manager, stops, lost, reports: () => reports }
+  return { clock, runner, manager, stops, starts, timedOut, tooShort, lost, reports: () => reports }
 }
 
 t.test('authority ends lease_seconds after the check-in was sent, not answered; every shard stops before', async (t) => {
@@ -58,10 +68,10 @@ t.test('authority ends lease_seconds after the check-in was sent, not answered; 
   await s.clock.advance(10)
   t.same(s.runner.inPhase('running'), [0, 1, 2, 3], 'claimed and started')
   t.equal(s.manager.authorityDeadline, 30_000, 'sent at 0 + 30 s')
-  await s.clock.advance(24_999 - s.clock.now())
-  t.equal(s.stops.length, 0, 'still running 1 ms before the margin')
+  await s.clock.advance(21_999 - s.clock.now())
+  t.equal(s.stops.length, 0, 'still running 1 ms before the stop timeout + margin')
   await s.clock.advance(1)
-  t.same(s.stops.map((c) => [c.shardId, c.reason]), [[0, 'lease_expiring'], [1, 'lease_expiring'], [2, 'lease_expiring'], [3, 'lease_expiring']], 'stopped 5 s before the end')
+  t.same(s.stops.map((c) => [c.shardId, c.reason]), [[0, 'lease_expiring'], [1, 'lease_expiring'], [2, 'lease_expiring'], [3, 'lease_expiring']], 'stopped 3 + 5 s before the end')
   t.same(s.lost, ['lease_expiring'])
   t.notOk(s.manager.hasAuthority())
 })
@@ -72,11 +82,11 @@ t.test('a renewal moves the deadline to its own send time + lease', async (t) =>
   await s.clock.advance(10_000)
   s.manager.accept(planOf(1, 0, 2), 9_000)
   t.equal(s.manager.authorityDeadline, 39_000)
-  await s.clock.advance(33_999 - s.clock.now())
+  await s.clock.advance(30_999 - s.clock.now())
   t.equal(s.stops.length, 0)
   await s.clock.advance(1)
   t.equal(s.stops.length, 2)
-  s.manager.accept(planOf(1, 0, 2), 34_000)
+  s.manager.accept(planOf(1, 0, 2), 31_000)
   await s.clock.advance(10)
   t.same(s.runner.inPhase('running'), [0, 1], 'a later renewal gives authority back and the shards are claimed again')
 })
@@ -109,4 +119,72 @@ t.test('a stop that fails keeps the generation unreported until a retry succeeds
   t.same(s.runner.inPhase('running'), [0])
   t.equal(s.manager.appliedGeneration, 2)
   t.equal(s.reports(), 1)
+})
+
+t.test('a stop as slow as the stop timeout still ends before authority does; a slower one is abandoned', async (t) => {
+  const s = setup({ stopTakesMs: STOP_TIMEOUT_MS - 1 })
+  s.manager.accept(planOf(1, 0, 1), 0)
+  await s.clock.advance(10)
+  await s.clock.advance(30_000 - s.clock.now())
+  t.same(s.stops.map((c) => c.reason), ['lease_expiring'])
+  t.ok(s.runner.held().length === 0, 'nothing runs when authority ends')
+  t.same(s.timedOut, [])
+
+  const slow = setup({ stopTakesMs: STOP_TIMEOUT_MS + 5000 })
+  slow.manager.accept(planOf(1, 0, 1), 0)
+  await slow.clock.advance(10)
+  await slow.clock.advance(25_000 - slow.clock.now())
+  t.same(slow.timedOut.map((c) => [c.shardId, c.reason, c.timeoutMs, c.signal.aborted]), [[0, 'lease_expiring', STOP_TIMEOUT_MS, true]], 'abandoned at the stop timeout, its signal aborted')
+  t.same(slow.runner.inPhase('running'), [0], 'and counted as possibly running')
+})
+
+t.test('a removal whose stop times out: the generation is not reported', async (t) => {
+  const s = setup({ stopTakesMs: STOP_TIMEOUT_MS + 1000 })
+  s.manager.accept(planOf(1, 0, 2), 0)
+  await s.clock.advance(10)
+  s.manager.accept(planOf(2, 0, 1), 1000)
+  await s.clock.advance(STOP_TIMEOUT_MS + 10)
+  t.same(s.timedOut.map((c) => [c.shardId, c.reason]), [[1, 'plan']])
+  t.equal(s.manager.appliedGeneration, 1, 'generation 2 is not reported while shard 1 may run')
+  t.equal(s.reports(), 0)
+})
+
+t.test('another total_shards: every session of the old count stops (reshard) before the report, then starts again', async (t) => {
+  const s = setup()
+  s.manager.accept(planOf(1, 0, 4, 30, 8, 8), 0)
+  await s.clock.advance(10)
+  t.same(s.starts.map((c) => [c.shardId, c.totalShards]), [[0, 8], [1, 8], [2, 8], [3, 8]])
+  s.manager.accept(planOf(3, 0, 6, 30, 16, 8), 1000) // same numbers 0..3 kept, but of 16 shards now
+  t.equal(s.manager.appliedGeneration, 1, 'not applied before the old sessions stopped')
+  await s.clock.advance(10)
+  t.same(s.stops.map((c) => [c.shardId, c.reason, c.totalShards]), [[0, 'reshard', 8], [1, 'reshard', 8], [2, 'reshard', 8], [3, 'reshard', 8]])
+  t.equal(s.manager.appliedGeneration, 3)
+  t.equal(s.reports(), 1, 'reported at once')
+  await s.clock.advance(10)
+  t.same(s.starts.slice(4).map((c) => [c.shardId, c.totalShards]).sort((a, b) => a[0]! - b[0]!), [[0, 16], [1, 16], [2, 16], [3, 16], [4, 16], [5, 16]], 'every shard of the range started under 16')
+  t.same(s.runner.inPhase('running'), [0, 1, 2, 3, 4, 5])
+})
+
+t.test('another max_concurrency alone: the same', async (t) => {
+  const s = setup()
+  s.manager.accept(planOf(1, 0, 2, 30, 8, 8), 0)
+  await s.clock.advance(10)
+  s.manager.accept(planOf(2, 0, 2, 30, 8, 4), 1000)
+  await s.clock.advance(20)
+  t.same(s.stops.map((c) => [c.shardId, c.reason, c.maxConcurrency]), [[0, 'reshard', 8], [1, 'reshard', 8]])
+  t.same(s.starts.slice(2).map((c) => [c.shardId, c.maxConcurrency]), [[0, 4], [1, 4]])
+})
+
+t.test('a lease too short for the stop timeout + margin: refused with the figures, nothing starts', async (t) => {
+  const s = setup()
+  s.manager.accept(planOf(1, 0, 2, 10), 0) // 3000 + 1666 = 4666 fits in half of 10 s
+  await s.clock.advance(10)
+  t.same(s.tooShort, [])
+  const short = setup()
+  short.manager.accept(planOf(1, 0, 2, 8), 0) // 3000 + 1333 = 4333 > 4000
+  await short.clock.advance(10)
+  t.equal(short.tooShort.length, 1)
+  t.match(short.tooShort[0]!, /stop timeout \(3000 ms\) and the stop margin \(1333 ms\) do not fit the controller's lease of 8 s.*at most 2667 ms/)
+  t.same(short.starts, [], 'nothing started')
+  t.equal(short.manager.accepted, null, 'the plan was not taken')
 })

@@ -11,6 +11,7 @@ import type { AgentEvent } from '../../src/agent/agent-events.js'
 import type { NodeAgentOptions } from '../../src/agent/agent-options.js'
 import { identityFromPem, type NodeIdentity } from '../../src/agent/identity.js'
 import { NodeAgent } from '../../src/agent/node-agent.js'
+import { sharedGuild } from '../../src/core/snowflake.js'
 import { bundle, startTestController, type Pki, type TestController } from '../e2e/harness.js'
 
 /** Issues a node bundle with the toolkit and turns it into an in-memory identity. */
@@ -34,6 +35,9 @@ export interface ShardEvent {
   readonly wall: number
   readonly node: string
   readonly shard: number
+  /** The shard count the session was started (or stopped) under. */
+  readonly totalShards: number
+  readonly maxConcurrency: number
   readonly kind: 'start' | 'stop'
   readonly reason?: string
 }
@@ -52,6 +56,28 @@ export class Recorder {
       else set.delete(e.shard)
     }
     return [...set].sort((a, b) => a - b)
+  }
+
+  /**
+   * Pairs of running sessions that served a common guild at the same moment, each judged by its own
+   * shard count (must be empty): shard 0 of 16 and shard 16 of 32 both serve guild 16 << 22.
+   */
+  guildOverlaps(): string[] {
+    const open = new Map<string, ShardEvent>() // node#shard → its start
+    const out: string[] = []
+    for (const e of [...this.shardEvents].sort((a, b) => a.at - b.at)) {
+      const key = `${e.node}#${e.shard}`
+      if (e.kind === 'stop') {
+        open.delete(key)
+        continue
+      }
+      for (const other of open.values()) {
+        const guild = sharedGuild(e.shard, e.totalShards, other.shard, other.totalShards)
+        if (guild !== null) out.push(`guild ${guild}: ${e.node} started shard ${e.shard}/${e.totalShards} while ${other.node} ran shard ${other.shard}/${other.totalShards}`)
+      }
+      open.set(key, e)
+    }
+    return out
   }
 
   /** Events of one node of one type. */
@@ -87,8 +113,8 @@ export function recordingAgent(rec: Recorder, identity: NodeIdentity, controller
     controllers,
     capacity: 4,
     ...FAST,
-    onStart: (ctx) => void rec.shardEvents.push({ at: performance.now(), wall: Date.now(), node, shard: ctx.shardId, kind: 'start' }),
-    onStop: (ctx) => void rec.shardEvents.push({ at: performance.now(), wall: Date.now(), node, shard: ctx.shardId, kind: 'stop', reason: ctx.reason }),
+    onStart: (ctx) => void rec.shardEvents.push({ at: performance.now(), wall: Date.now(), node, shard: ctx.shardId, totalShards: ctx.totalShards, maxConcurrency: ctx.maxConcurrency, kind: 'start' }),
+    onStop: (ctx) => void rec.shardEvents.push({ at: performance.now(), wall: Date.now(), node, shard: ctx.shardId, totalShards: ctx.totalShards, maxConcurrency: ctx.maxConcurrency, kind: 'stop', reason: ctx.reason }),
     onEvent: (event) => void rec.agentEvents.push({ at: performance.now(), node, event }),
     ...extra,
   })
