@@ -4,8 +4,11 @@
  * without a usable identity) per peer address; events a valid certificate can cause over and over (speaking
  * for another node, claiming a shard it does not own, a conflicting certificate) per certificate serial.
  * Whatever was held back is written later as one summary line under the same event name, with the count.
+ * Peer addresses are counted as the connection caps count them: IPv6 per /64, so a host rotating through
+ * the addresses of its /64 shares one window (its lines still name the full address; summaries the /64).
  */
 import type { AuditSink } from '../service/audit-sink.js'
+import { addressKey } from '../net/address-key.js'
 import { OVERFLOW_KEY, WindowRateLimiter } from './rate-limiter.js'
 
 /** Events keyed by the peer address (no identity needed to cause them). */
@@ -55,7 +58,8 @@ export class PeerAuditLimiter {
 
   /** Records the event unless this source used up its window for this kind; returns whether it was written. */
   record(event: LimitedEvent, source: string, fields: Record<string, unknown>): boolean {
-    if (!this.limiters.get(event)!.allow(this.now(), source)) return false
+    const key = KEY_FIELD[event] === 'peer' ? addressKey(source) : source
+    if (!this.limiters.get(event)!.allow(this.now(), key)) return false
     this.write(event, { [KEY_FIELD[event]]: source, ...fields })
     return true
   }

@@ -6,6 +6,7 @@
  */
 import type { Server } from 'node:net'
 import type { Socket } from 'node:net'
+import { addressKey } from '../net/address-key.js'
 
 export interface ConnectionLimits {
   readonly perAddress: number
@@ -14,18 +15,6 @@ export interface ConnectionLimits {
 
 /** Why a connection was dropped at accept time. */
 export type ConnectionRefusal = 'max_connections_per_address' | 'max_connections'
-
-/** The key a source address is counted under: IPv4 as is, IPv6 by its /64 prefix. */
-export function addressKey(address: string | undefined): string {
-  if (address === undefined) return 'unknown'
-  if (address.startsWith('::ffff:') && address.includes('.')) return address.slice(7) // IPv4-mapped
-  if (!address.includes(':')) return address
-  const [head = '', tail = ''] = address.split('::', 2)
-  const left = head === '' ? [] : head.split(':')
-  const right = address.includes('::') ? (tail === '' ? [] : tail.split(':')) : []
-  const groups = address.includes('::') ? [...left, ...Array<string>(Math.max(0, 8 - left.length - right.length)).fill('0'), ...right] : left
-  return `${groups.slice(0, 4).map((g) => Number.parseInt(g || '0', 16).toString(16)).join(':')}::/64`
-}
 
 /** Counts open connections per source and drops the excess at accept time. */
 export class ConnectionCaps {

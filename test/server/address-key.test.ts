@@ -1,5 +1,5 @@
 import t from 'tap'
-import { addressKey } from '../../src/server/connection-caps.js'
+import { addressKey } from '../../src/net/address-key.js'
 
 t.test('IPv4 as is, IPv4-mapped unwrapped, IPv6 per /64', async (t) => {
   const cases: Array<[string | undefined, string]> = [
