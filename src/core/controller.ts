@@ -184,7 +184,11 @@ export class Controller {
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
     this.expireStaleNodes(now)
     if (body.generation !== undefined && body.generation > this.gen) {
-      throw new AppError('invalid_request', `generation ${body.generation} is above the controller's current generation ${this.gen}`)
+      throw new AppError(
+        'invalid_request',
+        `generation ${body.generation} is above the controller's current generation ${this.gen}: this node ran a plan this controller does not know ` +
+          '(state_dir restored from an older copy, or lost?); restart its agent without its stored generation once its shards stopped (README "Restoring an older state_dir")',
+      )
     }
     const existing = this.live.get(body.node_id)
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
