@@ -35,7 +35,7 @@ export interface NodeAgentOptions extends ShardCallbacks {
   /** Shards have stopped at least this long before authority ends (ms; default lease/6, at most 5000). */
   readonly stopMarginMs?: number
   /**
-   * The longest one stop may take (ms; default lease/4, at most 30000). A stop still running then is
+   * The longest one stop may take (ms; default lease/6, at most 30000). A stop still running then is
    * abandoned (its signal aborts; the CLI kills the stop command's process group), the shard counts as
    * possibly running and the stop is retried. The fail-safe begins stop timeout + margin before the
    * node's authority ends; a controller lease shorter than twice that halts the agent, starting nothing.
@@ -65,6 +65,20 @@ export const AGENT_DEFAULTS = {
   handoffPollMs: 1000,
   startRetryMs: 60_000,
 } as const
+
+/** The default stop margin for a lease (ms): lease/6, at most 5 s. */
+export function defaultStopMarginMs(leaseMs: number): number {
+  return Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6))
+}
+
+/**
+ * The default stop timeout for a lease (ms): lease/6, at most 30 s. With the default margin the
+ * fail-safe then begins a third of the lease before authority ends: after two check-in intervals
+ * (lease/3 each), so one missed check-in and its retries never stop a shard.
+ */
+export function defaultStopTimeoutMs(leaseMs: number): number {
+  return Math.min(AGENT_DEFAULTS.maxStopTimeoutMs, Math.floor(leaseMs / 6))
+}
 
 /** Why `url` is not a controller base URL (https://host[:port] and nothing else), or null. */
 export function controllerUrlProblem(url: string): string | null {

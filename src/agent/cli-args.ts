@@ -18,7 +18,7 @@ export interface CliArgs {
   readonly onStart: string | null
   readonly onStop: string | null
   readonly clockSkewMs: number
-  /** null: the agent's default (a quarter of the lease, at most 30 s). */
+  /** null: the agent's default (a sixth of the lease, at most 30 s). */
   readonly stopTimeoutMs: number | null
 }
 
@@ -63,7 +63,7 @@ Options:
                          Without it the rollback floor is kept in memory only.
   --on-start CMD         shell command run to start a shard, once its Identify claim is granted
   --on-stop CMD          shell command run to stop a shard; it must exit only once the shard stopped
-  --stop-timeout-ms N    the longest a stop command may run, ${MIN_STOP_TIMEOUT_MS}..${MAX_STOP_TIMEOUT_MS} (default: a quarter of the
+  --stop-timeout-ms N    the longest a stop command may run, ${MIN_STOP_TIMEOUT_MS}..${MAX_STOP_TIMEOUT_MS} (default: a sixth of the
                          controller's lease, at most 30000). When the controller cannot be reached, every
                          shard is stopped this long plus a margin (lease/6, at most 5 s) before the node's
                          authority ends, so that each stop has ENDED before another node may start the

@@ -6,7 +6,7 @@
  */
 import { pino, type Logger } from 'pino'
 import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
-import { AGENT_DEFAULTS, assertValidOptions, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
+import { AGENT_DEFAULTS, assertValidOptions, defaultStopMarginMs, defaultStopTimeoutMs, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
 import type { CheckinBody } from '../core/schemas.js'
 import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
 import { CheckinCadence } from './cadence.js'
@@ -105,7 +105,7 @@ export class NodeAgent {
       nodeId: this.nodeId,
       runner: this.runner,
       scheduler: this.scheduler,
-      stopMarginMs: (leaseMs) => stopMarginMs ?? Math.min(AGENT_DEFAULTS.maxStopMarginMs, Math.floor(leaseMs / 6)),
+      stopMarginMs: (leaseMs) => stopMarginMs ?? defaultStopMarginMs(leaseMs),
       stopTimeoutMs: (leaseMs) => stopTimeoutFor(this.opts, leaseMs),
       leaseTooShort: (detail) => this.haltNow('stop_timeout_too_long', detail),
       startRetryMs: startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
@@ -331,10 +331,10 @@ export class NodeAgent {
   }
 }
 
-/** The stop timeout in force: the option, or a quarter of the lease (at most 30 s) by default. */
+/** The stop timeout in force: the option, or the lease's default (before any lease is known: the longest). */
 function stopTimeoutFor(opts: NodeAgentOptions, leaseMs: number | null): number {
   if (opts.stopTimeoutMs !== undefined) return opts.stopTimeoutMs
-  return leaseMs === null ? AGENT_DEFAULTS.maxStopTimeoutMs : Math.min(AGENT_DEFAULTS.maxStopTimeoutMs, Math.floor(leaseMs / 4))
+  return leaseMs === null ? AGENT_DEFAULTS.maxStopTimeoutMs : defaultStopTimeoutMs(leaseMs)
 }
 
 function maxOrNull(a: number | null, b: number | null): number | null {

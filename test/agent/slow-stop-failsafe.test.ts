@@ -58,7 +58,7 @@ t.test('lease 9 s, a 6 s stop command, a partition: the old stop has ended befor
   const logs = stdout.trim().split('\n').map((l) => JSON.parse(l) as LogLine)
   const stopEnd = logs.find((l) => l.shardId === 0 && (l.event === 'shard_stopped' || l.event === 'shard_stop_failed' || l.event === 'shard_stop_timed_out'))
   t.ok(stopEnd, 'node-a logged the end of its stop of shard 0')
-  t.equal(stopEnd!.event, 'shard_stop_timed_out', 'the 6 s stop ran past the default stop timeout (lease/4) and was killed')
+  t.equal(stopEnd!.event, 'shard_stop_timed_out', 'the 6 s stop ran past the default stop timeout (lease/6) and was killed')
   t.equal(mark('stop-end').length, 0, 'the killed command never reached its end')
   t.comment(`node-a's stop began ${bStart - mark('stop-begin')[0]!} ms and ended ${bStart - stopEnd!.time} ms before node-b started shard 0`)
   t.ok(stopEnd!.time < bStart, "node-a's stop command had ended before node-b started shard 0")

@@ -6,6 +6,7 @@
  * it was given, as an agent running no shard would (each plan is applied at once).
  */
 import type { SecureContext } from 'node:tls'
+import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
 import { sharedNow } from '../shared-clock.js'
 import { RawConnection } from './raw-connection.js'
@@ -27,8 +28,6 @@ export interface MarkOutcome {
   /** The answer came after the moment its agent would have stopped its shards (fail-safe). */
   readonly late: boolean
 }
-
-const STOP_MARGIN_MAX_MS = 5000
 
 /** One simulated node; see the module comment. */
 export class LightNode {
@@ -73,7 +72,8 @@ export class LightNode {
   /** Notes the plan and the fail-safe deadline now (just before the controller is killed). */
   setMark(): void {
     const lease = this.leaseMs ?? 30_000
-    const failSafeAt = (this.lastRenewalSentAt ?? sharedNow()) + lease - Math.min(STOP_MARGIN_MAX_MS, lease / 6)
+    // The agent's own defaults: the fail-safe begins stop timeout + margin before authority ends.
+    const failSafeAt = (this.lastRenewalSentAt ?? sharedNow()) + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
     this.mark = { generation: this.generation, rangeStart: this.rangeStart, rangeCount: this.rangeCount, failSafeAt }
     this.markOutcome = null
   }
