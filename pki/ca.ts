@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises'
 import { buildCertificate, caExtensions, addDays, derToAsn1, wholeSecond } from './cert-builder.js'
 import type { Issuer } from './cert-builder.js'
 import { caSigner } from './ca-signer.js'
-import { children, readElement } from './der.js'
+import { DerError, childrenOf as children, readDer } from '../src/der/der.js'
 import { generateKeyPairInPool, CA_KEY_BITS } from './keys.js'
 import { PKI_FILES, pkiPath } from './layout.js'
 import { newSerial } from './serial.js'
@@ -58,7 +58,16 @@ const OID_SUBJECT_KEY_ID = Buffer.from([0x55, 0x1d, 0x0e]) // 2.5.29.14
 
 /** The subject Name (its exact DER) and the subject key identifier (binary string) of a certificate. */
 function subjectAndKeyId(der: Buffer): { name: Buffer; keyId: string | null } {
-  const tbs = children(children(readElement(der))[0]!)
+  try {
+    return readSubjectAndKeyId(der)
+  } catch (err) {
+    if (err instanceof DerError) throw new PkiError(`the CA certificate's DER does not parse: ${err.message}`)
+    throw err
+  }
+}
+
+function readSubjectAndKeyId(der: Buffer): { name: Buffer; keyId: string | null } {
+  const tbs = children(children(readDer(der))[0]!)
   const first = tbs[0]?.tag === 0xa0 ? 1 : 0 // [0] version, then serial, signature, issuer, validity, subject
   const name = tbs[first + 4]
   if (name === undefined || name.tag !== 0x30) throw new PkiError('the CA certificate has no subject')
@@ -66,7 +75,7 @@ function subjectAndKeyId(der: Buffer): { name: Buffer; keyId: string | null } {
   for (const ext of extensions === undefined ? [] : children(children(extensions)[0]!)) {
     const parts = children(ext)
     if (parts[0]?.content.equals(OID_SUBJECT_KEY_ID) !== true) continue
-    const value = readElement(parts[parts.length - 1]!.content) // extnValue wraps an OCTET STRING
+    const value = readDer(parts[parts.length - 1]!.content) // extnValue wraps exactly one OCTET STRING
     return { name: name.raw, keyId: value.content.toString('binary') }
   }
   return { name: name.raw, keyId: null }

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto'
 import forge from 'node-forge'
 import { signStructure, toPem } from './ca-signer.js'
 import type { CaSigner } from './ca-signer.js'
-import { children, readElement } from './der.js'
+import { childrenOf, readDer } from '../src/der/der.js'
 
 const { asn1 } = forge
 
@@ -66,7 +66,7 @@ export function addDays(date: Date, days: number): Date {
 
 /** RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey BIT STRING (without its unused-bits byte); binary string. */
 export function keyIdentifier(spkiDer: Buffer): string {
-  const bitString = children(readElement(spkiDer))[1]
+  const bitString = childrenOf(readDer(spkiDer))[1]
   if (bitString === undefined || bitString.tag !== 0x03) throw new Error('not a SubjectPublicKeyInfo')
   return createHash('sha1').update(bitString.content.subarray(1)).digest('binary')
 }

@@ -7,8 +7,7 @@ import { createPublicKey, verify } from 'node:crypto'
 import type { KeyObject } from 'node:crypto'
 import forge from 'node-forge'
 import { nameProblem } from '../src/core/names.js'
-import { children, readElement } from './der.js'
-import type { DerElement } from './der.js'
+import { DerError, childrenOf as children, readDer, type DerNode as DerElement } from '../src/der/der.js'
 import { PkiError } from './errors.js'
 
 /** Signature algorithms accepted on a CSR: the key type they need and the hash they use. */
@@ -106,8 +105,8 @@ export function verifyCsr(text: string): VerifiedCsr {
   let parts: DerElement[]
   let info: DerElement[]
   try {
-    const outer = readElement(der)
-    if (outer.tag !== 0x30 || outer.raw.length !== der.length) throw new PkiError('not a DER SEQUENCE')
+    const outer = readDer(der) // exactly one value: trailing bytes are refused
+    if (outer.tag !== 0x30) throw new PkiError('not a DER SEQUENCE')
     parts = children(outer)
     info = parts[0] === undefined ? [] : children(parts[0])
   } catch {
@@ -118,9 +117,16 @@ export function verifyCsr(text: string): VerifiedCsr {
   if (infoEl === undefined || algEl === undefined || sigEl === undefined || sigEl.tag !== 0x03 || subject === undefined || spki === undefined) {
     throw new PkiError('the file is not a valid certificate signing request (unexpected structure)')
   }
-  const key = checkKey(spki)
-  checkSignature(infoEl, algEl, sigEl, key)
-  const name = commonName(subject)
+  let key: ReturnType<typeof checkKey>
+  let name: string
+  try {
+    key = checkKey(spki)
+    checkSignature(infoEl, algEl, sigEl, key)
+    name = commonName(subject)
+  } catch (err) {
+    if (err instanceof DerError) throw new PkiError(`the file is not a valid certificate signing request (${err.message})`)
+    throw err
+  }
   const problem = nameProblem(name)
   if (problem !== null) throw new PkiError(`the CSR's CN is not a valid name: ${problem}`)
   return { name, spkiDer: key.key.export({ type: 'spki', format: 'der' }), keyType: key.keyType, keyDescription: key.keyDescription }

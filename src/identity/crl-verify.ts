@@ -3,7 +3,7 @@
  * a history of signature-forgery bugs).
  */
 import { verify, type X509Certificate } from 'node:crypto'
-import { DerError, TAG, childrenOf, expectTag, readDer, type DerNode } from './crl-der.js'
+import { DerError, TAG, childrenOf, expectTag, readDer, type DerNode } from '../der/der.js'
 import { CrlError } from './crl-error.js'
 import type { ParsedCrl } from './crl.js'
 

@@ -14,7 +14,7 @@ import {
   isTime,
   readDer,
   type DerNode,
-} from './crl-der.js'
+} from '../der/der.js'
 import { CrlError } from './crl-error.js'
 
 export { CrlError, type CrlErrorCode } from './crl-error.js'

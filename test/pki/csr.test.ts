@@ -48,6 +48,20 @@ t.test('the CLI prints the signed certificate on stdout, never a key', async (t)
   t.equal(new X509Certificate(res.stdout).subject, 'CN=op-1\nOU=operator')
 })
 
+const pem = (der: Buffer) => `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`
+
+/** Re-encodes the CSR's signatureAlgorithm SEQUENCE (short length) with a two-byte long-form length. */
+function nonMinimalInner(der: Buffer): Buffer {
+  // outer SEQUENCE: 30 82 LL LL | info SEQUENCE 30 82 .. | algorithm SEQUENCE 30 <short> ...
+  const infoLen = der.readUInt16BE(6)
+  const alg = 4 + 4 + infoLen
+  if (der[alg] !== 0x30 || der[alg + 1]! >= 0x80) throw new Error('unexpected CSR layout')
+  const body = Buffer.concat([der.subarray(4, alg), Buffer.from([0x30, 0x81, der[alg + 1]!]), der.subarray(alg + 2)])
+  const head = Buffer.from([0x30, 0x82, 0, 0])
+  head.writeUInt16BE(body.length, 2)
+  return Buffer.concat([head, body])
+}
+
 t.test('refused CSRs change nothing', async (t) => {
   const good = await readFile(await makeCsr('node-9', '/CN=node-9'), 'utf8')
   const der = Buffer.from(good.replace(/-----[^-]+-----|\s/g, ''), 'base64')
@@ -62,6 +76,9 @@ t.test('refused CSRs change nothing', async (t) => {
     ['Ed25519 key', await readFile(await makeCsr('ed', '/CN=ed-1', ['-newkey', 'ed25519']), 'utf8'), /sign-csr accepts RSA keys of 2048 bits or more and EC keys on P-256 or P-384/],
     ['a certificate', await readFile(join(dir, 'ca.pem'), 'utf8'), /not a PEM certificate signing request/],
     ['garbage', '-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n', /not a valid certificate signing request/],
+    // The one strict DER reader (src/der): a byte after the CSR, or a length in long form that fits in short form.
+    ['a trailing byte', pem(Buffer.concat([Buffer.from(good.replace(/-----[^-]+-----|\s/g, ''), 'base64'), Buffer.from([0])])), /not a valid certificate signing request \(its DER does not parse\)/],
+    ['a non-minimal length', pem(nonMinimalInner(Buffer.from(good.replace(/-----[^-]+-----|\s/g, ''), 'base64'))), /not a valid certificate signing request \(its DER does not parse\)/],
   ]
   for (const [what, csr, message] of cases) {
     const before = await fingerprint(dir)

@@ -1,6 +1,8 @@
 /**
- * A minimal, strict DER reader: just enough ASN.1 to take a CRL (and a certificate's subject) apart.
- * Our own code rather than node-forge's, so nothing here can ever reach forge's verification paths.
+ * The one DER reader of the project, strict (minimal lengths, no indefinite length, no trailing bytes
+ * where one value is expected): just enough ASN.1 to take CRLs, certificates, CSRs and SPKIs apart, in
+ * the controller (src/identity) and in the PKI toolkit (pki/) alike. Our own code rather than
+ * node-forge's, so nothing here can ever reach forge's verification paths.
  */
 
 /** The ASN.1 universal tags this module reads. */
