@@ -36,7 +36,6 @@ const historySchema = z.strictObject({
   command: z.string(),
   detail: z.string(),
 })
-export type HistoryEntry = z.infer<typeof historySchema>
 
 /** zod schema of index.json, used on every read. */
 export const pkiIndexSchema = z.strictObject({

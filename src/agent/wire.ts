@@ -17,9 +17,6 @@ export const checkinReplySchema = z
   })
   .strict()
 
-/** A parsed check-in answer. */
-export type CheckinReply = z.infer<typeof checkinReplySchema>
-
 /** `POST /v1/identify` answer 200: granted, or not yet with the wait. */
 export const identifyReplySchema = z.union([
   z.object({ granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }).strict(),
@@ -31,9 +28,6 @@ export const identifyReplySchema = z.union([
     })
     .strict(),
 ])
-
-/** A parsed Identify answer. */
-export type IdentifyReply = z.infer<typeof identifyReplySchema>
 
 /** Every error answer: `{error, message}`, plus `retry_after_ms` on 429. */
 export const errorReplySchema = z

@@ -33,5 +33,3 @@ export const drainBodySchema = z.object({ draining: z.boolean() }).strict()
 export type CheckinBody = z.infer<typeof checkinBodySchema>
 /** A validated Identify claim body. */
 export type IdentifyBody = z.infer<typeof identifyBodySchema>
-/** A validated drain body. */
-export type DrainBody = z.infer<typeof drainBodySchema>

@@ -21,7 +21,10 @@ export interface Fence {
 /** Why a leader stopped leading. */
 export type StepDownReason = SessionEndReason
 
-/** Callbacks, as client-go's: they run synchronously and must not throw (errors go to `onError`). */
+/**
+ * Callbacks named as client-go's (which runs each on a goroutine of its own). Here they run synchronously
+ * on the event loop, in the order the events happen, and must not throw (errors go to `onError`).
+ */
 export interface LeadershipEvents {
   onStartedLeading?(fence: Fence): void
   /** Answer 503 `unavailable` from here on: this replica may no longer act as leader. */

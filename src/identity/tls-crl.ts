@@ -68,8 +68,9 @@ export function buildSecureContextOptions(m: SecureContextMaterial): SecureConte
     minVersion: 'TLSv1.2',
     ciphers: CIPHERS,
     honorCipherOrder: true,
-    // Renegotiation is a DoS lever and lets a peer change identity mid-connection (TLS 1.2 only).
-    secureOptions: constants.SSL_OP_NO_RENEGOTIATION,
+    // Renegotiation is a DoS lever and lets a peer change identity mid-connection (TLS 1.2 only);
+    // compression leaks secrets through lengths (CRIME).
+    secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
     ticketKeys: m.ticketKeys ?? randomBytes(48),
     sessionIdContext: sessionIdContext(m.ca),
     sessionTimeout: TLS_SESSION_LIFETIME_SECONDS,

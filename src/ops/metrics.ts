@@ -180,7 +180,7 @@ export class ControllerMetrics {
     gauge('pxe_plan_generation', 'Current plan generation (monotonic for the deployment)', (v) => v.figures.generation)
     gauge('pxe_nodes_live', 'Nodes with a live lease', (v) => v.figures.live)
     gauge('pxe_nodes_draining', 'Live nodes set draining by an operator', (v) => v.figures.draining)
-    gauge('pxe_shards_total', 'Total shards of the deployment', () => totalShards)
+    gauge('pxe_shards', 'Shards of the deployment (total_shards)', () => totalShards)
     gauge('pxe_shards_unassigned', 'Shards no live node is assigned', (v) => v.figures.unassigned)
     if (dailyLimit !== null) {
       gauge('pxe_identify_daily_budget_remaining', 'Identify grants left in the rolling 24-hour budget', (v) => v.figures.dailyBudgetRemaining)

@@ -6,7 +6,6 @@
  */
 import https from 'node:https'
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import { constants } from 'node:crypto'
 import type { Socket } from 'node:net'
 import type { TLSSocket } from 'node:tls'
 import type { FastifyServerFactory } from 'fastify'
@@ -67,10 +66,7 @@ export class TlsServer {
   }
 
   private contextOptions(crlPem = this.material.crlPem, ticketKeys = this.deps.ticketKeys.current): https.ServerOptions {
-    return {
-      ...buildSecureContextOptions({ ca: this.material.ca, cert: this.material.cert, key: this.material.key, crlPem, ticketKeys }),
-      secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
-    }
+    return buildSecureContextOptions({ ca: this.material.ca, cert: this.material.cert, key: this.material.key, crlPem, ticketKeys })
   }
 
   /** fastify's serverFactory: builds the HTTPS server with client certificates required. */

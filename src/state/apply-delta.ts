@@ -1,4 +1,4 @@
-/** Applies StateDeltas to a DurableState (replaying a journal, keeping a store's mirror). Pure. */
+/** Applies StateDeltas to a DurableState (the file store replays its journal with it). Pure. */
 import type { DurableState, PersistedHandoff, PersistedNode, StateDelta } from '../core/durable-state.js'
 
 const byteOrder = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0)
