@@ -24,8 +24,8 @@ import { closeGracefully } from './server/graceful-close.js'
 import { Operations } from './ops/operations.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
-import { openFileBackend } from './state/file-backend.js'
-import type { DeltaStateStore } from './state/state-store.js'
+import { openFileBackend } from './backends/file-backend.js'
+import type { StateStore } from './state/state-store.js'
 
 export interface RunningController {
   readonly app: FastifyInstance
@@ -46,7 +46,7 @@ export interface RuntimeOptions {
   /** Period of the CRL file check and of lease expiry (ms). */
   readonly tickMs?: number
   /** Wraps the file state store (fault-injection tests: a store that fails on demand around the real one). */
-  readonly wrapStore?: (store: DeltaStateStore) => DeltaStateStore
+  readonly wrapStore?: (store: StateStore) => StateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
 }
@@ -77,7 +77,7 @@ async function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions)
   if (config.ha !== null) {
     // Loaded only in HA mode: the etcd client (grpc-js inside) costs ~0.4 s of CPU to load, which every
     // start on the file store (and every test process) would otherwise pay for nothing.
-    const { openHaBackend } = await import('./ha/ha-service-host.js')
+    const { openHaBackend } = await import('./backends/ha-backend.js')
     return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
   }
   if (config.stateDir === null) throw new Error('key "state_dir": is required without "ha"') // the config schema says so too

@@ -7,7 +7,7 @@ import { handoffSchema, durableStateSchema, persistedNodeSchema } from './durabl
 import type { DurableState, PersistedNode } from './durable-state.js'
 import { nameSchema } from './names.js'
 import { planFingerprint } from './plan-fingerprint.js'
-import type { ControllerSnapshot } from './types.js'
+import type { SnapshotV1 } from './types.js'
 
 const nonNegativeInt = z.number().int().min(0)
 
@@ -27,7 +27,7 @@ export const controllerSnapshotSchema = z
   .strict()
 
 /** A version-1 snapshot (ranges per node) as the same state in version 2; its plan fingerprint from its ranges. */
-export function fromVersion1(snapshot: ControllerSnapshot): DurableState {
+export function fromVersion1(snapshot: SnapshotV1): DurableState {
   const byId = [...snapshot.nodes].sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0))
   const nodes: PersistedNode[] = byId.map(({ rangeStart: _s, rangeCount: _c, ...node }) => node)
   return {
@@ -52,12 +52,12 @@ export function parseStoredState(value: unknown): { success: true; data: Durable
   const v2 = durableStateSchema.safeParse(value)
   if (v2.success) return { success: true, data: v2.data }
   const v1 = controllerSnapshotSchema.safeParse(value)
-  if (v1.success) return { success: true, data: fromVersion1(v1.data as ControllerSnapshot) }
+  if (v1.success) return { success: true, data: fromVersion1(v1.data as SnapshotV1) }
   return { success: false, error: (value as { version?: unknown })?.version === 1 ? v1.error : v2.error }
 }
 
 
-// Compile-time guard: the schema and the ControllerSnapshot type must not drift apart.
+// Compile-time guard: the schema and the SnapshotV1 type must not drift apart.
 type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
-const snapshotMatches: Same<keyof z.infer<typeof controllerSnapshotSchema>, keyof ControllerSnapshot> = true
+const snapshotMatches: Same<keyof z.infer<typeof controllerSnapshotSchema>, keyof SnapshotV1> = true
 void snapshotMatches

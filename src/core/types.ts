@@ -113,7 +113,7 @@ export type CoreEvent =
  * The version-1 state file body written by earlier releases (ranges stored per node). Read back and
  * converted to a DurableState (core/durable-state-schema.ts); never written any more.
  */
-export interface ControllerSnapshot {
+export interface SnapshotV1 {
   readonly version: 1
   readonly generation: number
   readonly totalShards: number

@@ -1,5 +1,5 @@
 /**
- * The controller's DeltaStateStore on etcd (SPEC "High availability"), for one leadership term: reads
+ * The controller's StateStore on etcd (SPEC "High availability"), for one leadership term: reads
  * the state at one revision, and writes each change as fenced transactions that etcd applies only while
  * this term's election key stands. The key layout is in state-layout.ts, the write order (why a write
  * split over several transactions is safe to interrupt anywhere) in state-writes.ts and README.md.
@@ -8,7 +8,7 @@
  * failed or ambiguous one (`whole`), reads what etcd holds and writes the difference to `full()`.
  */
 import type { DurableState, StateDelta } from '../core/durable-state.js'
-import type { DeltaStateStore } from '../state/state-store.js'
+import type { StateStore } from '../state/state-store.js'
 import type { EtcdClient } from './etcd-api.js'
 import { DEFAULT_ETCD_LIMITS, type EtcdLimits, type WriteOp } from './etcd-limits.js'
 import { fencedWrites } from './fenced-write.js'
@@ -34,7 +34,7 @@ export interface EtcdStateStoreOptions {
 }
 
 /** One term's view of the state in etcd. One write at a time. */
-export class EtcdStateStore implements DeltaStateStore {
+export class EtcdStateStore implements StateStore {
   readonly layout: StateLayout
   private readonly limits: EtcdLimits
   private readonly context: WriteContext

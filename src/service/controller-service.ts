@@ -14,14 +14,14 @@ import type {
   RouteOutcome,
 } from '../core/types.js'
 import type { AuditSink } from './audit-sink.js'
-import type { DeltaStateStore } from '../state/state-store.js'
+import type { StateStore } from '../state/state-store.js'
 import { DurableWriter, type DurableWriterOptions } from './durable-writer.js'
 
 export interface ServiceDeps {
   readonly now: () => number
   readonly audit: AuditSink
   /** Where state changes are made durable, one write at a time. Without it nothing persists. */
-  readonly store?: Pick<DeltaStateStore, 'write'>
+  readonly store?: Pick<StateStore, 'write'>
   /** Failure reporting and retry pacing of the state writes. */
   readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version'>
 }

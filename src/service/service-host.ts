@@ -1,6 +1,6 @@
 /**
  * Where the running controller's ControllerService comes from: one for the life of the process (the file
- * store, here), or one per leadership term (HA, src/ha/ha-service-host.ts). The runtime, the routes and
+ * store, here), or one per leadership term (HA, src/backends/ha-backend.ts). The runtime, the routes and
  * the operations side see only a ServiceHost, never which store is behind it.
  */
 import type { Logger } from 'pino'
@@ -8,7 +8,7 @@ import { Controller } from '../core/controller.js'
 import type { DurableState } from '../core/durable-state.js'
 import type { ControllerSettings } from '../core/types.js'
 import type { ParsedCrl } from '../identity/crl.js'
-import type { DeltaStateStore } from '../state/state-store.js'
+import type { StateStore } from '../state/state-store.js'
 import type { AuditSink } from './audit-sink.js'
 import { ControllerService, type ServiceApi } from './controller-service.js'
 
@@ -60,7 +60,7 @@ const NO_FIGURES: ServiceFigures = { generation: 0, live: 0, draining: 0, unassi
  * Identify bucket counts as granted now, no shard moves; restored nodes whose certificate was revoked
  * meanwhile are removed.
  */
-export function startService(deps: ServiceStartDeps, store: DeltaStateStore, state: DurableState | null): ControllerService {
+export function startService(deps: ServiceStartDeps, store: StateStore, state: DurableState | null): ControllerService {
   const { logger } = deps
   const controller = new Controller(deps.settings, state ? { state, now: deps.now() } : undefined)
   const service = new ControllerService(controller, {
@@ -87,7 +87,7 @@ export class SingleServiceHost implements ServiceHost {
 
   constructor(
     private readonly service: ControllerService,
-    private readonly store: DeltaStateStore,
+    private readonly store: StateStore,
   ) {
     this.api = service
   }

@@ -1,5 +1,5 @@
 /**
- * The embedded state store: a checksummed snapshot (`state.json`, written by FileStateStore: temp file,
+ * The embedded state store: a checksummed snapshot (`state.json`, written by SnapshotFile: temp file,
  * fsync, rename, directory fsync, previous copy kept as `.prev`) plus an append-only journal of the
  * changes since (`state.journal`, see journal-format.ts). A write appends one line and fsyncs it, so its
  * cost follows the size of the change; once the journal outgrows the snapshot it is compacted: the whole
@@ -14,19 +14,19 @@ import { open, readFile, stat, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
 import type { DurableState, StateDelta } from '../core/durable-state.js'
-import type { ControllerSnapshot } from '../core/types.js'
+import type { SnapshotV1 } from '../core/types.js'
 import { durableStateSchema, stateDeltaSchema } from '../core/durable-state-schema.js'
 import { fromVersion1 } from '../core/snapshot-schema.js'
 import { controllerSnapshotSchema } from '../core/snapshot-schema.js'
 import { StateBuilder } from './apply-delta.js'
 import { removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
-import { FileStateStore } from './file-state-store.js'
+import { SnapshotFile } from './snapshot-file.js'
 import { decodeJournalLine, encodeJournalLine, splitJournal } from './journal-format.js'
 import { StateFileError } from './state-file-error.js'
-import type { DeltaStateStore } from './state-store.js'
+import type { StateStore } from './state-store.js'
 
 /** The snapshot file's body: the state and the last journal line it contains, or a version-1 snapshot. */
-type SnapshotBody = (DurableState & { readonly journalSeq: number }) | ControllerSnapshot
+type SnapshotBody = (DurableState & { readonly journalSeq: number }) | SnapshotV1
 const snapshotBodySchema = z.union([
   durableStateSchema.extend({ journalSeq: z.number().int().min(0) }).strict(),
   controllerSnapshotSchema, // version 1, written by earlier releases (no journal)
@@ -37,10 +37,10 @@ export interface JournaledFileStoreOptions {
   readonly minCompactBytes?: number
 }
 
-/** A DeltaStateStore in one directory (created 0700). One store, one process, per directory. */
-export class JournaledFileStore implements DeltaStateStore {
+/** A StateStore in one directory (created 0700). One store, one process, per directory. */
+export class JournaledFileStore implements StateStore {
   readonly journalPath: string
-  private readonly snapshots: FileStateStore<SnapshotBody>
+  private readonly snapshots: SnapshotFile<SnapshotBody>
   private journal: FileHandle | null = null
   private seq = 0
   private journalBytes = 0
@@ -58,7 +58,7 @@ export class JournaledFileStore implements DeltaStateStore {
     private readonly opts: JournaledFileStoreOptions = {},
   ) {
     // The controller validates nothing it produces itself: what is read back is validated in load().
-    this.snapshots = new FileStateStore<SnapshotBody>(dir, snapshotBodySchema, { validateOnSave: false })
+    this.snapshots = new SnapshotFile<SnapshotBody>(dir, snapshotBodySchema, { validateOnSave: false })
     this.journalPath = join(dir, 'state.journal')
   }
 

@@ -1,18 +1,8 @@
-/** Where the controller's durable state lives; the file store is the embedded default. */
+/** Where the controller's durable state lives: the journaled file store (the embedded default) or etcd. */
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 
-/** Loads and saves one snapshot of type T. */
-export interface StateStore<T> {
-  /** The saved snapshot, or null when there is none yet (a first start); throws on a damaged store. */
-  load(): Promise<T | null>
-  /** Replaces the snapshot atomically and durably; concurrent saves coalesce, the latest value wins. */
-  save(value: T): Promise<void>
-  /** Waits for pending saves and releases the store. */
-  close?(): Promise<void>
-}
-
 /** The controller's store: whole state on load, changes on write (file journal or etcd). */
-export interface DeltaStateStore {
+export interface StateStore {
   /** The saved state, or null before the first write; throws on a damaged store (changing nothing). */
   load(): Promise<DurableState | null>
   /**

@@ -5,7 +5,7 @@ import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import { fromVersion1, parseStoredState } from '../../src/core/snapshot-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
-import type { ControllerSnapshot } from '../../src/core/types.js'
+import type { SnapshotV1 } from '../../src/core/types.js'
 import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
 
 const settings = { ...SETTINGS, dailyIdentifyLimit: 1000 }
@@ -96,7 +96,7 @@ t.test('a version-1 state file (ranges per node) restores the same plan and gene
   const now = T0 + 2000
   const state = c.snapshot()
   const byId = new Map(c.plan(now).nodes.map((n) => [n.nodeId, n]))
-  const v1: ControllerSnapshot = {
+  const v1: SnapshotV1 = {
     version: 1,
     generation: state.meta.generation,
     totalShards: state.meta.totalShards,

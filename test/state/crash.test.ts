@@ -11,21 +11,21 @@ import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import t from 'tap'
 import { z } from 'zod'
-import { FileStateStore } from '../../src/state/file-state-store.js'
+import { SnapshotFile } from '../../src/state/snapshot-file.js'
 
 const KILLS = 20
-const BUILT_STORE = fileURLToPath(new URL('../../dist/src/state/file-state-store.js', import.meta.url))
+const BUILT_STORE = fileURLToPath(new URL('../../dist/src/state/snapshot-file.js', import.meta.url))
 const counterSchema = z.object({ counter: z.number().int().positive(), pad: z.string() }).strict()
 
 const CHILD = `
-import { FileStateStore } from '${pathToFileURL(BUILT_STORE).href}'
+import { SnapshotFile } from '${pathToFileURL(BUILT_STORE).href}'
 const [stateDir] = process.argv.slice(2)
 // a hand-written stand-in for the zod schema (zod takes longer to import than a save takes);
 // the parent validates every file it loads with the real zod schema
 const schema = {
   safeParse: (v) => (Number.isSafeInteger(v?.counter) && v.counter > 0 ? { success: true, data: v } : { success: false, error: { issues: [] } }),
 }
-const store = new FileStateStore(stateDir, schema)
+const store = new SnapshotFile(stateDir, schema)
 let counter = (await store.load())?.counter ?? 0
 for (;;) {
   // three overlapping saves: the first is written, the next two coalesce into one write of the third
@@ -78,7 +78,7 @@ t.test(`state survives ${KILLS} kill -9 during saves`, async (t) => {
   for (let i = 0; i < KILLS; i++) {
     const committed = await runAndKill(childPath, stateDir)
     if (readdirSync(stateDir).some((n) => n.includes('.tmp-'))) midWrite++
-    const loaded = await new FileStateStore(stateDir, counterSchema).load()
+    const loaded = await new SnapshotFile(stateDir, counterSchema).load()
     if (loaded === null || loaded.counter < Math.max(committed, observed)) {
       t.fail(`run ${i}: loaded ${loaded?.counter ?? 'nothing'}, committed ${committed}, seen before ${observed}`)
       return
@@ -87,6 +87,6 @@ t.test(`state survives ${KILLS} kill -9 during saves`, async (t) => {
   }
   t.comment(`${midWrite} of ${KILLS} kills left a temp file behind (landed mid-write)`)
   t.pass(`after ${KILLS} kills the state loads with counter ${observed}, never behind a commit`)
-  const prev = await new FileStateStore(stateDir, counterSchema, { fileName: 'state.json.prev' }).load()
+  const prev = await new SnapshotFile(stateDir, counterSchema, { fileName: 'state.json.prev' }).load()
   t.ok(prev !== null && prev.counter <= observed, 'the previous copy is a valid, older state')
 })

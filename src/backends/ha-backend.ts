@@ -17,12 +17,13 @@ import { assertNotRolledBack } from '../identity/crl-startup.js'
 import type { ControllerService, ServiceApi } from '../service/controller-service.js'
 import { noFigures, startService, type ServiceFigures, type ServiceHost, type ServiceStartDeps, type StateBackend } from '../service/service-host.js'
 import { JournaledFileStore } from '../state/journaled-file-store.js'
-import type { EtcdClient } from './etcd-api.js'
-import { connectEtcd } from './etcd-client.js'
-import { EtcdStateStore } from './etcd-state-store.js'
-import type { HaConfig } from './ha-config.js'
-import type { FencedWriteRefused } from './ha-errors.js'
-import { Leadership, sameFence, type Fence, type StepDownReason } from './leader-election.js'
+import { StateFileError } from '../state/state-file-error.js'
+import type { EtcdClient } from '../ha/etcd-api.js'
+import { connectEtcd } from '../ha/etcd-client.js'
+import { EtcdStateStore } from '../ha/etcd-state-store.js'
+import type { HaConfig } from '../ha/ha-config.js'
+import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
+import { Leadership, sameFence, type Fence, type StepDownReason } from '../ha/leader-election.js'
 
 /** What the HA host needs besides what every service needs. */
 export interface HaHostOptions {
@@ -175,7 +176,8 @@ export class HaServiceHost implements ServiceHost {
         const state = await term.store.load()
         return state ?? (await this.options.seed?.()) ?? null
       } catch (err) {
-        if ((err as Error).name === 'EtcdStateError' || (err as Error).name === 'StateFileError') throw err
+        // A damaged state (in etcd, or the file store seeding it) is final: retrying cannot mend it.
+        if (err instanceof EtcdStateError || err instanceof StateFileError) throw err
         this.logThrottled('load', err as Error)
         await sleep(Math.min(100 * 2 ** attempt, 1000))
       }

@@ -2,15 +2,15 @@ import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync }
 import { join } from 'node:path'
 import t from 'tap'
 import type { Test } from 'tap'
-import { FileStateStore } from '../../src/state/file-state-store.js'
+import { SnapshotFile } from '../../src/state/snapshot-file.js'
 import { StateFileError } from '../../src/state/state-file-error.js'
 import { encodeStateFile } from '../../src/state/state-file-format.js'
 import { stateAt, testStateSchema } from './fixtures/test-state.js'
 import type { TestState } from './fixtures/test-state.js'
 import { testDir } from '../support/test-dir.js'
 
-const store = (dir: string, fileName?: string): FileStateStore<TestState> =>
-  new FileStateStore(dir, testStateSchema, fileName === undefined ? {} : { fileName })
+const store = (dir: string, fileName?: string): SnapshotFile<TestState> =>
+  new SnapshotFile(dir, testStateSchema, fileName === undefined ? {} : { fileName })
 
 t.test('round trip, modes, and no state on a first start', async (t) => {
   const dir = join(testDir(t), 'state')

@@ -1,5 +1,6 @@
 /**
- * The embedded StateStore: one checksummed file (see state-file-format.ts) in the state directory.
+ * One checksummed snapshot file (see state-file-format.ts) in the state directory: the journaled file
+ * store keeps its `state.json` in one.
  *
  * save(): write `<file>.tmp-<random>` (0600) and fsync it, keep the current good file as `<file>.prev`,
  * rename the temp file over `<file>`, fsync the directory. A crash at any point leaves either the old
@@ -12,10 +13,19 @@ import type { z } from 'zod'
 import { keepCopy, pathExists, removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
 import { StateFileError } from './state-file-error.js'
 import { decodeStateFile, encodeStateFile } from './state-file-format.js'
-import type { StateStore } from './state-store.js'
 
-/** Options of FileStateStore. */
-export interface FileStateStoreOptions {
+/** Loads and saves one snapshot of type T. */
+export interface SnapshotStore<T> {
+  /** The saved snapshot, or null when there is none yet (a first start); throws on a damaged store. */
+  load(): Promise<T | null>
+  /** Replaces the snapshot atomically and durably; concurrent saves coalesce, the latest value wins. */
+  save(value: T): Promise<void>
+  /** Waits for pending saves and releases the store. */
+  close?(): Promise<void>
+}
+
+/** Options of SnapshotFile. */
+export interface SnapshotFileOptions {
   /** The file name inside the directory (default `state.json`). */
   fileName?: string
   /** Validate values on save too (default true); loads are always validated. */
@@ -27,8 +37,8 @@ interface Waiter {
   reject(err: unknown): void
 }
 
-/** A StateStore keeping one JSON snapshot, validated by `schema`, in `dir` (created 0700 if missing). */
-export class FileStateStore<T> implements StateStore<T> {
+/** A SnapshotStore keeping one JSON snapshot, validated by `schema`, in `dir` (created 0700 if missing). */
+export class SnapshotFile<T> implements SnapshotStore<T> {
   /** The state file. */
   readonly path: string
   /** The previous good copy, kept beside it. */
@@ -44,7 +54,7 @@ export class FileStateStore<T> implements StateStore<T> {
   constructor(
     readonly dir: string,
     private readonly schema: z.ZodType<T>,
-    opts: FileStateStoreOptions = {},
+    opts: SnapshotFileOptions = {},
   ) {
     this.fileName = opts.fileName ?? 'state.json'
     this.validateOnSave = opts.validateOnSave ?? true
