@@ -44,25 +44,25 @@ function worthRecording(event: AgentEvent): boolean {
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts; true when it was aborted. */
-function sleepOrAbort(ms: number, signal: AbortSignal | undefined): Promise<boolean> {
-  if (signal?.aborted) return Promise.resolve(true)
+function sleepOrAbort(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(true)
   return new Promise((resolve) => {
     const done = (aborted: boolean) => {
       clearTimeout(timer)
-      signal?.removeEventListener('abort', onAbort)
+      signal.removeEventListener('abort', onAbort)
       resolve(aborted)
     }
     const onAbort = () => done(true)
     const timer = setTimeout(() => done(false), ms)
-    signal?.addEventListener('abort', onAbort, { once: true })
+    signal.addEventListener('abort', onAbort, { once: true })
   })
 }
 
 /** A slow stop: the session ends after `slowStopMs` or at the agent's abort, and is recorded then. */
 async function slowStop(name: string, ctx: ShardStopContext, running: Map<number, number>): Promise<void> {
   const calledAt = sharedNow()
-  // Written against ShardStopContext.signal (an abort at the agent's stop timeout); absent on agents before it.
-  const aborted = await sleepOrAbort(init!.slowStopMs, (ctx as ShardStopContext & { signal?: AbortSignal }).signal)
+  // ctx.signal aborts at the agent's stop timeout: the simulated gateway client then drops its session at once.
+  const aborted = await sleepOrAbort(init!.slowStopMs, ctx.signal)
   // A stop the agent calls again after an aborted one finds nothing running: nothing to record.
   if (running.get(ctx.shardId) !== ctx.totalShards) return
   running.delete(ctx.shardId)

@@ -78,7 +78,7 @@ export interface OverlapReport {
   readonly revokedOverlaps: RevokedOverlap[]
   /** Per freeze: how long, shards held when it began, ms from the wake to the last of them stopped. */
   readonly pauses: PauseFigures[]
-  /** Per revocation: shards held then, ms from the revocation to the last of them stopped. */
+  /** Per revocation: shards held when `pxe-pki revoke` started, ms from then to the last of them stopped. */
   readonly revocations: RevocationFigures[]
   /** Holding intervals checked. */
   readonly intervals: number
@@ -205,14 +205,15 @@ function wakeTimings(intervals: readonly Interval[], input: OverlapInput, report
 }
 
 function revocationChecks(intervals: readonly Interval[], input: OverlapInput, report: OverlapReport): void {
-  for (const { node, at } of input.revocations) {
+  for (const { node, requestedAt, at } of input.revocations) {
     const mine = intervals.filter((iv) => iv.node === node)
     const deadline = at + CRL_PICKUP_MS + input.leaseMs
     for (const iv of mine) {
       if (iv.start > at + CRL_PICKUP_MS) report.violations.push({ kind: 'revoked_started', detail: `${node} started shard ${iv.shard} ${Math.round(iv.start - at)} ms after its revocation` })
       if (iv.stop > deadline) report.violations.push({ kind: 'revoked_kept_running', detail: `${node} still ran shard ${iv.shard} ${Math.round(iv.stop - at)} ms after its revocation` })
     }
-    const held = mine.filter((iv) => iv.start <= at && iv.stop > at)
-    report.revocations.push({ node, heldShards: held.length, lastStopMs: held.length === 0 ? null : Math.max(...held.map((iv) => iv.stop - at)) })
+    // Held when the CLI started: a plan change while the CLI ran (a second or two) would hide them.
+    const held = mine.filter((iv) => iv.start <= requestedAt && iv.stop > requestedAt)
+    report.revocations.push({ node, heldShards: held.length, lastStopMs: held.length === 0 ? null : Math.max(...held.map((iv) => iv.stop - requestedAt)) })
   }
 }

@@ -1,6 +1,6 @@
 /**
  * Carries out the churn schedule against the real processes, one action after another, and notes on the
- * shared timeline what it did (freezes, revocations, restarts) for the checks.
+ * shared timeline what it did (freezes, revocations, restarts, reshards, partitions) for the checks.
  */
 import { join } from 'node:path'
 import type { Freeze, Revocation } from './check-overlaps.js'
@@ -27,6 +27,30 @@ export interface RestartNote {
   readonly changedRenewals: number
 }
 
+/** One reshard restart: the controller stopped and started again with another total_shards. */
+export interface ReshardNote {
+  readonly signal: 'SIGKILL' | 'SIGTERM'
+  readonly stoppedAt: number
+  readonly listeningAt: number
+  readonly fromShards: number
+  readonly toShards: number
+  /** total_shards of the plan read just after the start (toShards when the controller took the new config). */
+  readonly planTotalShards: number
+  readonly generationBefore: number
+  readonly generationAfter: number
+  /** Nodes expected to take the new plan (live, not frozen, not partitioned). */
+  readonly expected: readonly string[]
+  /** ms from listening until every expected node had accepted the new generation (null: not within two leases). */
+  readonly allOnNewPlanMs: number | null
+}
+
+/** One partition: the node's agent cut off the controller from `from` to `to`. */
+export interface PartitionNote {
+  readonly node: string
+  readonly from: number
+  readonly to: number
+}
+
 /** A revocation as the orchestrator saw the controller take it. */
 export interface RevocationNote {
   readonly node: string
@@ -45,6 +69,8 @@ export interface ChurnDeps {
   readonly pkiDir: string
   readonly bundles: string
   readonly nodes: readonly NodeSpec[]
+  /** total_shards at the start of the run. */
+  readonly totalShards: number
   readonly ledger: FleetLedger
   readonly leaseMs: number
   readonly violations: Violation[]
@@ -75,13 +101,21 @@ export class ChurnRunner {
   readonly revocations: Revocation[] = []
   readonly revocationNotes: RevocationNote[] = []
   readonly restarts: RestartNote[] = []
+  readonly reshards: ReshardNote[] = []
+  /** Nodes cut off the controller now, and every partition once healed. */
+  readonly cut = new Set<string>()
+  readonly partitions: PartitionNote[] = []
   readonly done = new Map<ChurnEvent['kind'], number>()
+  /** The controller's total_shards now (a reshard changes it). */
+  totalShards: number
   private readonly thaws: Promise<void>[] = []
+  private readonly heals: Promise<void>[] = []
   private readonly spec: Map<string, NodeSpec>
 
   constructor(private readonly deps: ChurnDeps) {
     this.spec = new Map(deps.nodes.map((n) => [n.name, n]))
     for (const n of deps.nodes) this.fate.set(n.name, 'idle')
+    this.totalShards = deps.totalShards
   }
 
   /** Starts one node's agent. */
@@ -121,6 +155,13 @@ export class ChurnRunner {
       case 'revoke':
         await this.revoke(event.node)
         break
+      case 'reshard':
+        await this.reshard(event)
+        break
+      case 'partition':
+        await this.untilRunning(event.node)
+        await this.partition(event.node, event.forMs)
+        break
     }
     this.done.set(event.kind, (this.done.get(event.kind) ?? 0) + 1)
   }
@@ -147,7 +188,7 @@ export class ChurnRunner {
     this.revocationNotes.push({ node, droppedAfterMs: dropped ? sharedNow() - at : null })
   }
 
-  /** Waits for every frozen process to be woken. */
+  /** Waits for every frozen process to be woken and every partition healed. */
   async allThawed(): Promise<void> {
     await Promise.all(this.thaws)
   }
@@ -185,13 +226,68 @@ export class ChurnRunner {
   }
 
   /**
+   * Cuts the node's agent off the controller (its worker's proxy forwards nothing) for `forMs`, without
+   * waiting for the heal. Its process runs on: the agent's fail-safe stops its shards (slowly) while
+   * the controller expires the node and hands them on.
+   */
+  private async partition(node: string, forMs: number): Promise<void> {
+    const process = this.spec.get(node)!.process
+    const from = sharedNow()
+    await this.deps.pool.partition(process)
+    this.cut.add(node)
+    const healed = sleep(forMs).then(async () => {
+      await this.deps.pool.heal(process)
+      this.partitions.push({ node, from, to: sharedNow() })
+      this.cut.delete(node)
+    })
+    this.thaws.push(healed)
+    this.heals.push(healed)
+  }
+
+  /** Live nodes that can answer the controller now (not frozen, not cut off). */
+  private reachable(): string[] {
+    return this.expectedLive().map((n) => n.name).filter((n) => !this.frozen.has(n) && !this.cut.has(n))
+  }
+
+  /**
+   * The controller stopped (kill -9 or SIGTERM), down `downMs`, and started on the same port and state
+   * with another total_shards: every shard number now means other guilds, so the controller raises a
+   * reshard barrier (no Identify until every restored node reported the new generation). Begins once
+   * every partition has healed; complete once
+   * every reachable live node has accepted the new generation (or two leases passed). No restart_moved
+   * check: a reshard moves everything by design; the guild-coverage check judges it.
+   */
+  private async reshard(event: Extract<ChurnEvent, { kind: 'reshard' }>): Promise<void> {
+    // After any partition: its node's shards are then handed on under one count, as its figures assume.
+    await Promise.all(this.heals)
+    const before = await this.deps.operator.plan()
+    const expected = this.reachable()
+    const stoppedAt = sharedNow()
+    if (event.signal === 'SIGKILL') await this.deps.controller.kill9()
+    else await this.deps.controller.stop()
+    await sleep(event.downMs)
+    await this.deps.controller.start([], { total_shards: event.totalShards })
+    const listeningAt = sharedNow()
+    const after = await this.deps.operator.plan()
+    const fromShards = this.totalShards
+    this.totalShards = event.totalShards
+    const onNew = (n: string) => (this.deps.ledger.plans.get(n)?.generation ?? -Infinity) >= after.generation
+    const all = await waitFor(() => expected.every(onNew), 2 * this.deps.leaseMs)
+    this.reshards.push({
+      signal: event.signal, stoppedAt, listeningAt, fromShards, toShards: event.totalShards, planTotalShards: after.total_shards,
+      generationBefore: before.generation, generationAfter: after.generation, expected, allOnNewPlanMs: all ? sharedNow() - listeningAt : null,
+    })
+    this.deps.log(`controller stopped (${event.signal}) and listening again with ${after.total_shards} shards (was ${fromShards}) after ${Math.round(listeningAt - stoppedAt)} ms`)
+  }
+
+  /**
    * kill -9, a pause of `downMs`, a start on the same port and state. Complete once every live node has
    * renewed (or a lease passed): the plans read just before the kill and just after the start must be
    * the same, and so must every node's first renewal (SPEC "Running": a restart moves no shard).
    */
   private async restart(downMs: number): Promise<void> {
     const before = await this.deps.operator.plan()
-    const expected = this.expectedLive().map((n) => n.name).filter((n) => !this.frozen.has(n))
+    const expected = this.reachable()
     const killedAt = sharedNow()
     await this.deps.controller.kill9()
     await sleep(downMs)

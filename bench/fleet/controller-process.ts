@@ -1,7 +1,8 @@
 /**
  * The controller under test, as production runs it: `node dist/src/main.js --config FILE` in a child
- * process, killed with SIGKILL and started again on the same port and state. Its stdout (pino lines)
- * goes to a log file in the run folder.
+ * process, killed with SIGKILL (or stopped with SIGTERM) and started again on the same port and state,
+ * possibly with another config (a reshard restart). Its stdout (pino lines) goes to a log file in the
+ * run folder.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream, type WriteStream } from 'node:fs'
@@ -36,10 +37,17 @@ export class ControllerChild {
   private log: WriteStream
   private portInUse: number | null = null
   private told = false
+  private config: Record<string, unknown>
   private readonly unregister = onInterrupt(() => this.child?.kill('SIGKILL'))
 
   constructor(private readonly opts: ControllerChildOptions) {
     this.log = createWriteStream(opts.logPath, { flags: 'a' })
+    this.config = opts.config
+  }
+
+  /** The config of the last start (overrides included). */
+  get currentConfig(): Readonly<Record<string, unknown>> {
+    return this.config
   }
 
   /** The port it listens on (after the first start). */
@@ -53,10 +61,15 @@ export class ControllerChild {
     return this.child?.pid ?? null
   }
 
-  /** Starts it (on the port of the first start, if any), with extra node flags for this start; resolves once it listens. */
-  async start(extraNodeArgs: readonly string[] = []): Promise<void> {
-    const listen = { ...(this.opts.config.listen as object), ...(this.portInUse === null ? {} : { port: this.portInUse }) }
-    await writeFile(this.opts.configPath, JSON.stringify({ ...this.opts.config, listen }, null, 2), { mode: 0o600 })
+  /**
+   * Starts it (on the port of the first start, if any), with extra node flags for this start, and
+   * config overrides that stay for the later starts too (a reshard's total_shards must survive the
+   * next plain restart); resolves once it listens.
+   */
+  async start(extraNodeArgs: readonly string[] = [], overrides: Readonly<Record<string, unknown>> = {}): Promise<void> {
+    this.config = { ...this.config, ...overrides }
+    const listen = { ...(this.config.listen as object), ...(this.portInUse === null ? {} : { port: this.portInUse }) }
+    await writeFile(this.opts.configPath, JSON.stringify({ ...this.config, listen }, null, 2), { mode: 0o600 })
     const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), ...extraNodeArgs, CONTROLLER_MAIN, '--config', this.opts.configPath], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LOG_LEVEL: 'info' },

@@ -1,6 +1,7 @@
 /** The flags of `npm run fleet`, validated with zod; every derived default is computed here. */
 import { parseArgs } from 'node:util'
 import { z } from 'zod'
+import { defaultStopTimeoutMs } from '../../src/agent/agent-options.js'
 
 /** Everything a fleet run is made of (see README.md for what each flag does). */
 export interface FleetOptions {
@@ -18,6 +19,10 @@ export interface FleetOptions {
   readonly perProcess: number
   readonly settleTimeoutS: number
   readonly wakeGraceMs: number
+  /** total_shards a reshard restart switches to (the next one switches back, and so on). */
+  readonly reshardTo: number
+  /** How long the partitioned node's stop callbacks take (unless its agent aborts them sooner). */
+  readonly slowStopMs: number
   readonly json: string | null
   readonly keep: boolean
   readonly progress: boolean
@@ -31,6 +36,8 @@ export interface ChurnCounts {
   readonly pauses: number
   readonly restarts: number
   readonly revocations: number
+  readonly reshards: number
+  readonly partitions: number
 }
 
 /** A bad flag; the CLI prints it and exits 2. */
@@ -52,13 +59,17 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
   --identify-interval-ms   controller identify_interval_ms, >= 5000 (5100)
   --capacity c             every node's capacity (a seeded mix of ceil(S / N) and one more)
   --daily-limit n          controller daily_identify_limit (10 x S)
-  --joins --leaves --drains --pauses --restarts --revocations n
-                           churn events of each kind (N/20, N/20, 2, 1, 1, 1)
-  --per-process n          agents per worker process (250); each paused agent has its own process
+  --joins --leaves --drains --pauses --restarts --revocations --reshards --partitions n
+                           churn events of each kind (N/20, N/20, 2, 1, 1, 1, 0, 1)
+  --reshard-to S2          total_shards of a reshard restart, a multiple of M; the next one goes back
+                           to S (2 x S)
+  --slow-stop-ms ms        stop callbacks of a partitioned node take this long, or end when the agent
+                           aborts them (3/4 of the agent's default stop timeout, lease/6 at most 30 s)
+  --per-process n          agents per worker process (250); each paused or partitioned agent has its own
   --settle-timeout s       how long the fleet may take to converge after the churn (derived)
   --wake-grace-ms ms       time a woken agent has to stop shards it lost while frozen (500)
   --json FILE              also write the summary as JSON
-  --keep                   keep the run folder (PKI, state, logs) for inspection
+  --keep                   keep the run folder (PKI, state, logs, every record in records.jsonl)
   --no-progress            no progress line on stderr
   -h, --help               this text`
 
@@ -81,6 +92,10 @@ const flagsSchema = z
     pauses: count(20).default(1),
     restarts: count(100).default(1),
     revocations: count(1000).default(1),
+    reshards: count(100).default(0),
+    partitions: count(20).default(1),
+    'reshard-to': z.coerce.number().int().min(1).max(65_536).optional(),
+    'slow-stop-ms': z.coerce.number().int().min(0).max(600_000).optional(),
     'per-process': z.coerce.number().int().min(1).max(5000).default(250),
     'settle-timeout': z.coerce.number().min(1).max(86_400).optional(),
     'wake-grace-ms': z.coerce.number().int().min(0).max(60_000).default(500),
@@ -90,7 +105,7 @@ const flagsSchema = z
   })
   .strict()
 
-const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
 
 /** Parses argv (without node and script); null means --help was asked for. Throws UsageError. */
 export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
@@ -128,12 +143,21 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     pauses: f.pauses,
     restarts: f.restarts,
     revocations: f.revocations,
+    reshards: f.reshards,
+    partitions: f.partitions,
   }
-  // Joins start late, and leaves, revocations and pauses each need a node of their own; two stay steady.
-  const reserved = churn.joins + churn.leaves + churn.revocations + churn.pauses
-  if (reserved > nodes - 2) throw new UsageError(`joins + leaves + revocations + pauses (${reserved}) must leave at least 2 of the ${nodes} nodes untouched`)
-  const perBucket = Math.ceil(f.shards / f['max-concurrency'])
+  // Joins start late, and leaves, revocations, pauses and partitions each need a node of their own; two stay steady.
+  const reserved = churn.joins + churn.leaves + churn.revocations + churn.pauses + churn.partitions
+  if (reserved > nodes - 2) throw new UsageError(`joins + leaves + revocations + pauses + partitions (${reserved}) must leave at least 2 of the ${nodes} nodes untouched`)
+  const mc = f['max-concurrency']
+  // Doubling, as a growing bot does (the capacities are made for the larger count); halving at the limit.
+  const reshardTo = f['reshard-to'] ?? (2 * f.shards <= 65_536 ? 2 * f.shards : f.shards / 2)
+  if (reshardTo === f.shards) throw new UsageError(`--reshard-to (${reshardTo}) must differ from --shards`)
+  if (mc > 1 && reshardTo % mc !== 0) throw new UsageError(`--reshard-to (${reshardTo}) must be a multiple of --max-concurrency (${mc}), as Discord requires`)
+  // 3/4 of the agent's default stop timeout: slow, yet within it (--slow-stop-ms above it makes the agent abort).
+  const slowStopMs = f['slow-stop-ms'] ?? Math.round(0.75 * defaultStopTimeoutMs(f.lease * 1000))
   // A cold start needs one Identify interval per shard of a bucket; then leases for the stragglers.
+  const perBucket = Math.ceil((f.reshards > 0 ? Math.max(f.shards, reshardTo) : f.shards) / mc)
   const settle = f['settle-timeout'] ?? Math.max(60, Math.ceil((perBucket * f['identify-interval-ms'] * 1.5) / 1000 + 2 * f.lease))
   return {
     nodes,
@@ -149,6 +173,8 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     perProcess: f['per-process'],
     settleTimeoutS: settle,
     wakeGraceMs: f['wake-grace-ms'],
+    reshardTo,
+    slowStopMs,
     json: f.json ?? null,
     keep: f.keep,
     progress: !f['no-progress'],

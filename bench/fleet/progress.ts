@@ -7,6 +7,7 @@ export interface ProgressSource {
   readonly ledger: FleetLedger
   readonly churn: ChurnRunner
   readonly startedAt: number
+  /** total_shards now (a reshard changes it). */
   readonly shards: number
   readonly events: number
   phase(): string
@@ -31,6 +32,7 @@ export function progressLine(src: ProgressSource, now: number): string {
     `grants ${ledger.grants.length}`,
     `starts ${ledger.counter('starts')}`,
     churn.frozen.size > 0 ? `frozen ${churn.frozen.size}` : '',
+    churn.cut.size > 0 ? `cut off ${churn.cut.size}` : '',
     src.controllerUp() ? 'controller up' : 'CONTROLLER DOWN',
   ]
     .filter(Boolean)

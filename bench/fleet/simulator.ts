@@ -3,7 +3,7 @@
  * the real NodeAgent, the seeded churn, a settle phase, then the checks over the one timeline.
  */
 import { rmSync } from 'node:fs'
-import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { mapChunked } from './chunked.js'
@@ -12,6 +12,7 @@ import { checkGrants, readAuditGrants } from './check-grants.js'
 import { checkOverlaps } from './check-overlaps.js'
 import { ControllerChild } from './controller-process.js'
 import { judgeConvergence } from './convergence.js'
+import { partitionFigures, reshardFigures } from './event-figures.js'
 import { controllerFiles, makeFleetPki, type FleetPki } from './fleet-pki.js'
 import { onInterrupt } from './interrupt.js'
 import { FleetLedger } from './ledger.js'
@@ -92,11 +93,13 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
     })
     await controller.start()
     pool = new WorkerPool(scenario.processes, (records) => ledger.add(records), (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
-    await pool.init({ controllers: [`https://127.0.0.1:${controller.port}`], ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs })
+    // A partitioned node's process puts a proxy in front of the controller and has slow stop callbacks.
+    const extras = new Map(scenario.partitionProcesses.map((p) => [p, { slowStopMs: opts.slowStopMs, partitionable: true }]))
+    await pool.init({ controllers: [`https://127.0.0.1:${controller.port}`], ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs }, extras)
     const c = controller
     const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => c.port)
     const churn = new ChurnRunner({
-      pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
+      pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
     const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, pool, operator, churn, phase: 'joining' }
     return await simulate(run)
@@ -113,7 +116,7 @@ async function simulate(run: Run): Promise<FleetSummary> {
   const { opts, scenario, churn, out } = run
   const startedAt = sharedNow()
   const ticker = setInterval(() => {
-    if (opts.progress) out.progress(progressLine({ ledger: run.ledger, churn, startedAt, shards: opts.shards, events: scenario.events.length, phase: () => run.phase, controllerUp: () => run.controller.pid !== null }, sharedNow()))
+    if (opts.progress) out.progress(progressLine({ ledger: run.ledger, churn, startedAt, shards: churn.totalShards, events: scenario.events.length, phase: () => run.phase, controllerUp: () => run.controller.pid !== null }, sharedNow()))
   }, 1000)
   try {
     await mapChunked(scenario.nodes.filter((n) => n.initial), 100, (n) => churn.startNode(n.name))
@@ -130,6 +133,8 @@ async function simulate(run: Run): Promise<FleetSummary> {
     await run.pool.shutdown()
     const endT = sharedNow()
     await run.controller.stop()
+    // Every record, one JSON line each, for a look at what the checks judged (the folder is kept anyway).
+    if (opts.keep) await writeFile(join(run.root, 'records.jsonl'), run.ledger.records.map((r) => JSON.stringify(r)).join('\n') + '\n')
     return await summarize(run, startedAt, endT, convergedAt === null ? null : (convergedAt - churnEnd) / 1000)
   } finally {
     clearInterval(ticker)
@@ -173,6 +178,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
     seed: opts.seed,
     nodes: opts.nodes,
     shards: opts.shards,
+    shardsAtEnd: churn.totalShards,
     maxConcurrency: opts.maxConcurrency,
     leaseSeconds: opts.leaseS,
     workerProcesses: run.scenario.processes,
@@ -183,6 +189,8 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
     moves: moves.moves,
     handoffGapMs: { p50: percentile(moves.handoffGapsMs, 50), max: percentile(moves.handoffGapsMs, 100) },
     restarts: restartFigures(ledger.records, churn.restarts, leaseMs, new Set(churn.expectedLive().map((n) => n.name))),
+    reshards: reshardFigures(ledger.records, churn.reshards, endT),
+    partitions: partitionFigures(ledger.records, churn.partitions, endT),
     pauses: overlaps.pauses,
     revocations: overlaps.revocations.map((r) => ({ ...r, droppedAfterMs: churn.revocationNotes.find((n) => n.node === r.node)?.droppedAfterMs ?? null })),
     revokedOverlaps: { count: revokedMs.length, maxMs: revokedMs.length === 0 ? null : Math.max(...revokedMs) },

@@ -1,5 +1,6 @@
 /** The end-of-run summary: one JSON-able object, and the table printed from it. */
 import type { PauseFigures, RevocationFigures } from './check-overlaps.js'
+import type { PartitionFigures, ReshardFigures } from './event-figures.js'
 import type { RestartFigures } from './metrics.js'
 import { VIOLATION_KINDS, type Violation, type ViolationKind } from './violations.js'
 
@@ -8,6 +9,8 @@ export interface FleetSummary {
   readonly seed: number
   readonly nodes: number
   readonly shards: number
+  /** total_shards at the end (after any reshard restarts). */
+  readonly shardsAtEnd: number
   readonly maxConcurrency: number
   readonly leaseSeconds: number
   readonly workerProcesses: number
@@ -19,6 +22,8 @@ export interface FleetSummary {
   readonly moves: number
   readonly handoffGapMs: { readonly p50: number | null; readonly max: number | null }
   readonly restarts: readonly RestartFigures[]
+  readonly reshards: readonly ReshardFigures[]
+  readonly partitions: readonly PartitionFigures[]
   readonly pauses: readonly PauseFigures[]
   readonly revocations: readonly (RevocationFigures & { readonly droppedAfterMs: number | null })[]
   readonly revokedOverlaps: { readonly count: number; readonly maxMs: number | null }
@@ -45,7 +50,7 @@ export function formatSummary(s: FleetSummary): string[] {
   const c = (name: string) => s.counts[name] ?? 0
   const total = Object.values(s.violationsByKind).reduce((a, b) => a + b, 0)
   const lines = [
-    `fleet summary (seed ${s.seed}): ${s.nodes} nodes, ${s.shards} shards, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s, ${s.workerProcesses} agent processes, ${s.runSeconds.toFixed(1)} s`,
+    `fleet summary (seed ${s.seed}): ${s.nodes} nodes, ${s.shards} shards${s.shardsAtEnd === s.shards ? '' : ` (${s.shardsAtEnd} at the end)`}, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s, ${s.workerProcesses} agent processes, ${s.runSeconds.toFixed(1)} s`,
     row('churn done', Object.entries(s.churn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'),
     row('records (starts / stops / plans)', `${c('records')} (${c('starts')} / ${c('stops')} / ${c('plans_accepted')})`),
     row('shard moves', `${s.moves} (handoff stop → start p50 ${ms(s.handoffGapMs.p50)}, max ${ms(s.handoffGapMs.max)})`),
@@ -54,9 +59,12 @@ export function formatSummary(s: FleetSummary): string[] {
     row('claims waiting', `bucket_busy ${c('claim:bucket_busy')}, handoff_pending ${c('claim:handoff_pending')}, daily_limit ${c('claim:daily_limit')}, not_owner ${c('claim:not_owner')}, failed ${c('claim:failed')}`),
     row('check-ins failed (429)', `${c('checkin:failed')} (${c('checkin:429')})`),
     row('fail-safe stops (lease_expiring)', c('stop:lease_expiring')),
+    row('reshard stops / stop timeouts', `${c('stop:reshard')} / ${c('shard_stop_timed_out')} (stops aborted ${c('stops_aborted')})`),
     ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
+    ...s.reshards.map((r, i) => row(`reshard ${i + 1} (${r.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'}, ${r.fromShards} → ${r.toShards})`, `down ${ms(r.downMs)}, plan at ${r.planTotalShards} shards, every node on it after ${ms(r.allOnNewPlanMs)}; ${r.oldSessions} old sessions, the last stopped ${ms(r.lastOldStopMs)} after the start, the first new one started after ${ms(r.firstNewStartMs)}`)),
+    ...s.partitions.map((p, i) => row(`partition ${i + 1} (${p.node}, ${ms(p.cutMs)})`, `held ${p.heldShards} shards, the last stopped ${ms(p.lastStopMs)} after the cut (slowest stop ${ms(p.slowestStopMs)}, ${p.abortedStops} aborted); ${p.handedOn} started elsewhere during it, closest stop → start ${ms(p.minHandoffGapMs)}`)),
     ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
-    ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards, the last stopped after ${ms(r.lastStopMs)}`)),
+    ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards as the CLI started, the last stopped ${ms(r.lastStopMs)} after that`)),
     row('overlaps after a revocation', `${s.revokedOverlaps.count} (allowed by SPEC "Handoff safety"; longest ${ms(s.revokedOverlaps.maxMs)})`),
     row('converged', s.convergedAfterS === null ? 'NO' : `${s.convergedAfterS.toFixed(1)} s after the churn`),
     `  violations: ${total}`,

@@ -88,7 +88,7 @@ t.test('a revoked node: overlaps after the revocation are reported apart; it mus
   const after = checkOverlaps(input([start(0, 'a', 1), start(900, 'b', 1), stop(1000, 'a', 1)], { revocations }))
   t.same(after.violations, [])
   t.equal(after.revokedOverlaps.length, 1)
-  t.same(after.revocations, [{ node: 'a', heldShards: 1, lastStopMs: 500 }])
+  t.same(after.revocations, [{ node: 'a', heldShards: 1, lastStopMs: 600 }])
   const before = checkOverlaps(input([start(0, 'b', 1), start(100, 'a', 1), stop(1000, 'b', 1), stop(1000, 'a', 1)], { revocations }))
   t.same(kinds(before.violations), ['overlap'], 'an overlap that began before the revocation is a violation')
   const kept = checkOverlaps(input([start(0, 'a', 1), stop(20_000, 'a', 1)], { revocations }))

@@ -1,6 +1,8 @@
 // The fleet simulator at CI size: 50 real agents against a real controller child process, with joins,
-// leaves, a drain, a pause longer than a lease, a kill -9 and restart of the controller and a revocation.
-// It must find no violation, and the churn must really have happened. About 45 s.
+// leaves, a drain, a pause longer than a lease, a kill -9 and restart of the controller, a revocation,
+// a slow-stop partition longer than a lease and, at the end, a reshard restart (64 → 32 shards). It must find no
+// violation (no guild served by two sessions, each judged by its own shard count, among them), and the
+// churn must really have happened. About 55 s.
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync, readFileSync } from 'node:fs'
@@ -20,16 +22,18 @@ function runFleet(args: string[]): Promise<{ code: number | null; stdout: string
   return new Promise((resolve) => child.once('exit', (code) => resolve({ code, stdout, stderr })))
 }
 
-t.test('50 nodes, 64 shards, 20 s of churn: no violation', async (t) => {
+t.test('50 nodes, 64 → 32 shards, 20 s of churn: no violation', async (t) => {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run "npm run build" (npm test does it first)`)
   const json = join(testDir(t), 'summary.json')
   const args = ['--nodes', '50', '--shards', '64', '--max-concurrency', '16', '--duration', '20', '--lease', '8', '--seed', '20261201']
-  const churn = ['--joins', '3', '--leaves', '3', '--drains', '1', '--pauses', '1', '--restarts', '1', '--revocations', '1']
-  const { code, stdout, stderr } = await runFleet([...args, ...churn, '--json', json, '--no-progress'])
+  const churn = ['--joins', '3', '--leaves', '3', '--drains', '1', '--pauses', '1', '--restarts', '1', '--revocations', '1', '--reshards', '1', '--partitions', '1']
+  // Halved: the cold start after the reshard is 2 shards a bucket, where doubling would need 8 (40 s).
+  const reshard = ['--reshard-to', '32']
+  const { code, stdout, stderr } = await runFleet([...args, ...churn, ...reshard, '--json', json, '--no-progress'])
   t.equal(code, 0, `the simulator exits 0\n${stdout}\n${stderr.slice(-4000)}`)
   const summary = JSON.parse(readFileSync(json, 'utf8')) as FleetSummary
   t.same(Object.values(summary.violationsByKind).filter((n) => n > 0), [], 'no violation of any kind')
-  t.match(summary.churn, { restart: 1, revoke: 1, pause: 1, join: 3, leave: 3, drain: 2 }, 'every churn event was carried out')
+  t.match(summary.churn, { restart: 1, revoke: 1, pause: 1, join: 3, leave: 3, drain: 2, reshard: 1, partition: 1 }, 'every churn event was carried out')
   t.equal(summary.restarts[0]!.moved, 0, 'the restart moved no shard')
   t.equal(summary.restarts[0]!.changedRenewals, 0, 'every node renewed with its plan of before the kill')
   t.not(summary.restarts[0]!.allRenewedMs, null, 'every live node renewed after the restart')
@@ -39,7 +43,16 @@ t.test('50 nodes, 64 shards, 20 s of churn: no violation', async (t) => {
   const revocation = summary.revocations[0]!
   t.not(revocation.droppedAfterMs, null, 'the controller dropped the revoked node')
   t.ok(revocation.heldShards > 0 && revocation.lastStopMs !== null, 'the revoked node ran shards and stopped them')
+  const resharded = summary.reshards[0]!
+  t.match(resharded, { fromShards: 64, toShards: 32, planTotalShards: 32 }, 'the controller took the new total_shards')
+  t.equal(summary.shardsAtEnd, 32, 'and kept it')
+  t.not(resharded.allOnNewPlanMs, null, 'every reachable node accepted the new plan')
+  t.ok(resharded.oldSessions > 0 && resharded.firstNewStartMs !== null, 'sessions of 64 ran at the restart, and sessions of 32 started after it')
+  const partition = summary.partitions[0]!
+  t.ok(partition.cutMs > 8000 && partition.heldShards > 0, 'the partitioned node ran shards and was cut off longer than the lease')
+  t.ok(partition.slowestStopMs !== null && partition.slowestStopMs >= 900, 'its stops were slow')
+  t.ok(partition.handedOn > 0, 'another node started one of its shards during the partition (after its slow stop: no overlap)')
   t.not(summary.convergedAfterS, null, 'the fleet converged')
-  t.ok(summary.grants.audited >= 64, 'every shard was started at least once')
+  t.ok(summary.grants.audited >= 64, 'every shard of 64 was started at least once')
   t.ok(summary.moves > 0, 'the churn moved shards')
 })
