@@ -1,6 +1,7 @@
 /**
- * Starts a controller from a validated Config: files → CRL, plan keys, audit log, state → core →
- * mTLS app → listen, plus the CRL watcher and the lease timer. Used by main.ts and by the e2e tests.
+ * Starts a controller from a validated Config: material (TLS files, CRL, plan keys) → state backend →
+ * audit log and ops → the service → mTLS transport → listen → CRL watcher and lease timer. Used by
+ * main.ts and by the e2e tests.
  */
 import { readFile } from 'node:fs/promises'
 import { X509Certificate } from 'node:crypto'
@@ -25,6 +26,7 @@ import { Operations } from './ops/operations.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
 import { openFileBackend } from './backends/file-backend.js'
+import { CloserStack } from './closer-stack.js'
 import type { StateStore } from './state/state-store.js'
 
 export interface RunningController {
@@ -84,9 +86,18 @@ async function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions)
   return openFileBackend(config.stateDir, crl, config.tls.crl, opts.wrapStore)
 }
 
-/** Starts the controller and returns once it listens. */
-export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
-  const { logger } = opts
+/** The files a controller serves with, read and checked before anything is opened. */
+interface Material {
+  readonly caPem: string
+  readonly certPem: string
+  readonly keyPem: string
+  readonly ca: X509Certificate
+  readonly crl: ParsedCrl
+  readonly signer: PlanSigner
+}
+
+/** Reads the TLS files, the CRL (verified under the CA) and the plan keys; refuses loose private keys. */
+async function loadMaterial(config: Config): Promise<Material> {
   // Here, not only in loadConfig: every start (the development default included) passes through.
   await assertPrivateKeyFile(config.tls.key, 'tls.key')
   await assertPrivateKeyFile(config.planKeys, 'plan_keys')
@@ -98,37 +109,61 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
   ])
   const ca = new X509Certificate(caPem)
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
-  const signer = new PlanSigner(await loadPlanKeys(config.planKeys))
+  return { caPem, certPem, keyPem, ca, crl, signer: new PlanSigner(await loadPlanKeys(config.planKeys)) }
+}
+
+/** What the stop reports in its audit line, filled in by the closers as they run. */
+interface StopReport {
+  started: boolean
+  generation: number | null
+  connectionsCut: number
+}
+
+/**
+ * Starts the controller and returns once it listens. A composition root, in the order things are built:
+ * material → state backend → audit and ops → the service → the transport (TLS server, app) → listen →
+ * timers. Each part pushes its closer as it is built, so a failed start releases what it had built and
+ * stop() releases everything in reverse order.
+ */
+export async function startController(config: Config, opts: RuntimeOptions = {}): Promise<RunningController> {
+  const closers = new CloserStack()
+  try {
+    return await buildController(config, opts, closers)
+  } catch (err) {
+    await closers.closeAll().catch(() => undefined) // the start's own error is the one to report
+    throw err
+  }
+}
+
+async function buildController(config: Config, opts: RuntimeOptions, closers: CloserStack): Promise<RunningController> {
+  const { logger } = opts
+  const tickMs = opts.tickMs ?? 1000
+  const material = await loadMaterial(config)
   // A damaged state file or journal, or a CRL older than the last one in force, stops the start here,
   // before anything is written; so does an unreadable etcd client certificate or key.
-  const backend = await openBackend(config, crl, opts)
+  const backend = await openBackend(config, material.crl, opts)
+
+  const report: StopReport = { started: false, generation: null, connectionsCut: 0 }
+  const ops = new Operations(config.settings)
+  closers.push('the ops endpoint', () => ops.close())
+  const audit = await AuditLog.open(config.auditLog)
+  closers.push('the audit log', async () => {
+    if (report.started) audit.record('controller_stop', { controller_id: config.controllerId, generation: report.generation, connections_cut: report.connectionsCut })
+    await audit.close()
+  })
   // Sessions from before a restart resume (unless the CRL changed meanwhile): no full-handshake storm.
   // HA: state_dir is never written, and a session made with one replica's keys cannot resume on another
   // replica anyway, so each replica draws its own keys and keeps them in memory.
-  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: crl.pem, logger })
-  const audit = await AuditLog.open(config.auditLog)
-  const ops = new Operations(config.settings)
+  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: material.crl.pem, logger })
+  closers.push('the ticket keys', () => ticketKeys.close())
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
   const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS, (event, fields) =>
     logger?.warn(fields, `refused: ${event}`),
   )
-
-  // The TLS server is made below: the watcher only calls into it after start().
-  const crls = new CrlEnforcement(crl, {
-    path: config.tls.crl,
-    ca,
-    intervalMs: opts.tickMs ?? 1000,
-    audit,
-    logger,
-    installTls: (pem) => tls.updateCrl(pem),
-    dropRevoked: (isRevoked) => ({
-      closedConnections: tls.closeConnections((p) => isRevoked(p.serial)),
-      removedNodes: host.current()?.removeRevoked(isRevoked) ?? [],
-    }),
-    recordCrlNumber: (crlNumber) => host.current()?.recordCrlNumber(crlNumber), // persisted with the state
-  })
+  const crls = new CrlEnforcement(material.crl, { path: config.tls.crl, ca: material.ca, intervalMs: tickMs, audit, logger })
   const isRevoked = crls.isRevoked
+
   // Serving starts here (HA: campaigning); restored nodes whose certificate was revoked meanwhile are removed.
   const host = backend.start({
     settings: config.settings,
@@ -139,6 +174,11 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     crlInForce: () => crls.inForce,
     timeStateWrite: (write) => ops.metrics.timeStateWrite(write),
   })
+  const generation = () => host.current()?.figures().generation ?? null
+  closers.push('the state', async () => {
+    report.generation = generation()
+    await host.stop() // the last state write; HA: steps down
+  })
 
   const authDeps = {
     isRevoked,
@@ -148,7 +188,7 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
     onRateLimited: (role: Role) => ops.metrics.rateLimited(role),
   }
-  const tls: TlsServer = new TlsServer({ ca: caPem, cert: certPem, key: keyPem, crlPem: crl.pem }, {
+  const tls = new TlsServer({ ca: material.caPem, cert: material.certPem, key: material.keyPem, crlPem: material.crl.pem }, {
     logger,
     ticketKeys,
     peerAudit,
@@ -156,47 +196,49 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     onUnmetExpectation: expectationHandler(authDeps),
     onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
   })
-  const app = await buildApp({
-    ...authDeps,
-    service: host.api,
-    signer,
-    controllerId: config.controllerId,
-    logger,
-    serverFactory: tls.factory,
-  })
+  const app = await buildApp({ ...authDeps, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
 
   // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
   // ready (and pxe_is_leader 1) only while it leads with its state loaded.
   const isLeader = () => host.isLeader()
-  try {
-    await ops.start(config.ops, { service: host, tls, app, crl: () => crls.inForce, serverCertPem: certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
-    await app.listen({
-      host: config.listen.host,
-      port: config.listen.port,
-      // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
-      listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
-    })
-  } catch (err) {
-    await ops.close()
-    await host.stop().catch(() => undefined) // HA: stop campaigning; nothing else runs yet
-    await audit.close()
-    throw err
-  }
-  crls.start()
+  await ops.start(config.ops, { service: host, tls, app, crl: () => crls.inForce, serverCertPem: material.certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
+  await app.listen({
+    host: config.listen.host,
+    port: config.listen.port,
+    // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
+    listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
+  })
+  closers.push('the mTLS listener', async () => {
+    tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
+    report.connectionsCut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => tls.openConnections)
+    if (report.connectionsCut > 0) logger?.warn({ connections: report.connectionsCut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
+    peerAudit.flushSuppressed(true) // what open windows held back is still reported
+  })
+
+  crls.start({
+    installTls: (pem) => tls.updateCrl(pem),
+    dropRevoked: (revoked) => ({
+      closedConnections: tls.closeConnections((p) => revoked(p.serial)),
+      removedNodes: host.current()?.removeRevoked(revoked) ?? [],
+    }),
+    recordCrlNumber: (crlNumber) => host.current()?.recordCrlNumber(crlNumber), // persisted with the state
+  })
+  closers.push('the CRL watcher', () => crls.stop())
   ticketKeys.startTimer((keys) => tls.installTicketKeys(keys))
-  const crlWarning = startupCrlWarning(crl, Date.now())
+  const crlWarning = startupCrlWarning(material.crl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
     host.current()?.expireStaleNodes()
     peerAudit.flushSuppressed()
-  }, opts.tickMs ?? 1000)
+  }, tickMs)
   tick.unref()
+  closers.push('the lease timer', () => clearInterval(tick))
+  closers.push('readiness', () => ops.markStopping()) // first at a stop: /readyz answers 503 from then on
+
   const address = app.server.address()
   const port = typeof address === 'object' && address ? address.port : config.listen.port
-  const generation = () => host.current()?.figures().generation ?? null
   audit.record('controller_start', { controller_id: config.controllerId, host: config.listen.host, port, generation: generation(), restored: backend.restored, ha: config.ha !== null })
-
-  let stopped = false
+  report.started = true
   return {
     app,
     port,
@@ -208,22 +250,6 @@ export async function startController(config: Config, opts: RuntimeOptions = {})
     },
     tls,
     opsPort: ops.port,
-    async stop() {
-      if (stopped) return
-      stopped = true
-      ops.markStopping()
-      crls.stop()
-      clearInterval(tick)
-      tls.destroyUnverified() // sockets still in (or stuck before) their handshake: app.close() cannot see them
-      const cut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => tls.openConnections)
-      if (cut > 0) logger?.warn({ connections: cut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
-      peerAudit.flushSuppressed(true) // what open windows held back is still reported
-      const last = generation()
-      await host.stop() // the last state write; HA: steps down
-      await ticketKeys.close()
-      audit.record('controller_stop', { controller_id: config.controllerId, generation: last, connections_cut: cut })
-      await audit.close()
-      await ops.close()
-    },
+    stop: () => closers.closeAll(),
   }
 }

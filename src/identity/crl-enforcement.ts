@@ -11,7 +11,7 @@ import { CrlWatcher, type CrlRefusalDetails, type CrlRefusalReason } from './crl
 /** The audit events this file writes. */
 type CrlAuditEvent = 'crl_loaded' | 'crl_refused' | 'crl_pending' | 'crl_expiring'
 
-/** What the CRL side needs of the rest of the controller. */
+/** What the CRL side needs to read and judge CRLs (built before anything it acts on). */
 export interface CrlEnforcementDeps {
   readonly path: string
   readonly ca: X509Certificate
@@ -19,6 +19,10 @@ export interface CrlEnforcementDeps {
   readonly intervalMs: number
   readonly audit: { record(event: CrlAuditEvent, fields: Record<string, unknown>): void }
   readonly logger?: Logger | undefined
+}
+
+/** What a new CRL acts on: given at start(), once the TLS server and the service exist. */
+export interface CrlTargets {
   /** Puts the CRL into the TLS context for new handshakes; throws when it cannot (nothing changed then). */
   installTls(pem: string): void
   /** Closes open connections and removes live nodes whose certificate is now revoked. */
@@ -33,6 +37,7 @@ const numberOf = (crl: { crlNumber?: bigint | null }) => crl.crlNumber?.toString
 export class CrlEnforcement {
   private crl: ParsedCrl
   private readonly watcher: CrlWatcher
+  private targets: CrlTargets | null = null
 
   /** True when the (normalised) serial is revoked by the CRL in force; checked on every request. */
   readonly isRevoked = (serial: string): boolean => this.crl.revokedSerials.has(serial)
@@ -63,9 +68,10 @@ export class CrlEnforcement {
     return this.watcher.pendingCrl
   }
 
-  /** Records the CRL in force in the state and starts watching the file. */
-  start(): void {
-    if (this.crl.crlNumber !== null) this.deps.recordCrlNumber(this.crl.crlNumber)
+  /** Records the CRL in force in the state and starts watching the file; new CRLs act on `targets`. */
+  start(targets: CrlTargets): void {
+    this.targets = targets
+    if (this.crl.crlNumber !== null) targets.recordCrlNumber(this.crl.crlNumber)
     this.watcher.start(this.crl)
   }
 
@@ -76,12 +82,13 @@ export class CrlEnforcement {
 
   /** TLS first: if it throws, the watcher refuses the CRL and nothing else has changed. */
   private install(next: ParsedCrl): void {
-    this.deps.installTls(next.pem)
+    const targets = this.targets! // the watcher runs only after start()
+    targets.installTls(next.pem)
     this.crl = next
     let dropped = { closedConnections: 0, removedNodes: [] as readonly string[] }
     try {
-      if (next.crlNumber !== null) this.deps.recordCrlNumber(next.crlNumber)
-      dropped = this.deps.dropRevoked(this.isRevoked)
+      if (next.crlNumber !== null) targets.recordCrlNumber(next.crlNumber)
+      dropped = targets.dropRevoked(this.isRevoked)
     } catch (err) {
       // The CRL is in force already (handshakes and every request check it); report, do not refuse.
       this.deps.logger?.error({ err: (err as Error).message }, 'CRL installed, but acting on it failed')

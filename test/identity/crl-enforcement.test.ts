@@ -32,6 +32,9 @@ t.test('a CRL the TLS context refuses changes nothing; the next one is installed
     ca: ca.cert,
     intervalMs: 100,
     audit: { record: (event, fields) => audit.push({ event, fields }) },
+  })
+  t.teardown(() => crls.stop())
+  crls.start({
     installTls: (pem) => {
       if (failInstall) throw new Error('setSecureContext failed')
       installed.push(pem)
@@ -39,8 +42,6 @@ t.test('a CRL the TLS context refuses changes nothing; the next one is installed
     dropRevoked: (isRevoked) => ({ closedConnections: isRevoked(serial) ? 1 : 0, removedNodes: isRevoked(serial) ? ['node-1'] : [] }),
     recordCrlNumber: (n) => recorded.push(n),
   })
-  t.teardown(() => crls.stop())
-  crls.start()
   t.same(recorded, [1n], 'start records the CRL in force')
 
   writeFileSync(path, second)
