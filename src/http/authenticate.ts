@@ -1,7 +1,10 @@
 /**
- * One onRequest hook: the TLS peer becomes a principal (cached per socket), is re-checked on every
- * request against the live revocation set and its validity period, then the policy table decides.
+ * One onRequest hook: the connection's peer becomes a principal through the identity seam (by default
+ * the TLS client certificate, cached per socket), is re-checked on every request against the live
+ * revocation set and its validity period, then the policy table decides. The early answers
+ * (early-answers.ts) authenticate through the same function.
  */
+import type { Socket } from 'node:net'
 import type { TLSSocket } from 'node:tls'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { AppError } from '../errors.js'
@@ -27,7 +30,22 @@ export function routePatternOf(request: FastifyRequest): string | undefined {
   return request.routePattern === null ? request.routeOptions.url : request.routePattern
 }
 
+/** Who the peer of a connection is (the identity seam); a failure is answered 401 and audited. */
+export type Identify = (socket: Socket) => Principal | IdentityFailure
+
+/** The default identity: the TLS client certificate the handshake verified under our CA. */
+export const tlsPeerIdentity: Identify = (socket) => {
+  const tls = socket as TLSSocket
+  if (typeof tls.getPeerCertificate !== 'function') return { reason: 'not a TLS connection' }
+  return principalOfSocket(tls)
+}
+
 export interface AuthDeps {
+  /**
+   * The identity seam (default: `tlsPeerIdentity`). Only tests replace it, to drive the routes with
+   * `app.inject`; revocation and validity are still checked here on whatever it returns.
+   */
+  readonly identify?: Identify
   readonly isRevoked: (serial: string) => boolean
   readonly wallClock: () => number
   readonly audit: AuditSink
@@ -50,9 +68,8 @@ export function rateLimited(retryAfterMs: number): AppError {
 }
 
 /** Resolves the caller of a request, or why it gets no service. */
-export function authenticateSocket(socket: TLSSocket, deps: AuthDeps): Principal | IdentityFailure {
-  if (typeof socket.getPeerCertificate !== 'function') return { reason: 'not a TLS connection' }
-  const found = principalOfSocket(socket)
+export function authenticateSocket(socket: Socket, deps: AuthDeps): Principal | IdentityFailure {
+  const found = (deps.identify ?? tlsPeerIdentity)(socket)
   if (!isPrincipal(found)) return found
   if (deps.isRevoked(found.serial)) return { reason: 'the certificate is revoked' }
   const now = deps.wallClock()
@@ -70,7 +87,7 @@ export function installAuth(app: FastifyInstance, deps: AuthDeps): void {
   app.addHook('onRequest', (request, reply, done) => {
     const pattern = request.routeOptions.url
     request.routePattern = pattern
-    const socket = request.raw.socket as TLSSocket
+    const socket = request.raw.socket
     const who = authenticateSocket(socket, deps)
     if (!isPrincipal(who)) {
       const peer = socket.remoteAddress ?? 'unknown'

@@ -5,7 +5,7 @@
  * unauthenticated client gets 401 before any routing answer (so the router's answers tell it nothing).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http'
-import type { TLSSocket } from 'node:tls'
+import type { Socket } from 'node:net'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { AppError } from '../errors.js'
 import { isPrincipal } from '../identity/principal.js'
@@ -13,7 +13,7 @@ import { authenticateSocket, rateLimited, type AuthDeps } from './authenticate.j
 import { securityHeaders } from './security-headers.js'
 
 /** The refusal for a socket's caller: 401 without an identity, 429 over its rate, else null. */
-function callerRefusal(socket: TLSSocket, deps: AuthDeps, what: string): AppError | null {
+function callerRefusal(socket: Socket, deps: AuthDeps, what: string): AppError | null {
   const who = authenticateSocket(socket, deps)
   if (!isPrincipal(who)) {
     deps.peerAudit.record('unauthenticated', socket.remoteAddress ?? 'unknown', { reason: who.reason, request: what })
@@ -45,7 +45,7 @@ export function frameworkErrorHandler(deps: AuthDeps) {
   return (error: Error & { code?: string }, request: FastifyRequest, reply: FastifyReply): void => {
     const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH'
     const refusal =
-      callerRefusal(request.raw.socket as TLSSocket, deps, tooLong ? 'over-long path parameter' : 'malformed URL') ??
+      callerRefusal(request.raw.socket, deps, tooLong ? 'over-long path parameter' : 'malformed URL') ??
       (tooLong
         ? new AppError('uri_too_long', 'a path parameter is longer than any valid value')
         : new AppError('invalid_request', 'the URL is malformed (bad percent-encoding)'))
@@ -57,7 +57,7 @@ export function frameworkErrorHandler(deps: AuthDeps) {
 export function expectationHandler(deps: AuthDeps) {
   return (req: IncomingMessage, res: ServerResponse): void => {
     const refusal =
-      callerRefusal(req.socket as TLSSocket, deps, 'unsupported Expect header') ??
+      callerRefusal(req.socket, deps, 'unsupported Expect header') ??
       new AppError('expectation_failed', 'only "Expect: 100-continue" is supported')
     writeRaw(res, refusal)
   }

@@ -1,0 +1,109 @@
+// Routes, the policy table and the error shape through app.inject (no TLS): every endpoint for each
+// role, every refusal in the SPEC's {error, message} shape with nothing changed, and the served answers
+// (a signed plan that verifies under the JWKS, a grant, a route, the operator's plan and drain).
+import t, { type Test } from 'tap'
+import { compactVerify, createLocalJWKSet, decodeProtectedHeader } from 'jose'
+import { ENDPOINT_ROLES } from '../../src/identity/policy.js'
+import { injectedApp } from './inject-app.js'
+
+const checkin = (node: string, extra: Record<string, unknown> = {}) => ({
+  node_id: node, capacity: 16, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...extra,
+})
+const json = { 'content-type': 'application/json' }
+const errorShape = (t: Test, res: { statusCode: number; json(): unknown }, status: number, code: string) => {
+  t.equal(res.statusCode, status, `${code}: status ${status}`)
+  const body = res.json() as Record<string, unknown>
+  t.equal(body.error, code)
+  t.type(body.message, 'string')
+  t.notMatch(String(body.message), /FST_|at .*\.js|\/work\//, 'no framework code, stack or path')
+}
+
+t.test('the policy table, route by route and role by role; no identity is 401 before anything', async (t) => {
+  const s = await injectedApp(t)
+  s.principal('10.0.0.1', 'node-a', 'node')
+  s.principal('10.0.0.2', 'alice', 'operator')
+  const requests: Record<string, { method: 'GET' | 'POST'; url: string; body?: unknown }> = {
+    'POST /v1/checkin': { method: 'POST', url: '/v1/checkin', body: checkin('node-a') },
+    'POST /v1/identify': { method: 'POST', url: '/v1/identify', body: { node_id: 'node-a', shard_id: 0 } },
+    'GET /v1/route/:guild_id': { method: 'GET', url: '/v1/route/0' },
+    'GET /v1/keys': { method: 'GET', url: '/v1/keys' },
+    'GET /v1/plan': { method: 'GET', url: '/v1/plan' },
+    'POST /v1/nodes/:node_id/drain': { method: 'POST', url: '/v1/nodes/node-b/drain', body: { draining: false } },
+  }
+  t.same(Object.keys(requests).sort(), Object.keys(ENDPOINT_ROLES).sort(), 'every endpoint of the table is tried')
+  for (const [endpoint, r] of Object.entries(requests)) {
+    for (const [address, role] of [['10.0.0.1', 'node'], ['10.0.0.2', 'operator']] as const) {
+      const res = await s.from(address, { method: r.method, url: r.url, ...(r.body ? { payload: r.body as object, headers: json } : {}) })
+      if (ENDPOINT_ROLES[endpoint]!.includes(role)) t.not(res.statusCode, 403, `${role} may call ${endpoint} (${res.statusCode} ${res.body.slice(0, 80)})`)
+      else errorShape(t, res, 403, 'forbidden')
+    }
+    errorShape(t, await s.from('10.9.9.9', { method: r.method, url: r.url }), 401, 'unauthenticated')
+  }
+  errorShape(t, await s.from('10.0.0.2', { method: 'GET', url: '/v1/nothing' }), 404, 'not_found')
+  errorShape(t, await s.from('10.9.9.9', { method: 'GET', url: '/v1/nothing' }), 401, 'unauthenticated')
+  t.ok(s.audit.some((l) => l.event === 'unauthenticated' && l.fields.source === '10.9.9.9'), 'refusals without identity are audited per peer')
+})
+
+t.test('a revoked or expired principal is refused on every request, whatever the seam said', async (t) => {
+  const s = await injectedApp(t)
+  const op = s.principal('10.0.0.2', 'alice', 'operator')
+  t.equal((await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).statusCode, 200)
+  s.revoked.add(op.serial)
+  errorShape(t, await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' }), 401, 'unauthenticated')
+  s.principal('10.0.0.3', 'bob', 'operator', { notAfter: Date.UTC(2026, 10, 30) })
+  errorShape(t, await s.from('10.0.0.3', { method: 'GET', url: '/v1/plan' }), 401, 'unauthenticated')
+})
+
+t.test('bad check-ins: 400, 403, 413, 415, each in the error shape and changing nothing', async (t) => {
+  const s = await injectedApp(t)
+  s.principal('10.0.0.1', 'node-a', 'node')
+  s.principal('10.0.0.2', 'alice', 'operator')
+  const plan = async () => (await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).json() as { generation: number; nodes: unknown[] }
+  const before = await plan()
+  const post = (payload: unknown, headers: Record<string, string> = json) => s.from('10.0.0.1', { method: 'POST', url: '/v1/checkin', payload: payload as string, headers })
+  errorShape(t, await post(checkin('node-a', { extra: 1 })), 400, 'invalid_request')
+  errorShape(t, await post(checkin('node-a', { capacity: 1.5 })), 400, 'invalid_request')
+  errorShape(t, await post(checkin('node-b', { capacity: '16' })), 400, 'invalid_request') // malformed before identity
+  errorShape(t, await post('{"node_id":', json), 400, 'invalid_request')
+  errorShape(t, await post(checkin('node-a', { generation: 5 })), 400, 'invalid_request')
+  errorShape(t, await post(checkin('node-b')), 403, 'identity_mismatch')
+  errorShape(t, await post('node_id=node-a', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type')
+  errorShape(t, await post(JSON.stringify({ ...checkin('node-a'), pad: 'x'.repeat(5000) })), 413, 'payload_too_large')
+  t.same(await plan(), before, 'the plan did not change')
+  t.ok(s.audit.some((l) => l.event === 'identity_mismatch'), 'the mismatch was audited')
+})
+
+t.test('served: a signed plan that verifies under the JWKS, a grant, a route, the plan and a drain', async (t) => {
+  const s = await injectedApp(t)
+  s.principal('10.0.0.1', 'node-a', 'node')
+  s.principal('10.0.0.2', 'alice', 'operator')
+  const res = await s.from('10.0.0.1', { method: 'POST', url: '/v1/checkin', payload: checkin('node-a'), headers: json })
+  t.equal(res.statusCode, 200)
+  const answer = res.json() as { generation: number; assigned: number[]; range_count: number; plan_jws: string }
+  t.equal(answer.range_count, 16)
+  t.same(decodeProtectedHeader(answer.plan_jws).typ, 'pxe-plan+jwt')
+  const verified = await compactVerify(answer.plan_jws, createLocalJWKSet(s.jwks as Parameters<typeof createLocalJWKSet>[0]))
+  const claims = JSON.parse(new TextDecoder().decode(verified.payload)) as Record<string, unknown>
+  t.match(claims, { iss: 'inject-controller', sub: 'node-a', generation: answer.generation, range_count: 16 })
+  const grant = await s.from('10.0.0.1', { method: 'POST', url: '/v1/identify', payload: { node_id: 'node-a', shard_id: 3 }, headers: json })
+  t.match(grant.json(), { granted: true, shard_id: 3, bucket: 3 })
+  errorShape(t, await s.from('10.0.0.1', { method: 'POST', url: '/v1/identify', payload: { node_id: 'node-a', shard_id: 40 }, headers: json }), 403, 'not_owner')
+  t.same((await s.from('10.0.0.1', { method: 'GET', url: `/v1/route/${(3n << 22n).toString()}` })).json(), { guild_id: (3n << 22n).toString(), shard_id: 3, node_id: 'node-a', generation: answer.generation })
+  errorShape(t, await s.from('10.0.0.1', { method: 'GET', url: '/v1/route/012' }), 400, 'invalid_request')
+  const drained = await s.from('10.0.0.2', { method: 'POST', url: '/v1/nodes/node-a/drain', payload: { draining: true }, headers: json })
+  t.match(drained.json(), { node_id: 'node-a', draining: true })
+  t.ok(s.audit.some((l) => l.event === 'drain_set' && l.fields.operator === 'alice'), 'the drain is audited with the operator')
+  const plan = (await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).json() as { nodes: { node_id: string; draining: boolean; range_count: number }[] }
+  t.match(plan.nodes, [{ node_id: 'node-a', draining: true, range_count: 0 }])
+})
+
+t.test('over its rate, a principal gets 429 with retry_after_ms and Retry-After, and nothing happens', async (t) => {
+  const s = await injectedApp(t, {}, { perSecond: 1, burst: 2 })
+  s.principal('10.0.0.2', 'alice', 'operator')
+  for (let i = 0; i < 2; i++) t.equal((await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).statusCode, 200)
+  const limited = await s.from('10.0.0.2', { method: 'POST', url: '/v1/nodes/node-a/drain', payload: { draining: true }, headers: json })
+  errorShape(t, limited, 429, 'rate_limited')
+  t.ok(Number(limited.headers['retry-after']) >= 1)
+  t.ok((limited.json() as { retry_after_ms: number }).retry_after_ms > 0)
+  t.notOk(s.audit.some((l) => l.event === 'drain_set'), 'the limited drain did not happen')
+})
