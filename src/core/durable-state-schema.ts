@@ -85,7 +85,8 @@ export const stateDeltaSchema = z
   .strict()
 
 // Compile-time guards: the schemas and the types must not drift apart.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
+/** True when A and B are the same type (compile-time guards that a schema and its type did not drift). */
+export type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
 const stateMatches: Same<keyof z.infer<typeof durableStateSchema>, keyof DurableState> = true
 const deltaMatches: Same<keyof z.infer<typeof stateDeltaSchema>, keyof StateDelta> = true
 const nodeMatches: Same<keyof z.infer<typeof persistedNodeSchema>, keyof PersistedNode> = true

@@ -3,7 +3,7 @@
  * its conversion to the current DurableState. Read back on the first start after an upgrade; never written.
  */
 import { z } from 'zod'
-import { handoffSchema, durableStateSchema, persistedNodeSchema } from './durable-state-schema.js'
+import { handoffSchema, durableStateSchema, persistedNodeSchema, type Same } from './durable-state-schema.js'
 import type { DurableState, PersistedNode } from './durable-state.js'
 import { nameSchema } from './names.js'
 import { planFingerprint } from './plan-fingerprint.js'
@@ -58,6 +58,5 @@ export function parseStoredState(value: unknown): { success: true; data: Durable
 
 
 // Compile-time guard: the schema and the SnapshotV1 type must not drift apart.
-type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false
 const snapshotMatches: Same<keyof z.infer<typeof controllerSnapshotSchema>, keyof SnapshotV1> = true
 void snapshotMatches

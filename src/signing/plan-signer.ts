@@ -25,17 +25,15 @@ export interface PlanClaims {
 
 export const PLAN_JWS_TYPE = 'pxe-plan+jwt'
 
-/** Holds the signing key and the encoded protected header of the key in force. */
+/**
+ * Holds the signing key and the encoded protected header of the key in force. A plan-key rotation is
+ * a restart with the rotated plan-keys.json: plans signed before stay valid under the JWKS it publishes.
+ */
 export class PlanSigner {
-  private keys!: PlanKeys
-  private headerSegment = ''
+  private readonly keys: PlanKeys
+  private readonly headerSegment: string
 
   constructor(keys: PlanKeys) {
-    this.rotate(keys)
-  }
-
-  /** Puts another key in force (a plan-key rotation); plans signed before stay valid under the JWKS. */
-  rotate(keys: PlanKeys): void {
     if (keys.privateKey.asymmetricKeyType !== 'ed25519') throw new TypeError('plan keys must be Ed25519')
     this.keys = keys
     this.headerSegment = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: PLAN_JWS_TYPE, kid: keys.kid })).toString('base64url')
@@ -49,11 +47,6 @@ export class PlanSigner {
   /** The kid of the key in force. */
   get kid(): string {
     return this.keys.kid
-  }
-
-  /** Signs the claims and returns the compact serialization. */
-  sign(claims: PlanClaims): string {
-    return this.signPayload(JSON.stringify(claims))
   }
 
   /** Signs a payload already serialized as JSON (the hot path serializes the claims once for both uses). */

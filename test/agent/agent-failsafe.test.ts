@@ -57,7 +57,7 @@ t.test('a replayed plan and a forged plan are refused; the last accepted plan st
   const forger = new PlanSigner({ ...(await parsePlanKeys({ current: attacker.kid, keys: [attacker] }, 'attacker')), kid: idB.pinnedKeys.kids[0]! })
   const plain = { generation: 9, total_shards: 8, assigned: [0, 1, 2, 3, 4, 5, 6, 7], range_start: 0, range_count: 8, lease_seconds: 6, max_concurrency: 8 }
   const iat = Math.floor(Date.now() / 1000)
-  const forged = { ...plain, plan_jws: await forger.sign({ iss: 'test-controller', sub: 'node-b', iat, exp: iat + 6, ...plain }) }
+  const forged = { ...plain, plan_jws: forger.signPayload(JSON.stringify({ iss: 'test-controller', sub: 'node-b', iat, exp: iat + 6, ...plain })) }
   const fake = await fakeController(pki, (cn) => ({ status: 200, body: cn === 'node-a' ? captured.json : forged }))
   t.teardown(() => fake.close())
 

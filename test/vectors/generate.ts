@@ -53,7 +53,7 @@ function signRaw(key: Key, header: Record<string, unknown>, payload: unknown): P
 
 /** Signs the way the controller does (its own PlanSigner). */
 function signPlan(key: Key, claims: PlanClaims): Promise<string> {
-  return Promise.resolve(new PlanSigner({ kid: key.kid, privateKey: key.privateKey, jwks }).sign(claims))
+  return Promise.resolve(new PlanSigner({ kid: key.kid, privateKey: key.privateKey, jwks }).signPayload(JSON.stringify(claims)))
 }
 
 const header = (key: Key) => ({ typ: PLAN_JWS_TYPE, kid: key.kid })
