@@ -12,7 +12,7 @@
  *   client is refused either way, and the newer list of revocations is the better one to hold.
  */
 import type { X509Certificate } from 'node:crypto'
-import { CrlError, parseCrl, verifyCrl, type ParsedCrl } from './crl.js'
+import { CrlError, parseVerifiedCrl, type ParsedCrl } from './crl.js'
 
 /** Why a new CRL file was not put in force (the previous CRL stays). */
 export type CrlRefusalReason =
@@ -53,8 +53,7 @@ export function crlTimeState(crl: ParsedCrl, nowMs: number): CrlTimeState {
 export function decideCrl(current: ParsedCrl, pem: string, ca: X509Certificate, nowMs: number): CrlDecision {
   let crl: ParsedCrl
   try {
-    crl = parseCrl(pem)
-    verifyCrl(crl, ca)
+    crl = parseVerifiedCrl(pem, ca)
   } catch (err) {
     if (err instanceof CrlError) return { kind: 'refuse', reason: err.code, message: err.message }
     throw err

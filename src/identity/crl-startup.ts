@@ -4,14 +4,12 @@
  */
 import type { X509Certificate } from 'node:crypto'
 import { crlTimeState } from './crl-decide.js'
-import { parseCrl, verifyCrl, type ParsedCrl } from './crl.js'
+import { parseVerifiedCrl, type ParsedCrl } from './crl.js'
 
 /** Loads and checks the CRL the config names: it is enforced from the first handshake. */
 export function loadInitialCrl(pem: string, ca: X509Certificate, path: string): ParsedCrl {
   try {
-    const crl = parseCrl(pem)
-    verifyCrl(crl, ca)
-    return crl
+    return parseVerifiedCrl(pem, ca)
   } catch (err) {
     throw new Error(`key "tls.crl": ${path} is not a CRL signed by the configured CA (${(err as Error).message})`)
   }

@@ -15,10 +15,12 @@ import {
   readDer,
   type DerNode,
 } from '../der/der.js'
+import type { X509Certificate } from 'node:crypto'
 import { CrlError } from './crl-error.js'
+import { verifyCrl } from './crl-verify.js'
 
 export { CrlError, type CrlErrorCode } from './crl-error.js'
-export { verifyCrl } from './crl-verify.js'
+export { verifyCrl }
 
 /** A parsed (not yet verified) CRL. Serials are normalised with `normalizeSerial`. */
 export interface ParsedCrl {
@@ -66,6 +68,13 @@ export function normalizeSerial(hex: string): string {
   const digits = cleaned.replace(/^0+/, '')
   if (digits === '') return '00'
   return digits.length % 2 === 1 ? `0${digits}` : digits
+}
+
+/** Parses a PEM CRL and verifies it under `ca`: the one way a CRL enters the controller. Throws CrlError. */
+export function parseVerifiedCrl(pem: string, ca: X509Certificate): ParsedCrl {
+  const crl = parseCrl(pem)
+  verifyCrl(crl, ca)
+  return crl
 }
 
 /** Parses a PEM CRL (exactly one `X509 CRL` block); throws `CrlError` on anything malformed. */
