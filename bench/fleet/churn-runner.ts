@@ -171,9 +171,12 @@ export class ChurnRunner {
     return plan !== null && plan.nodes.some((n) => n.node_id === node) === present
   }
 
-  /** A pause or revocation waits (at most two leases) until its node runs a shard: else it proves little. */
+  /**
+   * A pause, partition or revocation waits (at most three leases) until its node runs a shard: else it
+   * proves little. Three: in a busy fleet a node's range can move twice before it gets a grant.
+   */
   private async untilRunning(node: string): Promise<void> {
-    await waitFor(() => this.deps.ledger.runningOn(node).size > 0, 2 * this.deps.leaseMs)
+    await waitFor(() => this.deps.ledger.runningOn(node).size > 0, 3 * this.deps.leaseMs)
   }
 
   /** `pxe-pki revoke`, then waits until the controller has dropped the node (SPEC: within 2 s). */

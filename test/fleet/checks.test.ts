@@ -2,6 +2,7 @@
 import t from 'tap'
 import { checkGrants, readAuditGrants, type AuditGrant } from '../../bench/fleet/check-grants.js'
 import { checkOverlaps, type OverlapInput } from '../../bench/fleet/check-overlaps.js'
+import { partitionFigures, reshardFigures } from '../../bench/fleet/event-figures.js'
 import { commonGuild, shareGuilds } from '../../bench/fleet/guild-math.js'
 import type { FleetRecord } from '../../bench/fleet/protocol.js'
 import type { ReceivedGrant } from '../../bench/fleet/ledger.js'
@@ -69,6 +70,20 @@ t.test('guild coverage: sessions of different shard counts are judged by the gui
   t.match(revoked.revokedOverlaps, [{ shard: 16, totalShards: 32, revoked: 'a', next: 'b' }])
   const selfRevoked = run([start(0, 'a', 0, 16), start(900, 'a', 16, 32), stop(1000, 'a', 0)], { revocations: [{ node: 'a', requestedAt: 400, at: 500 }] })
   t.ok(kinds(selfRevoked.violations).includes('guild_overlap'), 'a revoked node overlapping itself is no handoff: still a violation')
+})
+
+t.test('a slow stop runs until it ends (an aborted one until the abort); partition and reshard figures', async (t) => {
+  const slowStop = (t: number, calledAt: number, node: string, shard: number, aborted = false): FleetRecord => ({ t, node, kind: 'stop', shard, totalShards: 16, reason: 'lease_expiring', calledAt, aborted })
+  const handedOn = [start(0, 'a', 1), slowStop(6000, 5000, 'a', 1), start(9000, 'b', 1)]
+  t.same(checkOverlaps(input(handedOn)).violations, [], 'the new owner started after the slow stop ended')
+  const tooSoon = [start(0, 'a', 1), slowStop(6000, 5000, 'a', 1, true), start(5500, 'b', 1)]
+  t.same(kinds(checkOverlaps(input(tooSoon)).violations), ['overlap'], 'started while the (aborted) stop still ran')
+  const [p] = partitionFigures(handedOn, [{ node: 'a', from: 1000, to: 15_000 }], 20_000)
+  t.same(p, { node: 'a', cutMs: 14_000, heldShards: 1, lastStopMs: 5000, slowestStopMs: 1000, abortedStops: 0, handedOn: 1, minHandoffGapMs: 3000 })
+  const reshard = [start(0, 'a', 5, 64), start(0, 'b', 37, 64), stop(3000, 'a', 5, 64), stop(3500, 'b', 37, 64), start(9000, 'a', 5, 32)]
+  const note = { signal: 'SIGTERM' as const, stoppedAt: 1000, listeningAt: 2000, fromShards: 64, toShards: 32, planTotalShards: 32, generationBefore: 4, generationAfter: 5, expected: ['a', 'b'], allOnNewPlanMs: 900 }
+  t.match(reshardFigures(reshard, [note], 20_000), [{ oldSessions: 2, lastOldStopMs: 1500, firstNewStartMs: 7000, downMs: 1000 }])
+  t.same(checkOverlaps(input(reshard)).violations, [], '5/32 after both old sessions that share its guilds ended')
 })
 
 t.test('a frozen node runs nothing while frozen and must stop what it lost on waking', async (t) => {
