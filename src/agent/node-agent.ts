@@ -245,6 +245,7 @@ export class NodeAgent {
     this.cadence.setLease(plan.lease_seconds * 1000)
     await this.raiseFloor(plan.generation)
     this.plans.accept(plan, sentAt)
+    if (this.halt !== null) return null // the plan's lease cannot hold the stop timeout: halted, nothing taken
     this.lastSentAt = sentAt
     this.lastAckAt = this.clock.now()
     this.lastError = null

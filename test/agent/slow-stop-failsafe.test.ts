@@ -65,3 +65,18 @@ t.test('lease 9 s, a 6 s stop command, a partition: the old stop has ended befor
   const ended = mark('stop-end')
   t.ok(ended.length === 0 || ended[0]! < bStart, 'the stop command did not outlive the handoff')
 })
+
+t.test('the library: a stop timeout the lease cannot hold halts at the first plan, which is not taken', async (t) => {
+  const ctl = await controllerIn(pki, join(root, 'c-lib'), { total_shards: 2, max_concurrency: 2, lease_seconds: 6, identify_interval_ms: 5000 })
+  t.teardown(() => ctl.running.stop())
+  const rec = new Recorder()
+  const b = recordingAgent(rec, idB, [urlOf(ctl.port)], { capacity: 2, stopTimeoutMs: 2500 })
+  t.teardown(() => b.stop())
+  await b.start()
+  const end = await b.closed
+  t.equal(end.reason, 'stop_timeout_too_long')
+  t.match(end.detail, /stop timeout \(2500 ms\) and the stop margin \(1000 ms\) do not fit the controller's lease of 6 s.*at most 2000 ms/)
+  t.same(rec.events('node-b', 'plan_accepted'), [], 'the plan was not taken')
+  t.same(rec.shardEvents, [], 'nothing started')
+  t.equal(b.status().state, 'halted')
+})
