@@ -7,7 +7,7 @@
  * Peer addresses are counted as the connection caps count them: IPv6 per /64, so a host rotating through
  * the addresses of its /64 shares one window (its lines still name the full address; summaries the /64).
  */
-import type { AuditSink } from '../service/audit-sink.js'
+import type { AuditSink } from './audit-sink.js'
 import { addressKey } from '../net/address-key.js'
 import { OVERFLOW_KEY, WindowRateLimiter } from './rate-limiter.js'
 

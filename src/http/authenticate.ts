@@ -12,7 +12,7 @@ import { isPrincipal, principalOfSocket, type IdentityFailure, type Principal, t
 import type { PrincipalRateLimiter } from './principal-rate-limiter.js'
 import { rolesFor } from '../identity/policy.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
-import type { AuditSink } from '../service/audit-sink.js'
+import type { AuditSink } from '../audit/audit-sink.js'
 
 declare module 'fastify' {
   interface FastifyRequest {

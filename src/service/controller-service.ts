@@ -13,7 +13,7 @@ import type {
   PlanView,
   RouteOutcome,
 } from '../core/types.js'
-import type { AuditSink } from './audit-sink.js'
+import type { AuditSink } from '../audit/audit-sink.js'
 import type { StateStore } from '../state/state-store.js'
 import { DurableWriter, type DurableWriterOptions } from './durable-writer.js'
 

@@ -9,7 +9,7 @@ import type { DurableState } from '../core/durable-state.js'
 import type { ControllerSettings } from '../core/types.js'
 import type { ParsedCrl } from '../identity/crl.js'
 import type { StateStore } from '../state/state-store.js'
-import type { AuditSink } from './audit-sink.js'
+import type { AuditSink } from '../audit/audit-sink.js'
 import { ControllerService, type ServiceApi } from './controller-service.js'
 
 /** The figures the metrics read (see ControllerService.figures). */
