@@ -229,16 +229,22 @@ export class ChurnRunner {
   }
 
   /**
-   * Cuts the node's agent off the controller (its worker's proxy forwards nothing) for `forMs`, without
-   * waiting for the heal. Its process runs on: the agent's fail-safe stops its shards (slowly) while
-   * the controller expires the node and hands them on.
+   * Cuts the node's agent off the controller (its worker's proxy forwards nothing) for `forMs`, and on
+   * until another node runs one of the shards it held (at most three leases more: the hand-on is what
+   * the partition is for, and a controller restart meanwhile counts the cut node's lease afresh), without
+   * waiting for the heal. Its process
+   * runs on: the agent's fail-safe stops its shards (slowly) while the controller expires the node and
+   * hands them on.
    */
   private async partition(node: string, forMs: number): Promise<void> {
     const process = this.spec.get(node)!.process
+    const held = [...this.deps.ledger.runningOn(node)]
     const from = sharedNow()
     await this.deps.pool.partition(process)
     this.cut.add(node)
+    const handedOn = () => held.some(([shard, count]) => [...this.deps.ledger.running].some(([other, map]) => other !== node && map.get(shard) === count))
     const healed = sleep(forMs).then(async () => {
+      await waitFor(handedOn, 3 * this.deps.leaseMs)
       await this.deps.pool.heal(process)
       this.partitions.push({ node, from, to: sharedNow() })
       this.cut.delete(node)

@@ -27,7 +27,7 @@ export type ChurnEvent =
   | { readonly at: number; readonly kind: 'revoke'; readonly node: string }
   /** The controller stopped by `signal` and started again `downMs` later with total_shards `totalShards`. */
   | { readonly at: number; readonly kind: 'reshard'; readonly downMs: number; readonly totalShards: number; readonly signal: 'SIGKILL' | 'SIGTERM' }
-  /** The node's agent cut off the controller (a frozen proxy, its process running on) for `forMs`. */
+  /** The node's agent cut off the controller (a frozen proxy, its process running on) for at least `forMs`. */
   | { readonly at: number; readonly kind: 'partition'; readonly node: string; readonly forMs: number }
 
 /** Nodes, processes and the churn schedule (sorted by time). */
@@ -118,9 +118,10 @@ function schedule(opts: FleetOptions, rng: Rng, roles: Roles): ChurnEvent[] {
     // Longer than a lease, so that the controller expires the frozen node and hands its shards on.
     ...roles.paused.map((node) => ({ at: late(), kind: 'pause' as const, node, forMs: leaseMs + rng.int(1000, 3000) })),
     ...Array.from({ length: opts.churn.restarts }, () => ({ at: at(), kind: 'restart' as const, downMs: rng.int(200, 1500) })),
-    // Longer than a lease plus the time a new owner needs to claim, so that its shards are handed on
-    // meanwhile; begun in the middle (it waits until its node runs a shard), so that it ends with the churn.
-    ...roles.partitioned.map((node) => ({ at: middle(), kind: 'partition' as const, node, forMs: leaseMs + rng.int(4000, 7000) })),
+    // At least longer than a lease, so that the controller expires the node (the runner keeps it on until
+    // another node runs one of its shards); begun in the middle (it waits until its node runs a shard),
+    // so that it ends with the churn.
+    ...roles.partitioned.map((node) => ({ at: middle(), kind: 'partition' as const, node, forMs: leaseMs + rng.int(1000, 3000) })),
     // Every other reshard (in time) goes back to --shards; each is a kill -9 or a graceful stop (SIGTERM) at random.
     ...reshardTimes.map((t, i) => ({
       at: t,
