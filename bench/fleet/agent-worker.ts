@@ -60,11 +60,11 @@ function sleepOrAbort(ms: number, signal: AbortSignal): Promise<boolean> {
 
 /** A slow stop: the session ends after `slowStopMs` or at the agent's abort, and is recorded then. */
 async function slowStop(name: string, ctx: ShardStopContext, running: Map<number, number>): Promise<void> {
+  // A stop the agent calls again after an aborted one finds nothing running: it has nothing to wait for.
+  if (running.get(ctx.shardId) !== ctx.totalShards) return
   const calledAt = sharedNow()
   // ctx.signal aborts at the agent's stop timeout: the simulated gateway client then drops its session at once.
   const aborted = await sleepOrAbort(init!.slowStopMs, ctx.signal)
-  // A stop the agent calls again after an aborted one finds nothing running: nothing to record.
-  if (running.get(ctx.shardId) !== ctx.totalShards) return
   running.delete(ctx.shardId)
   pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason, calledAt, aborted })
 }
