@@ -14,7 +14,7 @@ export interface ReshardFigures {
   /** Sessions of the old count still running at the stop, and ms from listening until the last of them stopped. */
   readonly oldSessions: number
   readonly lastOldStopMs: number | null
-  /** ms from listening until the first session of the new count started (null: none did). */
+  /** ms from listening until the first session of the new count started (null: none did before the next reshard). */
   readonly firstNewStartMs: number | null
 }
 
@@ -39,9 +39,11 @@ const minOrNull = (values: readonly number[]): number | null => (values.length =
 /** Figures per reshard restart; `endT` ends sessions never stopped. */
 export function reshardFigures(records: readonly FleetRecord[], notes: readonly ReshardNote[], endT: number): ReshardFigures[] {
   const intervals = holdingIntervals(records, endT)
-  return notes.map((n) => {
+  return notes.map((n, i) => {
+    // A new session is this reshard's only until the next reshard stops the controller.
+    const until = notes[i + 1]?.stoppedAt ?? Infinity
     const old = intervals.filter((iv) => iv.totalShards === n.fromShards && iv.start < n.stoppedAt && iv.stop > n.stoppedAt)
-    const fresh = intervals.filter((iv) => iv.totalShards === n.toShards && iv.start >= n.listeningAt)
+    const fresh = intervals.filter((iv) => iv.totalShards === n.toShards && iv.start >= n.listeningAt && iv.start < until)
     return {
       signal: n.signal,
       fromShards: n.fromShards,
