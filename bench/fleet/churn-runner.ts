@@ -232,9 +232,8 @@ export class ChurnRunner {
    * Cuts the node's agent off the controller (its worker's proxy forwards nothing) for `forMs`, and on
    * until another node runs one of the shards it held (at most three leases more: the hand-on is what
    * the partition is for, and a controller restart meanwhile counts the cut node's lease afresh), without
-   * waiting for the heal. Its process
-   * runs on: the agent's fail-safe stops its shards (slowly) while the controller expires the node and
-   * hands them on.
+   * waiting for the heal. Its process runs on: the agent's fail-safe stops its shards (slowly) while the
+   * controller expires the node and hands them on.
    */
   private async partition(node: string, forMs: number): Promise<void> {
     const process = this.spec.get(node)!.process
@@ -262,9 +261,9 @@ export class ChurnRunner {
    * The controller stopped (kill -9 or SIGTERM), down `downMs`, and started on the same port and state
    * with another total_shards: every shard number now means other guilds, so the controller raises a
    * reshard barrier (no Identify until every restored node reported the new generation). Begins once
-   * every partition has healed; complete once
-   * every reachable live node has accepted the new generation (or two leases passed). No restart_moved
-   * check: a reshard moves everything by design; the guild-coverage check judges it.
+   * every partition has healed; complete once every reachable live node has accepted the new generation
+   * (or two leases passed). No restart_moved check: a reshard moves everything by design; the
+   * guild-coverage check judges it.
    */
   private async reshard(event: Extract<ChurnEvent, { kind: 'reshard' }>): Promise<void> {
     // After any partition: its node's shards are then handed on under one count, as its figures assume.
