@@ -35,7 +35,6 @@ import type {
 
 const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
-const NOT_REGISTERED: Registration = { rotated: false, previousSerial: null }
 
 /** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
 export interface Registration {
@@ -153,13 +152,6 @@ export class Controller {
     return events
   }
 
-  /** A check-in: register, re-plan, answer (what a caller without batching wants). */
-  checkIn(now: number, body: CheckinBody, cert: CertRef): CheckinOutcome {
-    const registration = this.register(now, body, cert)
-    this.settle()
-    return this.checkinOutcome(body.node_id, registration)
-  }
-
   /** The whole answer of a check-in after settle(): the plan part and what registering did. */
   checkinOutcome(nodeId: string, registration: Registration): CheckinOutcome {
     // One literal, no spreads: this runs on every check-in.
@@ -215,11 +207,6 @@ export class Controller {
   /** Re-plans if check-ins made the plan stale. */
   settle(): void {
     if (this.stale) this.replan()
-  }
-
-  /** The plan part of a check-in answer for a node (after settle()). */
-  checkinView(nodeId: string): Omit<CheckinOutcome, keyof Registration> {
-    return this.checkinOutcome(nodeId, NOT_REGISTERED)
   }
 
   /** Decides an Identify claim: ownership, reshard, handoff, daily budget, then the bucket. */
