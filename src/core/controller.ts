@@ -141,7 +141,7 @@ export class Controller {
   recordCrlNumber(crlNumber: bigint): void {
     if (this.highestCrlNumber !== null && crlNumber <= this.highestCrlNumber) return
     this.highestCrlNumber = crlNumber
-    this.version += 1
+    this.markDurable()
   }
 
   /** Returns and clears the events accumulated since the last call. */
@@ -232,7 +232,7 @@ export class Controller {
     const bucket = this.limiter.record(now, shardId)
     if (this.limiter.countsDaily) {
       this.tracker.grant(now, now - DAILY_WINDOW_MS + 1)
-      this.version += 1
+      this.markDurable()
     }
     this.events.push({ kind: 'identify_granted', nodeId: body.node_id, shardId, bucket, generation: this.gen })
     return { granted: true, shardId, bucket, generation: this.gen }
@@ -275,7 +275,7 @@ export class Controller {
       if (draining) this.draining.add(nodeId)
       else this.draining.delete(nodeId)
       this.tracker.drain(nodeId)
-      this.version += 1
+      this.markDurable()
       if (this.live.has(nodeId)) this.replan()
     }
     return { nodeId, draining, generation: this.gen }
@@ -358,9 +358,14 @@ export class Controller {
     this.settle()
   }
 
+  /** Every change of the durable state moves persistVersion (the store writes takeDelta() when it moved). */
+  private markDurable(): void {
+    this.version += 1
+  }
+
   private touchNode(nodeId: string): void {
     this.tracker.node(nodeId)
-    this.version += 1
+    this.markDurable()
   }
 
   /** Applies a check-in to a record; true when something persisted changed. */
@@ -475,7 +480,7 @@ export class Controller {
     const plan = this.computePlan()
     if (!sameRanges(before, { order: this.order, starts: plan.starts, counts: plan.counts })) {
       this.fingerprint = this.fingerprinter.fingerprint(this.order, plan.starts, plan.counts)
-      this.version += 1
+      this.markDurable()
     }
     const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards, this.spareOwners)
     const isLive = new Uint8Array(this.nodes.size)
@@ -583,14 +588,14 @@ export class Controller {
     }
     this.settleReshard()
     // Written before the first answer, or the next restart would not know the new settings and barrier.
-    if (resharded || meta.maxConcurrency !== maxConcurrency || meta.reshard !== null) this.version += 1
+    if (resharded || meta.maxConcurrency !== maxConcurrency || meta.reshard !== null) this.markDurable()
   }
 
   /** Drops a barrier nobody is waited for any more; true when it did. */
   private settleReshard(): boolean {
     if (this.reshard === null || this.reshard.active) return false
     this.reshard = null
-    this.version += 1
+    this.markDurable()
     return true
   }
 
