@@ -483,38 +483,10 @@ export class Controller {
       this.markDurable()
     }
     const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards, this.spareOwners)
-    const isLive = new Uint8Array(this.nodes.size)
-    for (const id of this.orderIds) isLive[id] = 1
-    let moved = false
-    const previous = this.owners
-    const fromOf = this.handoffs.tables.from
-    const totalShards = owners.length
-    let shardId = 0
-    while (shardId < totalShards) {
-      const from = previous[shardId]!
-      const to = owners[shardId]!
-      if (from === to) {
-        shardId += 1
-        continue
-      }
-      if (!moved) {
-        moved = true
-        this.gen += 1
-        this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-      }
-      const waitsFor = fromOf[shardId]!
-      if (waitsFor !== NO_NODE) {
-        // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
-        if (waitsFor === to) this.handoffs.clear(shardId)
-        shardId += 1
-      } else if (from !== NO_NODE && isLive[from] === 1) {
-        // Taken from a live node (SPEC "Handoff safety"): the run of such shards from `from` to `to`.
-        const first = shardId++
-        while (shardId < totalShards && previous[shardId] === from && owners[shardId] === to && fromOf[shardId] === NO_NODE) shardId += 1
-        this.handoffs.recordRun(first, shardId - first, from, this.gen)
-      } else {
-        shardId += 1
-      }
+    // The generation a move is recorded at is the one this re-plan moves to.
+    if (this.handoffs.recordMoves(this.owners, owners, this.orderIds, this.gen + 1)) {
+      this.gen += 1
+      this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
     }
     this.rangeStarts = plan.starts
     this.rangeCounts = plan.counts
