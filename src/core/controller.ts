@@ -10,15 +10,14 @@ import { AppError } from '../errors.js'
 import type { DurableState, PersistedNode, StateDelta, StateMeta } from './durable-state.js'
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
+import { LivePlan } from './live-plan.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
-import { PlanFingerprinter, planFingerprintInOrder } from './plan-fingerprint.js'
-import { compareBytes, planOrdered, type OrderedPlan } from './planner.js'
+import { planFingerprintInOrder } from './plan-fingerprint.js'
 import { ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
-import { ownersInOrder, sameRanges, type OrderedRanges } from './shard-map.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
 import type {
@@ -28,12 +27,10 @@ import type {
   CoreEvent,
   DrainOutcome,
   IdentifyOutcome,
-  NodeRange,
   PlanView,
   RouteOutcome,
 } from './types.js'
 
-const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
 
 /** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
@@ -50,33 +47,11 @@ export class Controller {
   private readonly live = new Map<string, NodeRecord>()
   private readonly draining = new Set<string>()
   private readonly nodes = new NodeIndex()
-  /** Nodes dropped since the last re-plan; their IDs are freed once the old mapping is gone. */
-  private dropped: string[] = []
   private readonly tracker = new StateTracker()
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
-  /**
-   * The plan: every live node (draining ones included) in byte order of node IDs, with its record, its
-   * NodeIndex ID and its range as parallel arrays. The order is kept between re-plans and only merged
-   * with the nodes that joined or left since (`orderStale`), so a re-plan at N = 10,000 sorts nothing.
-   */
-  private order: string[] = []
-  private orderRecords: NodeRecord[] = []
-  private orderIds: Int32Array = new Int32Array(0)
-  private rangeStarts: Int32Array = new Int32Array(0)
-  private rangeCounts: Int32Array = new Int32Array(0)
-  /** Position in `order` per NodeIndex ID (valid only where order[position] is that node). */
-  private positionById: Int32Array = new Int32Array(0)
-  /** Nodes that joined since the order was last rebuilt. */
-  private joined: string[] = []
-  private orderStale = false
-  private fingerprint = planFingerprintInOrder([], [], [])
-  private readonly fingerprinter = new PlanFingerprinter()
-  /** Owner ID per shard (NO_NODE: unassigned). */
-  private owners: Int32Array
-  /** The previous owner table, overwritten by the next re-plan. */
-  private spareOwners: Int32Array
-  private unassigned: number
+  /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts). */
+  private readonly livePlan: LivePlan
   private gen = 0
   private stale = false
   private replanCount = 0
@@ -94,10 +69,8 @@ export class Controller {
   ) {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
-    this.owners = new Int32Array(settings.totalShards).fill(NO_NODE)
-    this.spareOwners = new Int32Array(settings.totalShards)
+    this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining)
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
-    this.unassigned = settings.totalShards
     const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
     if (restore === undefined) {
       this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit)
@@ -155,7 +128,7 @@ export class Controller {
   /** The whole answer of a check-in after settle(): the plan part and what registering did. */
   checkinOutcome(nodeId: string, registration: Registration): CheckinOutcome {
     // One literal, no spreads: this runs on every check-in.
-    const range = this.rangeOf(nodeId)
+    const range = this.livePlan.rangeOf(nodeId)
     const { totalShards, leaseSeconds, maxConcurrency } = this.settings
     return {
       generation: this.gen,
@@ -189,10 +162,7 @@ export class Controller {
     }
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
-    if (existing === undefined) {
-      this.joined.push(record.nodeId)
-      this.orderStale = true
-    }
+    if (existing === undefined) this.livePlan.join(record.nodeId)
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const changed = this.updateRecord(record, now, body, cert)
@@ -248,18 +218,16 @@ export class Controller {
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
     this.prepare(now)
-    const nodes = this.orderRecords.map((record, i) =>
-      planNodeView(record, { rangeStart: this.rangeStarts[i]!, rangeCount: this.rangeCounts[i]! }, this.draining.has(record.nodeId)),
-    )
+    const nodes = this.livePlan.records.map((record, i) => planNodeView(record, this.livePlan.rangeAt(i), this.draining.has(record.nodeId)))
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.unassigned, nodes }
+    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.livePlan.unassigned, nodes }
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */
   counts(): { readonly live: number; readonly draining: number; readonly unassigned: number } {
     let draining = 0
     for (const nodeId of this.live.keys()) if (this.draining.has(nodeId)) draining += 1
-    return { live: this.live.size, draining, unassigned: this.unassigned }
+    return { live: this.live.size, draining, unassigned: this.livePlan.unassigned }
   }
 
   /** Grants left in the rolling daily Identify budget at `now`, or null without a budget. */
@@ -310,13 +278,13 @@ export class Controller {
 
   /** The node that owns a shard in the current plan, or null. */
   ownerOf(shardId: number): string | null {
-    return this.nodes.nameOf(this.owners[shardId] ?? NO_NODE)
+    return this.nodes.nameOf(this.livePlan.owners[shardId] ?? NO_NODE)
   }
 
   /** The whole durable state (a first write, a compaction). O(N + S). */
   snapshot(): DurableState {
     const nodes: PersistedNode[] = []
-    for (const record of this.orderRecords) nodes.push(persistedNode(record))
+    for (const record of this.livePlan.records) nodes.push(persistedNode(record))
     return {
       version: 2,
       meta: this.meta(),
@@ -346,7 +314,7 @@ export class Controller {
       generation: this.gen,
       totalShards: this.settings.totalShards,
       maxConcurrency: this.settings.maxConcurrency,
-      planFingerprint: this.fingerprint,
+      planFingerprint: this.livePlan.fingerprint,
       reshard: this.reshard === null ? null : { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor },
       crlNumber: this.highestCrlNumber?.toString() ?? null,
     }
@@ -393,109 +361,23 @@ export class Controller {
     this.live.delete(record.nodeId)
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
     if (this.reshard?.release(record.nodeId)) this.settleReshard()
-    this.dropped.push(record.nodeId)
-    this.orderStale = true
+    this.livePlan.leave(record.nodeId)
     this.touchNode(record.nodeId)
     this.stale = true
-  }
-
-  /** Where a node stands in `order` (-1: not in it). */
-  private positionOf(nodeId: string): number {
-    const id = this.nodes.find(nodeId)
-    const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
-    return at >= 0 && this.order[at] === nodeId ? at : -1
-  }
-
-  /** The range of a node in the current plan (empty when it has none). */
-  private rangeOf(nodeId: string): NodeRange {
-    const at = this.positionOf(nodeId)
-    return at < 0 ? EMPTY_RANGE : { rangeStart: this.rangeStarts[at]!, rangeCount: this.rangeCounts[at]! }
-  }
-
-  /**
-   * Brings `order` up to date with the live set in one merge pass: nodes that left are skipped, those that
-   * joined (sorted among themselves) are merged in. O(N + J log J) with no lookup per kept node, so one
-   * join at N = 10,000 costs array copies, not 10,000 map lookups. A node that left and came back since
-   * is removed and merged in again (its record is a new one).
-   */
-  private rebuildOrder(): void {
-    const oldOrder = this.order
-    const oldRecords = this.orderRecords
-    const oldIds = this.orderIds
-    const placedAt = (nodeId: string) => this.positionOf(nodeId) // in the old order: replaced only at the end
-    const removed = new Uint8Array(oldOrder.length)
-    for (const nodeId of this.dropped) {
-      const at = placedAt(nodeId)
-      if (at >= 0) removed[at] = 1
-    }
-    const fresh = [...new Set([...this.joined, ...this.dropped])]
-      .filter((nodeId) => this.live.has(nodeId) && (placedAt(nodeId) < 0 || removed[placedAt(nodeId)] === 1))
-      .sort(compareBytes)
-    const order: string[] = []
-    const records: NodeRecord[] = []
-    const ids: number[] = []
-    let j = 0
-    for (let i = 0; i <= oldOrder.length; i++) {
-      const next = i < oldOrder.length ? oldOrder[i]! : null
-      while (j < fresh.length && (next === null || fresh[j]! < next)) {
-        const nodeId = fresh[j++]!
-        order.push(nodeId)
-        records.push(this.live.get(nodeId)!)
-        ids.push(this.nodes.idOf(nodeId))
-      }
-      if (next === null || removed[i] === 1) continue
-      order.push(next)
-      records.push(oldRecords[i]!)
-      ids.push(oldIds[i]!)
-    }
-    this.order = order
-    this.orderRecords = records
-    this.orderIds = Int32Array.from(ids)
-    const positions = new Int32Array(this.nodes.size).fill(-1)
-    for (let at = 0; at < ids.length; at++) positions[ids[at]!] = at
-    this.positionById = positions
-    this.joined = []
-    this.orderStale = false
-  }
-
-  /** The planner over the live set in its kept byte order (rebuilt first if nodes joined or left). */
-  private computePlan(): OrderedPlan {
-    if (this.orderStale) this.rebuildOrder()
-    const records = this.orderRecords
-    const capacities = new Int32Array(records.length)
-    for (let i = 0; i < records.length; i++) capacities[i] = records[i]!.capacity
-    const draining = new Uint8Array(records.length)
-    for (const nodeId of this.draining) {
-      const at = this.positionOf(nodeId)
-      if (at >= 0) draining[at] = 1
-    }
-    return planOrdered(this.settings.totalShards, capacities, draining)
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
   private replan(): void {
     this.stale = false
     this.replanCount += 1
-    const before: OrderedRanges = { order: this.order, starts: this.rangeStarts, counts: this.rangeCounts }
-    const plan = this.computePlan()
-    if (!sameRanges(before, { order: this.order, starts: plan.starts, counts: plan.counts })) {
-      this.fingerprint = this.fingerprinter.fingerprint(this.order, plan.starts, plan.counts)
-      this.markDurable()
-    }
-    const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards, this.spareOwners)
+    const next = this.livePlan.next()
+    if (next.rangesChanged) this.markDurable()
     // The generation a move is recorded at is the one this re-plan moves to.
-    if (this.handoffs.recordMoves(this.owners, owners, this.orderIds, this.gen + 1)) {
+    if (this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)) {
       this.gen += 1
       this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
     }
-    this.rangeStarts = plan.starts
-    this.rangeCounts = plan.counts
-    this.spareOwners = this.owners
-    this.owners = owners
-    this.unassigned = this.settings.totalShards - plan.assigned
-    // A dropped node that checked in again since keeps its ID (it is live and in the new order).
-    for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
-    this.dropped = []
+    this.livePlan.adopt(next)
   }
 
   /**
@@ -511,23 +393,18 @@ export class Controller {
     for (const node of state.nodes) {
       this.live.set(node.nodeId, restoredNodeRecord(now, node))
       this.nodes.idOf(node.nodeId)
-      this.joined.push(node.nodeId)
-      this.orderStale = true
+      this.livePlan.join(node.nodeId)
     }
-    const plan = this.computePlan()
+    const plan = this.livePlan.compute()
     const resharded =
-      meta.totalShards !== this.settings.totalShards || planFingerprintInOrder(this.order, plan.starts, plan.counts) !== meta.planFingerprint
+      meta.totalShards !== this.settings.totalShards || planFingerprintInOrder(this.livePlan.order, plan.starts, plan.counts) !== meta.planFingerprint
     if (!resharded) {
-      this.rangeStarts = plan.starts
-      this.rangeCounts = plan.counts
-      this.fingerprint = meta.planFingerprint
-      this.owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards)
-      this.unassigned = this.settings.totalShards - plan.assigned
+      this.livePlan.adoptRestored(plan, meta.planFingerprint)
       for (const { shardId, fromNode, generation } of state.handoffs) {
         // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
         if (shardId >= this.settings.totalShards || !this.live.has(fromNode) || generation > this.gen) continue
         const fromId = this.nodes.idOf(fromNode)
-        if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
+        if (this.livePlan.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
       }
       this.takeDelta() // restored as saved: the marks of the restore are not changes
     } else {
