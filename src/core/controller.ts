@@ -7,15 +7,15 @@
  * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
  */
 import { AppError } from '../errors.js'
+import { restoredLimiter, restoreState, type RestoreHost } from './controller-restore.js'
 import type { DurableState, PersistedNode, StateDelta, StateMeta } from './durable-state.js'
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { LivePlan } from './live-plan.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
-import { planFingerprintInOrder } from './plan-fingerprint.js'
-import { ReshardBarrier } from './reshard.js'
+import { newNodeRecord, persistedNode, planNodeView, type NodeRecord } from './node-record.js'
+import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
@@ -71,18 +71,11 @@ export class Controller {
     this.leaseMs = settings.leaseSeconds * 1000
     this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining)
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
-    const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
-    if (restore === undefined) {
-      this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit)
-      return
-    }
-    const { state, now } = restore
-    // Every bucket counts as granted at the restart: no burst of IDENTIFYs after a restart.
-    // A grant stamped after `now` means the clock went back across the restart: count it as made now
-    // (held a little longer) rather than drop it, which would undercount the budget.
-    const grants = state.dailyGrants.map((t) => Math.min(t, now)).filter((t) => now - t < DAILY_WINDOW_MS)
-    this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit, now, grants)
-    this.restoreState(state, now)
+    this.limiter =
+      restore === undefined
+        ? new IdentifyLimiter(settings.maxConcurrency, settings.identifyIntervalMs, settings.dailyIdentifyLimit)
+        : restoredLimiter(settings, restore.state, restore.now)
+    if (restore !== undefined) restoreState(this.restoreHost(), restore.state, restore.now)
   }
 
   /** The current plan generation (of the settled plan). */
@@ -189,7 +182,7 @@ export class Controller {
     if (this.ownerOf(shardId) !== body.node_id) {
       throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
     }
-    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: this.reshardWaitMs(now) }
+    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
     const waitsFor = this.nodes.nameOf(this.handoffs.fromOf(shardId))
     const previousOwner = waitsFor === null ? undefined : this.live.get(waitsFor)
     if (previousOwner !== undefined) {
@@ -380,66 +373,6 @@ export class Controller {
     this.livePlan.adopt(next)
   }
 
-  /**
-   * Restores nodes, drains, plan and handoffs. The plan is recomputed from the restored nodes: the same
-   * fingerprint means the same mapping (no shard moves). Another total_shards or another fingerprint (a
-   * planner change) means another mapping: a new generation, and a reshard barrier over every restored node.
-   */
-  private restoreState(state: DurableState, now: number): void {
-    const { meta } = state
-    this.gen = meta.generation
-    if (meta.crlNumber !== null) this.highestCrlNumber = BigInt(meta.crlNumber)
-    for (const nodeId of state.draining) this.draining.add(nodeId)
-    for (const node of state.nodes) {
-      this.live.set(node.nodeId, restoredNodeRecord(now, node))
-      this.nodes.idOf(node.nodeId)
-      this.livePlan.join(node.nodeId)
-    }
-    const plan = this.livePlan.compute()
-    const resharded =
-      meta.totalShards !== this.settings.totalShards || planFingerprintInOrder(this.livePlan.order, plan.starts, plan.counts) !== meta.planFingerprint
-    if (!resharded) {
-      this.livePlan.adoptRestored(plan, meta.planFingerprint)
-      for (const { shardId, fromNode, generation } of state.handoffs) {
-        // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
-        if (shardId >= this.settings.totalShards || !this.live.has(fromNode) || generation > this.gen) continue
-        const fromId = this.nodes.idOf(fromNode)
-        if (this.livePlan.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
-      }
-      this.takeDelta() // restored as saved: the marks of the restore are not changes
-    } else {
-      this.replan() // from an empty mapping: a new generation whenever any shard is assigned
-      for (const { shardId } of state.handoffs) this.tracker.handoffs(shardId, 1) // dropped: the barrier covers them
-    }
-    this.restoreReshard(meta, resharded)
-  }
-
-  /** Starts or continues a reshard barrier (see core/reshard.ts); audited as `reshard`. */
-  private restoreReshard(meta: StateMeta, resharded: boolean): void {
-    const { totalShards, maxConcurrency } = this.settings
-    const concurrencyChanged = meta.maxConcurrency !== null && meta.maxConcurrency !== maxConcurrency
-    if (resharded && this.live.size > 0 && this.gen > meta.generation) {
-      this.reshard = new ReshardBarrier(this.gen, this.live.keys())
-    } else if (meta.reshard !== null) {
-      this.reshard = new ReshardBarrier(meta.reshard.generation, meta.reshard.waitingFor.filter((id) => this.live.has(id)))
-    }
-    if (resharded || concurrencyChanged) {
-      this.events.push({
-        kind: 'reshard',
-        reason: meta.totalShards !== totalShards ? 'total_shards' : resharded ? 'planner' : 'max_concurrency',
-        fromTotalShards: meta.totalShards,
-        toTotalShards: totalShards,
-        fromMaxConcurrency: meta.maxConcurrency,
-        toMaxConcurrency: maxConcurrency,
-        generation: this.gen,
-        waitingFor: this.reshard?.waitingFor.length ?? 0,
-      })
-    }
-    this.settleReshard()
-    // Written before the first answer, or the next restart would not know the new settings and barrier.
-    if (resharded || meta.maxConcurrency !== maxConcurrency || meta.reshard !== null) this.markDurable()
-  }
-
   /** Drops a barrier nobody is waited for any more; true when it did. */
   private settleReshard(): boolean {
     if (this.reshard === null || this.reshard.active) return false
@@ -448,13 +381,20 @@ export class Controller {
     return true
   }
 
-  /** Until the last waited-for node's lease would run out (it may report earlier). */
-  private reshardWaitMs(now: number): number {
-    let until = now + 1
-    for (const nodeId of this.reshard?.waitingFor ?? []) {
-      const record = this.live.get(nodeId)
-      if (record !== undefined) until = Math.max(until, record.lastSeen + this.leaseMs + 1)
+  /** The parts and steps a restore works with (see core/controller-restore.ts). */
+  private restoreHost(): RestoreHost {
+    const self = this
+    const { settings, live, draining, nodes, livePlan: plan, handoffs, tracker } = this
+    return {
+      settings, live, draining, nodes, plan, handoffs, tracker,
+      get generation() { return self.gen },
+      resume: (generation, crlNumber) => void ((this.gen = generation), (this.highestCrlNumber = crlNumber)),
+      replan: () => this.replan(),
+      forgetChanges: () => void this.takeDelta(),
+      startBarrier: (barrier) => (this.reshard = barrier),
+      settleReshard: () => void this.settleReshard(),
+      emit: (event) => this.events.push(event),
+      markDurable: () => this.markDurable(),
     }
-    return until - now
   }
 }
