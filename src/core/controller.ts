@@ -7,38 +7,26 @@
  * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
  */
 import { AppError } from '../errors.js'
+import { assertCheckinAccepted } from './checkin-refusals.js'
 import { restoredLimiter, restoreState, type RestoreHost } from './controller-restore.js'
-import type { DurableState, PersistedNode, StateDelta, StateMeta } from './durable-state.js'
+import type { DurableState, StateDelta, StateMeta } from './durable-state.js'
+import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './durable-view.js'
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { LivePlan } from './live-plan.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, persistedNode, planNodeView, type NodeRecord } from './node-record.js'
+import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
 import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
-import type {
-  CertRef,
-  CheckinOutcome,
-  ControllerSettings,
-  CoreEvent,
-  DrainOutcome,
-  IdentifyOutcome,
-  PlanView,
-  RouteOutcome,
-} from './types.js'
+import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, RouteOutcome } from './types.js'
+
+export type { Registration } from './types.js'
 
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
-
-/** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
-export interface Registration {
-  /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
-  readonly rotated: boolean
-  readonly previousSerial: string | null
-}
 
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {
@@ -52,6 +40,8 @@ export class Controller {
   private readonly limiter: IdentifyLimiter
   /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts). */
   private readonly livePlan: LivePlan
+  /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
+  private readonly durable: DurableParts
   private gen = 0
   private stale = false
   private replanCount = 0
@@ -75,6 +65,8 @@ export class Controller {
       restore === undefined
         ? new IdentifyLimiter(settings.maxConcurrency, settings.identifyIntervalMs, settings.dailyIdentifyLimit)
         : restoredLimiter(settings, restore.state, restore.now)
+    const { live, draining, nodes, livePlan: plan, handoffs, limiter } = this
+    this.durable = { live, draining, nodes, plan, handoffs, limiter }
     if (restore !== undefined) restoreState(this.restoreHost(), restore.state, restore.now)
   }
 
@@ -141,18 +133,9 @@ export class Controller {
    */
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
     this.expireStaleNodes(now)
-    if (body.generation !== undefined && body.generation > this.gen) {
-      throw new AppError(
-        'invalid_request',
-        `generation ${body.generation} is above the controller's current generation ${this.gen}: this node ran a plan this controller does not know ` +
-          '(state_dir restored from an older copy, or lost?); restart its agent without its stored generation once its shards stopped (README "Restoring an older state_dir")',
-      )
-    }
     const existing = this.live.get(body.node_id)
+    assertCheckinAccepted(existing, body, cert, this.gen)
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
-    if (rotated && !(cert.notBefore > existing.certNotBefore)) {
-      throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate that is not older than this one`)
-    }
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
     if (existing === undefined) this.livePlan.join(record.nodeId)
@@ -183,13 +166,8 @@ export class Controller {
       throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
     }
     if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
-    const waitsFor = this.nodes.nameOf(this.handoffs.fromOf(shardId))
-    const previousOwner = waitsFor === null ? undefined : this.live.get(waitsFor)
-    if (previousOwner !== undefined) {
-      // The first instant at which the previous owner counts as expired (now - lastSeen > lease).
-      const retryAfterMs = previousOwner.lastSeen + this.leaseMs + 1 - now
-      return { granted: false, reason: 'handoff_pending', retryAfterMs }
-    }
+    const handoffWaitMs = this.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
+    if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
     const wait = this.limiter.check(now, shardId)
     if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
     const bucket = this.limiter.record(now, shardId)
@@ -276,41 +254,16 @@ export class Controller {
 
   /** The whole durable state (a first write, a compaction). O(N + S). */
   snapshot(): DurableState {
-    const nodes: PersistedNode[] = []
-    for (const record of this.livePlan.records) nodes.push(persistedNode(record))
-    return {
-      version: 2,
-      meta: this.meta(),
-      nodes,
-      draining: [...this.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
-      handoffs: this.handoffs.entries(),
-      dailyGrants: this.limiter.dailyGrants(),
-    }
+    return durableSnapshot(this.durable, this.meta())
   }
 
   /** What changed in the durable state since the last call (settle() first). */
   takeDelta(): StateDelta {
-    return this.tracker.take(this.meta(), {
-      node: (nodeId) => {
-        const record = this.live.get(nodeId)
-        return record === undefined ? null : persistedNode(record)
-      },
-      isDraining: (nodeId) => this.draining.has(nodeId),
-      handoffFrom: this.handoffs.tables.from,
-      handoffGeneration: this.handoffs.tables.generation,
-      nodeName: (id) => this.nodes.nameOf(id)!,
-    })
+    return this.tracker.take(this.meta(), stateLookups(this.durable))
   }
 
   private meta(): StateMeta {
-    return {
-      generation: this.gen,
-      totalShards: this.settings.totalShards,
-      maxConcurrency: this.settings.maxConcurrency,
-      planFingerprint: this.livePlan.fingerprint,
-      reshard: this.reshard === null ? null : { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor },
-      crlNumber: this.highestCrlNumber?.toString() ?? null,
-    }
+    return stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshard, this.highestCrlNumber)
   }
 
   /** Every operation but a check-in starts with expired leases gone and a current plan. */
@@ -331,15 +284,7 @@ export class Controller {
 
   /** Applies a check-in to a record; true when something persisted changed. */
   private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
-    let changed = record.capacity !== body.capacity || record.certSerial !== cert.serial
-    record.capacity = body.capacity
-    record.certSerial = cert.serial
-    record.certNotBefore = cert.notBefore
-    record.lastSeen = now
-    record.readyShards = body.ready_shards
-    record.startingShards = body.starting_shards
-    record.backoffShards = body.backoff_shards
-    record.fatalShards = body.fatal_shards
+    let changed = renewRecord(record, now, body, cert)
     if (body.generation !== undefined) {
       if (record.reportedGeneration !== body.generation) changed = true
       record.reportedGeneration = body.generation

@@ -140,6 +140,17 @@ export class HandoffLedger {
     return lowest <= reportedGeneration ? this.releaseWhere(fromId, reportedGeneration) : 0
   }
 
+  /**
+   * How long an Identify of `shardId` waits for the live node it was taken from: until that node's lease
+   * runs out (it may acknowledge earlier); null when it waits for no live node.
+   */
+  waitMs(shardId: number, live: ReadonlyMap<string, { readonly lastSeen: number }>, leaseMs: number, now: number): number | null {
+    const waitsFor = this.nodes.nameOf(this.fromOf(shardId))
+    const previousOwner = waitsFor === null ? undefined : live.get(waitsFor)
+    // The first instant at which the previous owner counts as expired (now - lastSeen > lease).
+    return previousOwner === undefined ? null : previousOwner.lastSeen + leaseMs + 1 - now
+  }
+
   /** Every pending handoff, ordered by shard ID (O(S): for snapshots only). */
   entries(): HandoffEntry[] {
     const out: HandoffEntry[] = []
