@@ -3,9 +3,9 @@
  * the same re-plan through the Controller, and check-ins per second when the plan does not change.
  */
 import { Controller } from '../src/core/controller.js'
-import { planShards, type PlannerNode } from '../src/core/planner.js'
 import type { CheckinBody } from '../src/core/schemas.js'
 import type { CheckinOutcome, ControllerSettings } from '../src/core/types.js'
+import { planShards, type PlannerNode } from '../test/support/planner-by-name.js'
 
 const TOTAL_SHARDS = 65536
 const SAMPLE_MS = 300

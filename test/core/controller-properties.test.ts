@@ -2,7 +2,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
-import { planShards } from '../../src/core/planner.js'
+import { planShards } from '../support/planner-by-name.js'
 import { applyDeltas } from '../../src/state/apply-delta.js'
 import { body, cert, checkIn, checkinView, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
