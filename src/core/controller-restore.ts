@@ -36,7 +36,9 @@ export interface RestoreHost {
   startBarrier(barrier: ReshardBarrier): void
   /** Drops the barrier if nobody is waited for any more. */
   settleReshard(): void
+  /** Adds an event for the audit log (drainEvents). */
   emit(event: CoreEvent): void
+  /** Moves persistVersion: the restore must be written before the first answer. */
   markDurable(): void
 }
 
