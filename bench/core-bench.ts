@@ -3,9 +3,9 @@
  * the same re-plan through the Controller, and check-ins per second when the plan does not change.
  */
 import { Controller } from '../src/core/controller.js'
-import { planShards, type PlannerNode } from '../src/core/planner.js'
 import type { CheckinBody } from '../src/core/schemas.js'
-import type { ControllerSettings } from '../src/core/types.js'
+import type { CheckinOutcome, ControllerSettings } from '../src/core/types.js'
+import { planShards, type PlannerNode } from '../test/support/planner-by-name.js'
 
 const TOTAL_SHARDS = 65536
 const SAMPLE_MS = 300
@@ -28,10 +28,17 @@ function benchNodes(count: number): PlannerNode[] {
   })
 }
 
+/** A check-in without batching: register, re-plan, answer. */
+function checkIn(controller: Controller, now: number, body: CheckinBody): CheckinOutcome {
+  const registration = controller.register(now, body, CERT)
+  controller.settle()
+  return controller.checkinOutcome(body.node_id, registration)
+}
+
 /** A controller with every node checked in at time 0. */
 function loadedController(nodes: readonly PlannerNode[]): Controller {
   const controller = new Controller(SETTINGS)
-  for (const { nodeId, capacity } of nodes) controller.checkIn(0, { node_id: nodeId, capacity, ...HEALTH }, CERT)
+  for (const { nodeId, capacity } of nodes) checkIn(controller, 0, { node_id: nodeId, capacity, ...HEALTH })
   controller.drainEvents()
   return controller
 }
@@ -68,7 +75,7 @@ function benchRebalance(log: (line: string) => void, count: number): void {
   const controller = loadedController(nodes)
   const moving = nodes[1]!.nodeId
   const replans = measure((i) => {
-    controller.checkIn(1, { node_id: moving, capacity: i % 2 === 0 ? 128 : 1, ...HEALTH }, CERT)
+    checkIn(controller, 1, { node_id: moving, capacity: i % 2 === 0 ? 128 : 1, ...HEALTH })
     controller.drainEvents()
   })
   log(`${label('Controller replan', count)} ${micros(replans)} per capacity change that moves most shards`)
@@ -80,7 +87,7 @@ function benchSteadyCheckins(log: (line: string) => void, count: number): void {
   const generation = controller.generation
   const bodies: CheckinBody[] = nodes.map(({ nodeId, capacity }) => ({ node_id: nodeId, capacity, ...HEALTH, generation }))
   // The clock advances 1 ms per round of check-ins, far inside the lease: no expiry is ever due.
-  const perSecond = measure((i) => controller.checkIn(1 + Math.floor(i / count), bodies[i % count]!, CERT))
+  const perSecond = measure((i) => checkIn(controller, 1 + Math.floor(i / count), bodies[i % count]!))
   if (controller.generation !== generation) throw new Error('the steady-state bench changed the plan')
   const rate = Math.round(perSecond).toLocaleString('en-US').padStart(12)
   log(`${label('Controller checkIn', count)} ${rate} check-ins/s (plan unchanged)`)

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Controller } from '../src/core/controller.js'
+import { Controller, type Registration } from '../src/core/controller.js'
 import type { ControllerSettings } from '../src/core/types.js'
 import { ControllerService } from '../src/service/controller-service.js'
 import { JournaledFileStore } from '../src/state/journaled-file-store.js'
@@ -18,6 +18,8 @@ const HEALTH = { ready_shards: 8, starting_shards: 0, backoff_shards: 0, fatal_s
 const id = (i: number) => `node-${String(i).padStart(5, '0')}`
 const cert = (i: number) => ({ serial: (i + 1).toString(16).padStart(4, '0'), notBefore: 0 })
 const silentAudit = { record: () => undefined }
+/** A check-in that reports nothing: the plan part of its answer names a node's range. */
+const NOT_REGISTERED: Registration = { rotated: false, previousSerial: null }
 
 interface Rig {
   readonly service: ControllerService
@@ -83,7 +85,7 @@ async function benchOneChange(log: (line: string) => void): Promise<void> {
     log(`one change at N=${NODES}: ${label.padEnd(48)} median ${ms(runs[15]!)}  mean ${ms(mean)}  worst ${ms(runs[29]!)} main-thread`)
   }
   await samples('a node reports a new generation', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
-  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinView(id(k * 16)).rangeStart }).catch(() => null))
+  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinOutcome(id(k * 16), NOT_REGISTERED).rangeStart }).catch(() => null))
   await samples('a drain flag for a node that is not live', (k) => r.service.setDraining(`gone-${k}`, true, 'ops'))
   await samples('a steady check-in (nothing changes: no write)', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
   // Re-plans. Near the end of the byte order, a drain still moves thousands of shards (every node's

@@ -7,42 +7,26 @@
  * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
  */
 import { AppError } from '../errors.js'
-import type { DurableState, PersistedNode, StateDelta, StateMeta } from './durable-state.js'
+import { assertCheckinAccepted } from './checkin-refusals.js'
+import { restoredLimiter, restoreState, type RestoreHost } from './controller-restore.js'
+import type { DurableState, StateDelta, StateMeta } from './durable-state.js'
+import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './durable-view.js'
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
+import { LivePlan } from './live-plan.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, persistedNode, planNodeView, restoredNodeRecord, type NodeRecord } from './node-record.js'
-import { PlanFingerprinter, planFingerprintInOrder } from './plan-fingerprint.js'
-import { compareBytes, planOrdered, type OrderedPlan } from './planner.js'
-import { ReshardBarrier } from './reshard.js'
+import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
+import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
-import { ownersInOrder, sameRanges, type OrderedRanges } from './shard-map.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
-import type {
-  CertRef,
-  CheckinOutcome,
-  ControllerSettings,
-  CoreEvent,
-  DrainOutcome,
-  IdentifyOutcome,
-  NodeRange,
-  PlanView,
-  RouteOutcome,
-} from './types.js'
+import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, RouteOutcome } from './types.js'
 
-const EMPTY_RANGE: NodeRange = { rangeStart: 0, rangeCount: 0 }
+export type { Registration } from './types.js'
+
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
-const NOT_REGISTERED: Registration = { rotated: false, previousSerial: null }
-
-/** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
-export interface Registration {
-  /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
-  readonly rotated: boolean
-  readonly previousSerial: string | null
-}
 
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {
@@ -51,33 +35,13 @@ export class Controller {
   private readonly live = new Map<string, NodeRecord>()
   private readonly draining = new Set<string>()
   private readonly nodes = new NodeIndex()
-  /** Nodes dropped since the last re-plan; their IDs are freed once the old mapping is gone. */
-  private dropped: string[] = []
   private readonly tracker = new StateTracker()
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
-  /**
-   * The plan: every live node (draining ones included) in byte order of node IDs, with its record, its
-   * NodeIndex ID and its range as parallel arrays. The order is kept between re-plans and only merged
-   * with the nodes that joined or left since (`orderStale`), so a re-plan at N = 10,000 sorts nothing.
-   */
-  private order: string[] = []
-  private orderRecords: NodeRecord[] = []
-  private orderIds: Int32Array = new Int32Array(0)
-  private rangeStarts: Int32Array = new Int32Array(0)
-  private rangeCounts: Int32Array = new Int32Array(0)
-  /** Position in `order` per NodeIndex ID (valid only where order[position] is that node). */
-  private positionById: Int32Array = new Int32Array(0)
-  /** Nodes that joined since the order was last rebuilt. */
-  private joined: string[] = []
-  private orderStale = false
-  private fingerprint = planFingerprintInOrder([], [], [])
-  private readonly fingerprinter = new PlanFingerprinter()
-  /** Owner ID per shard (NO_NODE: unassigned). */
-  private owners: Int32Array
-  /** The previous owner table, overwritten by the next re-plan. */
-  private spareOwners: Int32Array
-  private unassigned: number
+  /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts). */
+  private readonly livePlan: LivePlan
+  /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
+  private readonly durable: DurableParts
   private gen = 0
   private stale = false
   private replanCount = 0
@@ -95,22 +59,15 @@ export class Controller {
   ) {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
-    this.owners = new Int32Array(settings.totalShards).fill(NO_NODE)
-    this.spareOwners = new Int32Array(settings.totalShards)
+    this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining)
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
-    this.unassigned = settings.totalShards
-    const { maxConcurrency, identifyIntervalMs, dailyIdentifyLimit } = settings
-    if (restore === undefined) {
-      this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit)
-      return
-    }
-    const { state, now } = restore
-    // Every bucket counts as granted at the restart: no burst of IDENTIFYs after a restart.
-    // A grant stamped after `now` means the clock went back across the restart: count it as made now
-    // (held a little longer) rather than drop it, which would undercount the budget.
-    const grants = state.dailyGrants.map((t) => Math.min(t, now)).filter((t) => now - t < DAILY_WINDOW_MS)
-    this.limiter = new IdentifyLimiter(maxConcurrency, identifyIntervalMs, dailyIdentifyLimit, now, grants)
-    this.restoreState(state, now)
+    this.limiter =
+      restore === undefined
+        ? new IdentifyLimiter(settings.maxConcurrency, settings.identifyIntervalMs, settings.dailyIdentifyLimit)
+        : restoredLimiter(settings, restore.state, restore.now)
+    const { live, draining, nodes, livePlan: plan, handoffs, limiter } = this
+    this.durable = { live, draining, nodes, plan, handoffs, limiter }
+    if (restore !== undefined) restoreState(this.restoreHost(), restore.state, restore.now)
   }
 
   /** The current plan generation (of the settled plan). */
@@ -142,7 +99,7 @@ export class Controller {
   recordCrlNumber(crlNumber: bigint): void {
     if (this.highestCrlNumber !== null && crlNumber <= this.highestCrlNumber) return
     this.highestCrlNumber = crlNumber
-    this.version += 1
+    this.markDurable()
   }
 
   /** Returns and clears the events accumulated since the last call. */
@@ -153,17 +110,10 @@ export class Controller {
     return events
   }
 
-  /** A check-in: register, re-plan, answer (what a caller without batching wants). */
-  checkIn(now: number, body: CheckinBody, cert: CertRef): CheckinOutcome {
-    const registration = this.register(now, body, cert)
-    this.settle()
-    return this.checkinOutcome(body.node_id, registration)
-  }
-
   /** The whole answer of a check-in after settle(): the plan part and what registering did. */
   checkinOutcome(nodeId: string, registration: Registration): CheckinOutcome {
     // One literal, no spreads: this runs on every check-in.
-    const range = this.rangeOf(nodeId)
+    const range = this.livePlan.rangeOf(nodeId)
     const { totalShards, leaseSeconds, maxConcurrency } = this.settings
     return {
       generation: this.gen,
@@ -183,24 +133,12 @@ export class Controller {
    */
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
     this.expireStaleNodes(now)
-    if (body.generation !== undefined && body.generation > this.gen) {
-      throw new AppError(
-        'invalid_request',
-        `generation ${body.generation} is above the controller's current generation ${this.gen}: this node ran a plan this controller does not know ` +
-          '(state_dir restored from an older copy, or lost?); restart its agent without its stored generation once its shards stopped (README "Restoring an older state_dir")',
-      )
-    }
     const existing = this.live.get(body.node_id)
+    assertCheckinAccepted(existing, body, cert, this.gen)
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
-    if (rotated && !(cert.notBefore > existing.certNotBefore)) {
-      throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate that is not older than this one`)
-    }
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
-    if (existing === undefined) {
-      this.joined.push(record.nodeId)
-      this.orderStale = true
-    }
+    if (existing === undefined) this.livePlan.join(record.nodeId)
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const changed = this.updateRecord(record, now, body, cert)
@@ -217,11 +155,6 @@ export class Controller {
     if (this.stale) this.replan()
   }
 
-  /** The plan part of a check-in answer for a node (after settle()). */
-  checkinView(nodeId: string): Omit<CheckinOutcome, keyof Registration> {
-    return this.checkinOutcome(nodeId, NOT_REGISTERED)
-  }
-
   /** Decides an Identify claim: ownership, reshard, handoff, daily budget, then the bucket. */
   claimIdentify(now: number, body: IdentifyBody): IdentifyOutcome {
     this.prepare(now)
@@ -232,20 +165,15 @@ export class Controller {
     if (this.ownerOf(shardId) !== body.node_id) {
       throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
     }
-    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: this.reshardWaitMs(now) }
-    const waitsFor = this.nodes.nameOf(this.handoffs.fromOf(shardId))
-    const previousOwner = waitsFor === null ? undefined : this.live.get(waitsFor)
-    if (previousOwner !== undefined) {
-      // The first instant at which the previous owner counts as expired (now - lastSeen > lease).
-      const retryAfterMs = previousOwner.lastSeen + this.leaseMs + 1 - now
-      return { granted: false, reason: 'handoff_pending', retryAfterMs }
-    }
+    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
+    const handoffWaitMs = this.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
+    if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
     const wait = this.limiter.check(now, shardId)
     if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
     const bucket = this.limiter.record(now, shardId)
     if (this.limiter.countsDaily) {
       this.tracker.grant(now, now - DAILY_WINDOW_MS + 1)
-      this.version += 1
+      this.markDurable()
     }
     this.events.push({ kind: 'identify_granted', nodeId: body.node_id, shardId, bucket, generation: this.gen })
     return { granted: true, shardId, bucket, generation: this.gen }
@@ -261,18 +189,16 @@ export class Controller {
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
     this.prepare(now)
-    const nodes = this.orderRecords.map((record, i) =>
-      planNodeView(record, { rangeStart: this.rangeStarts[i]!, rangeCount: this.rangeCounts[i]! }, this.draining.has(record.nodeId)),
-    )
+    const nodes = this.livePlan.records.map((record, i) => planNodeView(record, this.livePlan.rangeAt(i), this.draining.has(record.nodeId)))
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.unassigned, nodes }
+    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.livePlan.unassigned, nodes }
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */
   counts(): { readonly live: number; readonly draining: number; readonly unassigned: number } {
     let draining = 0
     for (const nodeId of this.live.keys()) if (this.draining.has(nodeId)) draining += 1
-    return { live: this.live.size, draining, unassigned: this.unassigned }
+    return { live: this.live.size, draining, unassigned: this.livePlan.unassigned }
   }
 
   /** Grants left in the rolling daily Identify budget at `now`, or null without a budget. */
@@ -288,7 +214,7 @@ export class Controller {
       if (draining) this.draining.add(nodeId)
       else this.draining.delete(nodeId)
       this.tracker.drain(nodeId)
-      this.version += 1
+      this.markDurable()
       if (this.live.has(nodeId)) this.replan()
     }
     return { nodeId, draining, generation: this.gen }
@@ -323,46 +249,21 @@ export class Controller {
 
   /** The node that owns a shard in the current plan, or null. */
   ownerOf(shardId: number): string | null {
-    return this.nodes.nameOf(this.owners[shardId] ?? NO_NODE)
+    return this.nodes.nameOf(this.livePlan.owners[shardId] ?? NO_NODE)
   }
 
   /** The whole durable state (a first write, a compaction). O(N + S). */
   snapshot(): DurableState {
-    const nodes: PersistedNode[] = []
-    for (const record of this.orderRecords) nodes.push(persistedNode(record))
-    return {
-      version: 2,
-      meta: this.meta(),
-      nodes,
-      draining: [...this.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
-      handoffs: this.handoffs.entries(),
-      dailyGrants: this.limiter.dailyGrants(),
-    }
+    return durableSnapshot(this.durable, this.meta())
   }
 
   /** What changed in the durable state since the last call (settle() first). */
   takeDelta(): StateDelta {
-    return this.tracker.take(this.meta(), {
-      node: (nodeId) => {
-        const record = this.live.get(nodeId)
-        return record === undefined ? null : persistedNode(record)
-      },
-      isDraining: (nodeId) => this.draining.has(nodeId),
-      handoffFrom: this.handoffs.tables.from,
-      handoffGeneration: this.handoffs.tables.generation,
-      nodeName: (id) => this.nodes.nameOf(id)!,
-    })
+    return this.tracker.take(this.meta(), stateLookups(this.durable))
   }
 
   private meta(): StateMeta {
-    return {
-      generation: this.gen,
-      totalShards: this.settings.totalShards,
-      maxConcurrency: this.settings.maxConcurrency,
-      planFingerprint: this.fingerprint,
-      reshard: this.reshard === null ? null : { generation: this.reshard.generation, waitingFor: this.reshard.waitingFor },
-      crlNumber: this.highestCrlNumber?.toString() ?? null,
-    }
+    return stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshard, this.highestCrlNumber)
   }
 
   /** Every operation but a check-in starts with expired leases gone and a current plan. */
@@ -371,22 +272,19 @@ export class Controller {
     this.settle()
   }
 
+  /** Every change of the durable state moves persistVersion (the store writes takeDelta() when it moved). */
+  private markDurable(): void {
+    this.version += 1
+  }
+
   private touchNode(nodeId: string): void {
     this.tracker.node(nodeId)
-    this.version += 1
+    this.markDurable()
   }
 
   /** Applies a check-in to a record; true when something persisted changed. */
   private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
-    let changed = record.capacity !== body.capacity || record.certSerial !== cert.serial
-    record.capacity = body.capacity
-    record.certSerial = cert.serial
-    record.certNotBefore = cert.notBefore
-    record.lastSeen = now
-    record.readyShards = body.ready_shards
-    record.startingShards = body.starting_shards
-    record.backoffShards = body.backoff_shards
-    record.fatalShards = body.fatal_shards
+    let changed = renewRecord(record, now, body, cert)
     if (body.generation !== undefined) {
       if (record.reportedGeneration !== body.generation) changed = true
       record.reportedGeneration = body.generation
@@ -401,219 +299,47 @@ export class Controller {
     this.live.delete(record.nodeId)
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
     if (this.reshard?.release(record.nodeId)) this.settleReshard()
-    this.dropped.push(record.nodeId)
-    this.orderStale = true
+    this.livePlan.leave(record.nodeId)
     this.touchNode(record.nodeId)
     this.stale = true
-  }
-
-  /** Where a node stands in `order` (-1: not in it). */
-  private positionOf(nodeId: string): number {
-    const id = this.nodes.find(nodeId)
-    const at = id === undefined ? -1 : (this.positionById[id] ?? -1)
-    return at >= 0 && this.order[at] === nodeId ? at : -1
-  }
-
-  /** The range of a node in the current plan (empty when it has none). */
-  private rangeOf(nodeId: string): NodeRange {
-    const at = this.positionOf(nodeId)
-    return at < 0 ? EMPTY_RANGE : { rangeStart: this.rangeStarts[at]!, rangeCount: this.rangeCounts[at]! }
-  }
-
-  /**
-   * Brings `order` up to date with the live set in one merge pass: nodes that left are skipped, those that
-   * joined (sorted among themselves) are merged in. O(N + J log J) with no lookup per kept node, so one
-   * join at N = 10,000 costs array copies, not 10,000 map lookups. A node that left and came back since
-   * is removed and merged in again (its record is a new one).
-   */
-  private rebuildOrder(): void {
-    const oldOrder = this.order
-    const oldRecords = this.orderRecords
-    const oldIds = this.orderIds
-    const placedAt = (nodeId: string) => this.positionOf(nodeId) // in the old order: replaced only at the end
-    const removed = new Uint8Array(oldOrder.length)
-    for (const nodeId of this.dropped) {
-      const at = placedAt(nodeId)
-      if (at >= 0) removed[at] = 1
-    }
-    const fresh = [...new Set([...this.joined, ...this.dropped])]
-      .filter((nodeId) => this.live.has(nodeId) && (placedAt(nodeId) < 0 || removed[placedAt(nodeId)] === 1))
-      .sort(compareBytes)
-    const order: string[] = []
-    const records: NodeRecord[] = []
-    const ids: number[] = []
-    let j = 0
-    for (let i = 0; i <= oldOrder.length; i++) {
-      const next = i < oldOrder.length ? oldOrder[i]! : null
-      while (j < fresh.length && (next === null || fresh[j]! < next)) {
-        const nodeId = fresh[j++]!
-        order.push(nodeId)
-        records.push(this.live.get(nodeId)!)
-        ids.push(this.nodes.idOf(nodeId))
-      }
-      if (next === null || removed[i] === 1) continue
-      order.push(next)
-      records.push(oldRecords[i]!)
-      ids.push(oldIds[i]!)
-    }
-    this.order = order
-    this.orderRecords = records
-    this.orderIds = Int32Array.from(ids)
-    const positions = new Int32Array(this.nodes.size).fill(-1)
-    for (let at = 0; at < ids.length; at++) positions[ids[at]!] = at
-    this.positionById = positions
-    this.joined = []
-    this.orderStale = false
-  }
-
-  /** The planner over the live set in its kept byte order (rebuilt first if nodes joined or left). */
-  private computePlan(): OrderedPlan {
-    if (this.orderStale) this.rebuildOrder()
-    const records = this.orderRecords
-    const capacities = new Int32Array(records.length)
-    for (let i = 0; i < records.length; i++) capacities[i] = records[i]!.capacity
-    const draining = new Uint8Array(records.length)
-    for (const nodeId of this.draining) {
-      const at = this.positionOf(nodeId)
-      if (at >= 0) draining[at] = 1
-    }
-    return planOrdered(this.settings.totalShards, capacities, draining)
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
   private replan(): void {
     this.stale = false
     this.replanCount += 1
-    const before: OrderedRanges = { order: this.order, starts: this.rangeStarts, counts: this.rangeCounts }
-    const plan = this.computePlan()
-    if (!sameRanges(before, { order: this.order, starts: plan.starts, counts: plan.counts })) {
-      this.fingerprint = this.fingerprinter.fingerprint(this.order, plan.starts, plan.counts)
-      this.version += 1
+    const next = this.livePlan.next()
+    if (next.rangesChanged) this.markDurable()
+    // The generation a move is recorded at is the one this re-plan moves to.
+    if (this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)) {
+      this.gen += 1
+      this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
     }
-    const owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards, this.spareOwners)
-    const isLive = new Uint8Array(this.nodes.size)
-    for (const id of this.orderIds) isLive[id] = 1
-    let moved = false
-    const previous = this.owners
-    const fromOf = this.handoffs.tables.from
-    const totalShards = owners.length
-    let shardId = 0
-    while (shardId < totalShards) {
-      const from = previous[shardId]!
-      const to = owners[shardId]!
-      if (from === to) {
-        shardId += 1
-        continue
-      }
-      if (!moved) {
-        moved = true
-        this.gen += 1
-        this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-      }
-      const waitsFor = fromOf[shardId]!
-      if (waitsFor !== NO_NODE) {
-        // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
-        if (waitsFor === to) this.handoffs.clear(shardId)
-        shardId += 1
-      } else if (from !== NO_NODE && isLive[from] === 1) {
-        // Taken from a live node (SPEC "Handoff safety"): the run of such shards from `from` to `to`.
-        const first = shardId++
-        while (shardId < totalShards && previous[shardId] === from && owners[shardId] === to && fromOf[shardId] === NO_NODE) shardId += 1
-        this.handoffs.recordRun(first, shardId - first, from, this.gen)
-      } else {
-        shardId += 1
-      }
-    }
-    this.rangeStarts = plan.starts
-    this.rangeCounts = plan.counts
-    this.spareOwners = this.owners
-    this.owners = owners
-    this.unassigned = this.settings.totalShards - plan.assigned
-    // A dropped node that checked in again since keeps its ID (it is live and in the new order).
-    for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
-    this.dropped = []
-  }
-
-  /**
-   * Restores nodes, drains, plan and handoffs. The plan is recomputed from the restored nodes: the same
-   * fingerprint means the same mapping (no shard moves). Another total_shards or another fingerprint (a
-   * planner change) means another mapping: a new generation, and a reshard barrier over every restored node.
-   */
-  private restoreState(state: DurableState, now: number): void {
-    const { meta } = state
-    this.gen = meta.generation
-    if (meta.crlNumber !== null) this.highestCrlNumber = BigInt(meta.crlNumber)
-    for (const nodeId of state.draining) this.draining.add(nodeId)
-    for (const node of state.nodes) {
-      this.live.set(node.nodeId, restoredNodeRecord(now, node))
-      this.nodes.idOf(node.nodeId)
-      this.joined.push(node.nodeId)
-      this.orderStale = true
-    }
-    const plan = this.computePlan()
-    const resharded =
-      meta.totalShards !== this.settings.totalShards || planFingerprintInOrder(this.order, plan.starts, plan.counts) !== meta.planFingerprint
-    if (!resharded) {
-      this.rangeStarts = plan.starts
-      this.rangeCounts = plan.counts
-      this.fingerprint = meta.planFingerprint
-      this.owners = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.settings.totalShards)
-      this.unassigned = this.settings.totalShards - plan.assigned
-      for (const { shardId, fromNode, generation } of state.handoffs) {
-        // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
-        if (shardId >= this.settings.totalShards || !this.live.has(fromNode) || generation > this.gen) continue
-        const fromId = this.nodes.idOf(fromNode)
-        if (this.owners[shardId] !== fromId && this.handoffs.fromOf(shardId) === NO_NODE) this.handoffs.record(shardId, fromId, generation)
-      }
-      this.takeDelta() // restored as saved: the marks of the restore are not changes
-    } else {
-      this.replan() // from an empty mapping: a new generation whenever any shard is assigned
-      for (const { shardId } of state.handoffs) this.tracker.handoffs(shardId, 1) // dropped: the barrier covers them
-    }
-    this.restoreReshard(meta, resharded)
-  }
-
-  /** Starts or continues a reshard barrier (see core/reshard.ts); audited as `reshard`. */
-  private restoreReshard(meta: StateMeta, resharded: boolean): void {
-    const { totalShards, maxConcurrency } = this.settings
-    const concurrencyChanged = meta.maxConcurrency !== null && meta.maxConcurrency !== maxConcurrency
-    if (resharded && this.live.size > 0 && this.gen > meta.generation) {
-      this.reshard = new ReshardBarrier(this.gen, this.live.keys())
-    } else if (meta.reshard !== null) {
-      this.reshard = new ReshardBarrier(meta.reshard.generation, meta.reshard.waitingFor.filter((id) => this.live.has(id)))
-    }
-    if (resharded || concurrencyChanged) {
-      this.events.push({
-        kind: 'reshard',
-        reason: meta.totalShards !== totalShards ? 'total_shards' : resharded ? 'planner' : 'max_concurrency',
-        fromTotalShards: meta.totalShards,
-        toTotalShards: totalShards,
-        fromMaxConcurrency: meta.maxConcurrency,
-        toMaxConcurrency: maxConcurrency,
-        generation: this.gen,
-        waitingFor: this.reshard?.waitingFor.length ?? 0,
-      })
-    }
-    this.settleReshard()
-    // Written before the first answer, or the next restart would not know the new settings and barrier.
-    if (resharded || meta.maxConcurrency !== maxConcurrency || meta.reshard !== null) this.version += 1
+    this.livePlan.adopt(next)
   }
 
   /** Drops a barrier nobody is waited for any more; true when it did. */
   private settleReshard(): boolean {
     if (this.reshard === null || this.reshard.active) return false
     this.reshard = null
-    this.version += 1
+    this.markDurable()
     return true
   }
 
-  /** Until the last waited-for node's lease would run out (it may report earlier). */
-  private reshardWaitMs(now: number): number {
-    let until = now + 1
-    for (const nodeId of this.reshard?.waitingFor ?? []) {
-      const record = this.live.get(nodeId)
-      if (record !== undefined) until = Math.max(until, record.lastSeen + this.leaseMs + 1)
+  /** The parts and steps a restore works with (see core/controller-restore.ts). */
+  private restoreHost(): RestoreHost {
+    const self = this
+    const { settings, live, draining, nodes, livePlan: plan, handoffs, tracker } = this
+    return {
+      settings, live, draining, nodes, plan, handoffs, tracker,
+      get generation() { return self.gen },
+      resume: (generation, crlNumber) => void ((this.gen = generation), (this.highestCrlNumber = crlNumber)),
+      replan: () => this.replan(),
+      forgetChanges: () => void this.takeDelta(),
+      startBarrier: (barrier) => (this.reshard = barrier),
+      settleReshard: () => void this.settleReshard(),
+      emit: (event) => this.events.push(event),
+      markDurable: () => this.markDurable(),
     }
-    return until - now
   }
 }

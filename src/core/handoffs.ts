@@ -78,6 +78,44 @@ export class HandoffLedger {
     if (listed.length > 2 * this.pendingCount[fromId]! + 64) this.shardsOf[fromId] = this.liveShardsOf(fromId, listed)
   }
 
+  /**
+   * Records the handoffs of a re-plan from owner table `previous` to `owners` (SPEC "Handoff safety"): a
+   * shard taken from a live node (ID in `liveIds`) waits for it at `generation`, in runs of such shards;
+   * a shard moved back to the node it waited for is open again. True when any shard changed owner (the
+   * caller's generation becomes `generation`).
+   */
+  recordMoves(previous: Int32Array, owners: Int32Array, liveIds: Int32Array, generation: number): boolean {
+    const isLive = new Uint8Array(this.nodes.size)
+    for (const id of liveIds) isLive[id] = 1
+    const fromOf = this.from
+    const totalShards = owners.length
+    let moved = false
+    let shardId = 0
+    while (shardId < totalShards) {
+      const from = previous[shardId]!
+      const to = owners[shardId]!
+      if (from === to) {
+        shardId += 1
+        continue
+      }
+      moved = true
+      const waitsFor = fromOf[shardId]!
+      if (waitsFor !== NO_NODE) {
+        // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
+        if (waitsFor === to) this.clear(shardId)
+        shardId += 1
+      } else if (from !== NO_NODE && isLive[from] === 1) {
+        // Taken from a live node: the run of such shards from `from` to `to`.
+        const first = shardId++
+        while (shardId < totalShards && previous[shardId] === from && owners[shardId] === to && fromOf[shardId] === NO_NODE) shardId += 1
+        this.recordRun(first, shardId - first, from, generation)
+      } else {
+        shardId += 1
+      }
+    }
+    return moved
+  }
+
   /** Clears the handoff of one shard. */
   clear(shardId: number): void {
     const fromId = this.from[shardId]!
@@ -100,6 +138,17 @@ export class HandoffLedger {
   releaseAcknowledged(fromId: number, reportedGeneration: number): number {
     const lowest = this.lowestGeneration[fromId] ?? Infinity
     return lowest <= reportedGeneration ? this.releaseWhere(fromId, reportedGeneration) : 0
+  }
+
+  /**
+   * How long an Identify of `shardId` waits for the live node it was taken from: until that node's lease
+   * runs out (it may acknowledge earlier); null when it waits for no live node.
+   */
+  waitMs(shardId: number, live: ReadonlyMap<string, { readonly lastSeen: number }>, leaseMs: number, now: number): number | null {
+    const waitsFor = this.nodes.nameOf(this.fromOf(shardId))
+    const previousOwner = waitsFor === null ? undefined : live.get(waitsFor)
+    // The first instant at which the previous owner counts as expired (now - lastSeen > lease).
+    return previousOwner === undefined ? null : previousOwner.lastSeen + leaseMs + 1 - now
   }
 
   /** Every pending handoff, ordered by shard ID (O(S): for snapshots only). */

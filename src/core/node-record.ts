@@ -33,6 +33,20 @@ export function newNodeRecord(now: number, body: CheckinBody, cert: CertRef): No
   }
 }
 
+/** Copies a check-in into a record (the lease renewed); true when a persisted field (capacity, certificate) changed. */
+export function renewRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
+  const changed = record.capacity !== body.capacity || record.certSerial !== cert.serial
+  record.capacity = body.capacity
+  record.certSerial = cert.serial
+  record.certNotBefore = cert.notBefore
+  record.lastSeen = now
+  record.readyShards = body.ready_shards
+  record.startingShards = body.starting_shards
+  record.backoffShards = body.backoff_shards
+  record.fatalShards = body.fatal_shards
+  return changed
+}
+
 /** A record restored from the durable state; its lease counts from `now` (the restart). */
 export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord {
   return {

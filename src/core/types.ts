@@ -127,3 +127,10 @@ export interface SnapshotV1 {
   /** The highest CRL number installed (decimal); absent in files written before it was recorded. */
   readonly crlNumber?: string
 }
+
+/** What a check-in did besides renewing the lease (the plan part of the answer comes after settle()). */
+export interface Registration {
+  /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
+  readonly rotated: boolean
+  readonly previousSerial: string | null
+}

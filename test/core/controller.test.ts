@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
 
 const ranges = (c: Controller, now = T0) =>
   Object.fromEntries(c.plan(now).nodes.map((n) => [n.nodeId, [n.rangeStart, n.rangeCount]]))
@@ -12,10 +12,10 @@ t.test('generation: unchanged by repeats, health counts and a join that moves no
     { kind: 'generation_changed', from: 0, to: 1 },
     { kind: 'generation_changed', from: 1, to: 2 },
   ])
-  c.checkIn(T0 + 1, body('a', 1), cert('a0'))
-  c.checkIn(T0 + 2, body('a', 1, { ready_shards: 1, fatal_shards: 3, generation: 2 }), cert('a0'))
+  checkIn(c, T0 + 1, body('a', 1), cert('a0'))
+  checkIn(c, T0 + 2, body('a', 1, { ready_shards: 1, fatal_shards: 3, generation: 2 }), cert('a0'))
   t.equal(c.generation, 2, 'repeat and health counts')
-  c.checkIn(T0 + 3, body('c', 1), cert('c0')) // S=2 over three nodes of capacity 1: c gets nothing
+  checkIn(c, T0 + 3, body('c', 1), cert('c0')) // S=2 over three nodes of capacity 1: c gets nothing
   t.same(ranges(c, T0 + 3), { a: [0, 1], b: [1, 1], c: [2, 0] })
   t.equal(c.generation, 2, 'a join that moves no shard')
   t.same(c.drainEvents(), [], 'no generation event either')
@@ -24,13 +24,13 @@ t.test('generation: unchanged by repeats, health counts and a join that moves no
 t.test('generation: +1 on each real change', async (t) => {
   const c = controllerWith([['a', 16], ['b', 16]])
   const g = c.generation
-  c.checkIn(T0, body('a', 32), cert('a0'))
+  checkIn(c, T0, body('a', 32), cert('a0'))
   t.equal(c.generation, g + 1, 'capacity change')
   t.same(ranges(c), { a: [0, 32], b: [32, 16] })
   t.equal(c.setDraining(T0, 'a', true).generation, g + 2, 'drain')
   t.equal(c.setDraining(T0, 'a', true).generation, g + 2, 'drain again is no change')
   t.equal(c.setDraining(T0, 'a', false).generation, g + 3, 'undrain')
-  c.checkIn(T0 + LEASE_MS, body('b', 16), cert('a1'))
+  checkIn(c, T0 + LEASE_MS, body('b', 16), cert('a1'))
   c.expireStaleNodes(T0 + LEASE_MS + 1)
   t.equal(c.generation, g + 4, 'expiry of a')
   t.same(ranges(c, T0 + LEASE_MS + 1), { b: [0, 16] })
@@ -41,24 +41,24 @@ t.test('a reported generation above the current one is refused and changes nothi
   const before = JSON.stringify(c.snapshot())
   const version = c.persistVersion
   c.drainEvents()
-  t.throws(() => c.checkIn(T0 + 5, body('a', 32, { generation: 2 }), cert('a0')), { code: 'invalid_request', message: /generation 2 is above the controller's current generation 1: this node ran a plan this controller does not know \(state_dir restored from an older copy, or lost\?\)/ })
-  t.throws(() => c.checkIn(T0 + 5, body('new', 8, { generation: 9 }), cert('n0')), { code: 'invalid_request' })
+  t.throws(() => checkIn(c, T0 + 5, body('a', 32, { generation: 2 }), cert('a0')), { code: 'invalid_request', message: /generation 2 is above the controller's current generation 1: this node ran a plan this controller does not know \(state_dir restored from an older copy, or lost\?\)/ })
+  t.throws(() => checkIn(c, T0 + 5, body('new', 8, { generation: 9 }), cert('n0')), { code: 'invalid_request' })
   t.equal(JSON.stringify(c.snapshot()), before)
   t.equal(c.persistVersion, version)
   t.equal(c.plan(T0 + 5).nodes[0]?.lastSeen, T0, 'the refused check-in did not renew the lease')
   t.same(c.drainEvents(), [])
-  t.equal(c.checkIn(T0 + 6, body('a', 16, { generation: 1 }), cert('a0')).generation, 1, 'equal is fine')
+  t.equal(checkIn(c, T0 + 6, body('a', 16, { generation: 1 }), cert('a0')).generation, 1, 'equal is fine')
 })
 
 t.test('leases: exactly lease_seconds is live, one millisecond more is expired', async (t) => {
   for (const operation of ['plan', 'route', 'checkIn', 'claimIdentify', 'setDraining', 'expire'] as const) {
     const c = controllerWith([['a', 16], ['b', 16]])
-    c.checkIn(T0 + 10, body('b', 16), cert('a1'))
+    checkIn(c, T0 + 10, body('b', 16), cert('a1'))
     c.drainEvents()
     const run = (now: number) => {
       if (operation === 'plan') c.plan(now)
       if (operation === 'route') c.route(now, '0')
-      if (operation === 'checkIn') c.checkIn(now, body('z', 1), cert('z0'))
+      if (operation === 'checkIn') checkIn(c, now, body('z', 1), cert('z0'))
       if (operation === 'claimIdentify') t.throws(() => c.claimIdentify(now, { node_id: 'nobody', shard_id: 0 }))
       if (operation === 'setDraining') c.setDraining(now, 'other', true)
       if (operation === 'expire') c.expireStaleNodes(now)
@@ -73,7 +73,7 @@ t.test('leases: exactly lease_seconds is live, one millisecond more is expired',
 
 t.test('leases: a renewal moves the node to the back of the expiry order', async (t) => {
   const c = controllerWith([['a', 8], ['b', 8]])
-  c.checkIn(T0 + 100, body('a', 8), cert('a0'))
+  checkIn(c, T0 + 100, body('a', 8), cert('a0'))
   t.same(c.expireStaleNodes(T0 + LEASE_MS + 1), ['b'])
   t.same(c.expireStaleNodes(T0 + LEASE_MS + 100), [])
   t.same(c.expireStaleNodes(T0 + LEASE_MS + 101), ['a'])
@@ -87,37 +87,37 @@ t.test('rotation: a newer certificate replaces the recorded one; an older or equ
   for (const notBefore of [recorded, recorded - 1]) {
     const before = JSON.stringify(c.snapshot())
     const version = c.persistVersion
-    t.throws(() => c.checkIn(T0 + 1, body('a', 32), cert('ff', notBefore)), { code: 'identity_conflict' })
+    t.throws(() => checkIn(c, T0 + 1, body('a', 32), cert('ff', notBefore)), { code: 'identity_conflict' })
     t.equal(JSON.stringify(c.snapshot()), before, 'nothing changed')
     t.equal(c.persistVersion, version)
   }
-  const outcome = c.checkIn(T0 + 2, body('a', 16), cert('b1', recorded + 1))
+  const outcome = checkIn(c, T0 + 2, body('a', 16), cert('b1', recorded + 1))
   t.match(outcome, { rotated: true, previousSerial: 'a0', rangeStart: 0, rangeCount: 16 })
   t.same(c.drainEvents(), [{ kind: 'node_rotated', nodeId: 'a', fromSerial: 'a0', toSerial: 'b1' }])
   t.equal(c.snapshot().nodes[0]?.certSerial, 'b1')
-  t.throws(() => c.checkIn(T0 + 3, body('a', 16), cert('a0')), { code: 'identity_conflict' }, 'the old one is now older')
-  t.match(c.checkIn(T0 + 4, body('a', 16), cert('b1', recorded + 1)), { rotated: false, previousSerial: null })
+  t.throws(() => checkIn(c, T0 + 3, body('a', 16), cert('a0')), { code: 'identity_conflict' }, 'the old one is now older')
+  t.match(checkIn(c, T0 + 4, body('a', 16), cert('b1', recorded + 1)), { rotated: false, previousSerial: null })
 })
 
 t.test('a node that is not live is accepted with any certificate', async (t) => {
   const c = controllerWith([['a', 16]])
   c.expireStaleNodes(T0 + LEASE_MS + 1)
-  t.match(c.checkIn(T0 + LEASE_MS + 2, body('a', 16), cert('old', 0)), { rotated: false, rangeCount: 16 })
+  t.match(checkIn(c, T0 + LEASE_MS + 2, body('a', 16), cert('old', 0)), { rotated: false, rangeCount: 16 })
 })
 
 t.test('persistVersion moves only when the snapshot would', async (t) => {
   const c = controllerWith([['a', 16]])
   let version = c.persistVersion
-  c.checkIn(T0 + 1, body('a', 16), cert('a0'))
-  c.checkIn(T0 + 2, body('a', 16, { ready_shards: 16, starting_shards: 1 }), cert('a0'))
+  checkIn(c, T0 + 1, body('a', 16), cert('a0'))
+  checkIn(c, T0 + 2, body('a', 16, { ready_shards: 16, starting_shards: 1 }), cert('a0'))
   t.equal(c.persistVersion, version, 'no-op and health-only check-ins')
   const moves: [string, () => unknown][] = [
-    ['reported generation', () => c.checkIn(T0 + 3, body('a', 16, { generation: 1 }), cert('a0'))],
-    ['capacity', () => c.checkIn(T0 + 4, body('a', 8), cert('a0'))],
-    ['join', () => c.checkIn(T0 + 5, body('b', 8), cert('b0'))],
+    ['reported generation', () => checkIn(c, T0 + 3, body('a', 16, { generation: 1 }), cert('a0'))],
+    ['capacity', () => checkIn(c, T0 + 4, body('a', 8), cert('a0'))],
+    ['join', () => checkIn(c, T0 + 5, body('b', 8), cert('b0'))],
     ['drain', () => c.setDraining(T0 + 6, 'b', true)],
     ['drain of a node that is not live', () => c.setDraining(T0 + 7, 'ghost', true)],
-    ['rotation', () => c.checkIn(T0 + 8, body('a', 8, { generation: 1 }), cert('a9', T0))],
+    ['rotation', () => checkIn(c, T0 + 8, body('a', 8, { generation: 1 }), cert('a9', T0))],
     ['revocation', () => c.removeRevoked(T0 + 9, (serial) => serial === 'b0')],
   ]
   for (const [label, move] of moves) {
@@ -125,14 +125,14 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
     t.ok(c.persistVersion > version, label)
     version = c.persistVersion
   }
-  c.checkIn(T0 + 10, body('a', 8, { generation: 1 }), cert('a9', T0))
+  checkIn(c, T0 + 10, body('a', 8, { generation: 1 }), cert('a9', T0))
   t.equal(c.persistVersion, version, 'the same report again')
 })
 
 t.test('drain flags are kept for nodes that are not live', async (t) => {
   const c = controllerWith([['a', 16]])
   t.same(c.setDraining(T0, 'b', true), { nodeId: 'b', draining: true, generation: 1 })
-  c.checkIn(T0 + 1, body('b', 16), cert('b0'))
+  checkIn(c, T0 + 1, body('b', 16), cert('b0'))
   t.same(ranges(c, T0 + 1), { a: [0, 16], b: [16, 0] })
   t.equal(c.generation, 1, 'a drained node joining moves nothing')
   t.match(c.plan(T0 + 1).nodes[1], { nodeId: 'b', draining: true })
@@ -156,7 +156,7 @@ t.test('revoked nodes are removed at once', async (t) => {
 
 t.test('the plan view', async (t) => {
   const c = controllerWith([['Zeta', 2], ['alpha', 2]], { totalShards: 5, maxConcurrency: 1 })
-  c.checkIn(T0 + 1, body('beta', 2, { ready_shards: 1, starting_shards: 2, backoff_shards: 3, fatal_shards: 4, generation: 2 }), cert('b'))
+  checkIn(c, T0 + 1, body('beta', 2, { ready_shards: 1, starting_shards: 2, backoff_shards: 3, fatal_shards: 4, generation: 2 }), cert('b'))
   t.same(c.plan(T0 + 1), {
     generation: 3,
     totalShards: 5,

@@ -3,7 +3,7 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from '../../src/core/identify.js'
-import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0, seededRandom } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
 t.test('counts follow joins, drains and expiry', async (t) => {
   const fresh = new Controller(SETTINGS)
@@ -14,7 +14,7 @@ t.test('counts follow joins, drains and expiry', async (t) => {
   c.setDraining(T0, 'a', true)
   c.setDraining(T0, 'ghost', true) // a flag on a node that is not live is kept, but it is no live draining node
   t.same(c.counts(), { live: 2, draining: 1, unassigned: 48 })
-  c.checkIn(T0 + LEASE_MS, body('b', 16), cert('a1'))
+  checkIn(c, T0 + LEASE_MS, body('b', 16), cert('a1'))
   c.expireStaleNodes(T0 + LEASE_MS + 1)
   t.same(c.counts(), { live: 1, draining: 0, unassigned: 48 })
 })

@@ -2,7 +2,7 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import type { CheckinBody } from '../../src/core/schemas.js'
-import type { CertRef, ControllerSettings } from '../../src/core/types.js'
+import type { CertRef, CheckinOutcome, ControllerSettings } from '../../src/core/types.js'
 
 /** Settings like the SPEC's example config. */
 export const SETTINGS: ControllerSettings = {
@@ -26,6 +26,18 @@ export function cert(serial: string, notBefore = T0 - 86_400_000): CertRef {
   return { serial, notBefore }
 }
 
+/** A check-in without batching: register, re-plan, answer (what ControllerService does for a batch of one). */
+export function checkIn(controller: Controller, now: number, checkin: CheckinBody, certificate: CertRef): CheckinOutcome {
+  const registration = controller.register(now, checkin, certificate)
+  controller.settle()
+  return controller.checkinOutcome(checkin.node_id, registration)
+}
+
+/** The plan part of a check-in answer for a node (after settle()), as if it checked in with nothing to report. */
+export function checkinView(controller: Controller, nodeId: string): CheckinOutcome {
+  return controller.checkinOutcome(nodeId, { rotated: false, previousSerial: null })
+}
+
 /** A controller with these nodes checked in at `now`, in order, each with its own serial. */
 export function controllerWith(
   nodes: readonly [string, number][],
@@ -33,7 +45,7 @@ export function controllerWith(
   now = T0,
 ): Controller {
   const controller = new Controller({ ...SETTINGS, ...settings })
-  nodes.forEach(([nodeId, capacity], i) => controller.checkIn(now, body(nodeId, capacity), cert(`a${i}`)))
+  nodes.forEach(([nodeId, capacity], i) => checkIn(controller, now, body(nodeId, capacity), cert(`a${i}`)))
   return controller
 }
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Controller } from '../../src/core/controller.js'
-import { body, cert, controllerWith, LEASE_MS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, T0 } from './fixtures.js'
 
 // compaq-01 owns 0..15, compaq-02 16..31, dell-01 32..63; bucket = shard % 16.
 const threeNodes = () => controllerWith([['compaq-01', 16], ['compaq-02', 16], ['dell-01', 32]])
@@ -39,7 +39,7 @@ t.test('only the owner may claim, and only a shard below total_shards', async (t
 // a owns 0..7 alone (generation 1); b joins at T0+1000 and takes 4..7 at generation 2.
 function handoffSetup(): Controller {
   const c = controllerWith([['a', 8]], { totalShards: 8, maxConcurrency: 8 })
-  c.checkIn(T0 + 1000, body('b', 8), cert('b0'))
+  checkIn(c, T0 + 1000, body('b', 8), cert('b0'))
   return c
 }
 
@@ -50,9 +50,9 @@ t.test('handoff: the new owner waits until the old one acknowledges the generati
   t.same(c.snapshot().handoffs.map((h) => [h.shardId, h.fromNode, h.generation]), [4, 5, 6, 7].map((s) => [s, 'a', 2]))
   // a's lease runs out when now - (T0) > 30000, i.e. at T0 + 30001.
   t.same(claim(c, T0 + 2000, 'b', 4), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 - 2000 })
-  c.checkIn(T0 + 3000, body('a', 8, { generation: 1 }), cert('a0'))
+  checkIn(c, T0 + 3000, body('a', 8, { generation: 1 }), cert('a0'))
   t.same(claim(c, T0 + 3000, 'b', 4), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 })
-  c.checkIn(T0 + 4000, body('a', 8, { generation: 2 }), cert('a0'))
+  checkIn(c, T0 + 4000, body('a', 8, { generation: 2 }), cert('a0'))
   t.same(c.snapshot().handoffs, [])
   t.match(claim(c, T0 + 4000, 'b', 4), { granted: true, bucket: 4 })
 })
@@ -77,14 +77,14 @@ t.test('handoff: a shard moving back to its old owner before the ack is cleared'
 
 t.test('handoff: a shard moving on to a third node keeps the original handoff', async (t) => {
   const c = handoffSetup()
-  c.checkIn(T0 + 2000, body('c', 8), cert('c0')) // 8 shards over three nodes: a 0..2, b 3..5, c 6..7
+  checkIn(c, T0 + 2000, body('c', 8), cert('c0')) // 8 shards over three nodes: a 0..2, b 3..5, c 6..7
   t.equal(c.generation, 3)
   t.same([c.ownerOf(3), c.ownerOf(6)], ['b', 'c'])
   const pending = c.snapshot().handoffs.map((h) => [h.shardId, h.fromNode, h.generation])
   // 3 left a now (generation 3); 6 and 7 went on from b to c but still wait for a (generation 2).
   t.same(pending, [[3, 'a', 3], [4, 'a', 2], [5, 'a', 2], [6, 'a', 2], [7, 'a', 2]])
   t.match(claim(c, T0 + 2000, 'c', 6), { granted: false, reason: 'handoff_pending' })
-  c.checkIn(T0 + 3000, body('a', 8, { generation: 2 }), cert('a0'))
+  checkIn(c, T0 + 3000, body('a', 8, { generation: 2 }), cert('a0'))
   t.same(c.snapshot().handoffs.map((h) => h.shardId), [3], 'the ack of generation 2 releases only those of generation 2')
   t.match(claim(c, T0 + 3000, 'c', 6), { granted: true })
   t.match(claim(c, T0 + 3000, 'b', 3), { granted: false, reason: 'handoff_pending' })
@@ -101,14 +101,14 @@ t.test('handoff comes before the bucket check, and a pending claim records nothi
   const c = handoffSetup()
   t.match(claim(c, T0 + 2000, 'b', 4), { reason: 'handoff_pending' })
   t.match(claim(c, T0 + 2000, 'a', 0), { granted: true, bucket: 0 })
-  c.checkIn(T0 + 2500, body('a', 8, { generation: 2 }), cert('a0'))
+  checkIn(c, T0 + 2500, body('a', 8, { generation: 2 }), cert('a0'))
   t.match(claim(c, T0 + 2500, 'b', 4), { granted: true, bucket: 4 }, 'bucket 4 was never marked')
 })
 
 t.test('daily budget: spent budget waits for the oldest grant to leave the 24-hour window', async (t) => {
   const day = 86_400_000
   const c = controllerWith([['a', 16]], { totalShards: 16, maxConcurrency: 16, dailyIdentifyLimit: 2 })
-  const alive = (now: number) => c.checkIn(now, body('a', 16), cert('a0'))
+  const alive = (now: number) => checkIn(c, now, body('a', 16), cert('a0'))
   t.match(claim(c, T0, 'a', 0), { granted: true })
   alive(T0 + 10_000)
   t.match(claim(c, T0 + 10_000, 'a', 1), { granted: true })

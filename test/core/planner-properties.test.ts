@@ -1,5 +1,6 @@
 import t from 'tap'
-import { compareBytes, planShards, type PlannerNode, type ShardPlan } from '../../src/core/planner.js'
+import { compareBytes } from '../../src/core/planner.js'
+import { planShards, type PlannerNode, type ShardPlan } from '../support/planner-by-name.js'
 import { seededRandom } from './fixtures.js'
 
 // Mixed case, digits and punctuation, so that byte order and locale order disagree.

@@ -1,5 +1,6 @@
 import t from 'tap'
-import { compareBytes, planInOrder, planShards, type PlannerNode } from '../../src/core/planner.js'
+import { compareBytes } from '../../src/core/planner.js'
+import { planInOrder, planShards, type PlannerNode } from '../support/planner-by-name.js'
 
 type Row = {
   name: string

@@ -5,7 +5,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
-import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
 
 const roundTrip = (s: DurableState): DurableState => durableStateSchema.parse(JSON.parse(JSON.stringify(s))) as DurableState
 const before = () => roundTrip(controllerWith([['a', 32], ['b', 32]]).snapshot())
@@ -22,12 +22,12 @@ t.test('a new total_shards: new generation, audited, Identify held until every r
   ])
   t.same(c.snapshot().meta.reshard, { generation: c.generation, waitingFor: ['a', 'b'] }, 'the barrier is part of the state')
   const later = now + INTERVAL // every bucket is free again after the restart
-  const a = c.checkIn(later, body('a', 32), cert('a0'))
+  const a = checkIn(c, later, body('a', 32), cert('a0'))
   t.match(a, { rangeStart: 0, rangeCount: 32 })
   t.same(c.claimIdentify(later, { node_id: 'a', shard_id: 0 }), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 }, 'held until the last waited-for lease (a, just renewed) would run out')
-  c.checkIn(later, body('a', 32, { generation: c.generation }), cert('a0'))
+  checkIn(c, later, body('a', 32, { generation: c.generation }), cert('a0'))
   t.equal(c.claimIdentify(later, { node_id: 'a', shard_id: 0 }).granted, false, 'still waiting for b')
-  c.checkIn(later + 1, body('b', 32, { generation: c.generation }), cert('a1'))
+  checkIn(c, later + 1, body('b', 32, { generation: c.generation }), cert('a1'))
   t.match(c.claimIdentify(later + 1, { node_id: 'a', shard_id: 0 }), { granted: true }, 'granted once both applied the new plan')
   t.equal(c.snapshot().meta.reshard, null, 'the barrier is gone from the state')
 })
@@ -36,9 +36,9 @@ t.test('a restored node that leaves (expires) releases the barrier; an old repor
   const now = T0 + 10_000
   const c = new Controller({ ...SETTINGS, totalShards: 128 }, { state: before(), now })
   const gen = c.generation
-  c.checkIn(now + 1, body('a', 32, { generation: gen - 1 }), cert('a0'))
+  checkIn(c, now + 1, body('a', 32, { generation: gen - 1 }), cert('a0'))
   t.same(c.snapshot().meta.reshard?.waitingFor, ['a', 'b'], 'a report of the old generation releases nothing')
-  c.checkIn(now + LEASE_MS, body('a', 32, { generation: gen }), cert('a0'))
+  checkIn(c, now + LEASE_MS, body('a', 32, { generation: gen }), cert('a0'))
   t.same(c.snapshot().meta.reshard?.waitingFor, ['b'])
   t.same(c.expireStaleNodes(now + LEASE_MS + 1), ['b'], 'b never came back')
   t.match(c.claimIdentify(now + LEASE_MS + 2, { node_id: 'a', shard_id: 1 }), { granted: true })
@@ -47,7 +47,7 @@ t.test('a restored node that leaves (expires) releases the barrier; an old repor
 t.test('a restart during a reshard keeps waiting for the same nodes', async (t) => {
   const now = T0 + 10_000
   const first = new Controller({ ...SETTINGS, totalShards: 128 }, { state: before(), now })
-  first.checkIn(now + 1, body('a', 32, { generation: first.generation }), cert('a0'))
+  checkIn(first, now + 1, body('a', 32, { generation: first.generation }), cert('a0'))
   const mid = roundTrip(first.snapshot())
   t.same(mid.meta.reshard?.waitingFor, ['b'])
   const second = new Controller({ ...SETTINGS, totalShards: 128 }, { state: mid, now: now + 100 })

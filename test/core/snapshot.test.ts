@@ -6,7 +6,7 @@ import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import { fromVersion1, parseStoredState } from '../../src/core/snapshot-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
 import type { SnapshotV1 } from '../../src/core/types.js'
-import { body, cert, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
 
 const settings = { ...SETTINGS, dailyIdentifyLimit: 1000 }
 
@@ -15,8 +15,8 @@ function busyController(): Controller {
   const c = controllerWith([['compaq-01', 16], ['dell-01', 32]], settings)
   c.setDraining(T0, 'ghost', true)
   c.claimIdentify(T0, { node_id: 'dell-01', shard_id: 40 })
-  c.checkIn(T0 + 1000, body('compaq-02', 16, { ready_shards: 3 }), cert('c2')) // takes shards from compaq-01 / dell-01
-  c.checkIn(T0 + 2000, body('compaq-01', 16, { generation: 2 }), cert('a0'))
+  checkIn(c, T0 + 1000, body('compaq-02', 16, { ready_shards: 3 }), cert('c2')) // takes shards from compaq-01 / dell-01
+  checkIn(c, T0 + 2000, body('compaq-01', 16, { generation: 2 }), cert('a0'))
   return c
 }
 
@@ -35,7 +35,7 @@ t.test('state -> JSON -> schema -> restore gives the same plan and generation', 
   t.same(after.drainEvents(), [], 'a restart moves no shard')
   t.equal(after.persistVersion, 0, 'and has nothing to write')
   for (const node of state.nodes) {
-    const again = after.checkIn(restartAt + 10, body(node.nodeId, node.capacity), cert(node.certSerial))
+    const again = checkIn(after, restartAt + 10, body(node.nodeId, node.capacity), cert(node.certSerial))
     t.match(again, { generation: before.generation, rotated: false }, node.nodeId)
   }
   t.same(after.drainEvents(), [], 'nor does checking in again')

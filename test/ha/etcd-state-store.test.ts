@@ -9,7 +9,7 @@ import { DEFAULT_ETCD_LIMITS } from '../../src/ha/etcd-limits.js'
 import { EtcdStateStore } from '../../src/ha/etcd-state-store.js'
 import { EtcdStateError, FencedWriteRefused, NotLeading } from '../../src/ha/ha-errors.js'
 import type { Fence } from '../../src/ha/leader-election.js'
-import { body, cert, T0 } from '../core/fixtures.js'
+import { body, cert, checkIn, T0 } from '../core/fixtures.js'
 import { needsEtcd, startEtcdCluster, type EtcdCluster } from '../support/etcd-cluster.js'
 import { startReplica, until, type Replica } from './replica.js'
 
@@ -46,8 +46,8 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
 
   const c = new Controller(SETTINGS)
   let now = T0
-  c.checkIn(now, body('alpha', 16), cert('a1'))
-  c.checkIn(now, body('beta', 16), cert('b1'))
+  checkIn(c, now, body('alpha', 16), cert('a1'))
+  checkIn(c, now, body('beta', 16), cert('b1'))
   await writeChanges(store, c) // the term's first write: a reconcile against the empty prefix
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the first write')
 
@@ -62,7 +62,7 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
   const owned = c.plan(now).nodes.find((n) => n.nodeId === 'node-000')!
   t.match(c.claimIdentify(now, { node_id: 'node-000', shard_id: owned.rangeStart }), { granted: true })
   c.setDraining(now, 'alpha', true) // every range shifts: handoffs from the live previous owners
-  c.checkIn(now, body('node-001', 4, { generation: c.generation }), cert('c1'))
+  checkIn(c, now, body('node-001', 4, { generation: c.generation }), cert('c1'))
   for (let i = 300; i < 600; i++) c.removeRevoked(now, (serial) => serial === `c${i}`)
   await writeChanges(store, c)
   const snapshot = c.snapshot()
@@ -72,7 +72,7 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
   t.ok(snapshot.handoffs.length > 100, `${snapshot.handoffs.length} pending handoffs round-trip`)
 
   now += 86_400_000 // every other node expires; the grant leaves the daily window
-  c.checkIn(now, body('beta', 16), cert('b1'))
+  checkIn(c, now, body('beta', 16), cert('b1'))
   t.match(c.claimIdentify(now, { node_id: 'beta', shard_id: 0 }), { granted: true })
   await writeChanges(store, c)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'after the expiries')
@@ -89,7 +89,7 @@ t.test('a deposed leader: its write is refused, reported, and nothing of it is v
   // as a process frozen past its deadline sees it: it still believes it holds `oldFence`
   const stale = storeOf(old, prefix, { currentFence: () => oldFence, onRefused: (err) => refusals.push(err) })
   const c = new Controller(SETTINGS)
-  c.checkIn(T0, body('alpha', 8), cert('a1'))
+  checkIn(c, T0, body('alpha', 8), cert('a1'))
   await writeChanges(stale, c)
   const saved = c.snapshot()
 
@@ -116,7 +116,7 @@ t.test('a write that stops half-way is made whole by the next (reconciling) writ
   const current = () => (allowed-- > 0 ? r.leadership.fence() : null)
   const store = storeOf(r, prefix, { currentFence: current, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 } })
   const c = new Controller(SETTINGS)
-  c.checkIn(T0, body('alpha', 64), cert('a1'))
+  checkIn(c, T0, body('alpha', 64), cert('a1'))
   await writeChanges(store, c)
   for (let i = 0; i < 60; i++) c.register(T0, body(`n-${i}`, 8), cert(`e${i}`))
   allowed = 2
@@ -126,7 +126,7 @@ t.test('a write that stops half-way is made whole by the next (reconciling) writ
   t.equal(torn!.meta.generation, 1, 'without the meta that would make it current')
 
   allowed = Infinity
-  c.checkIn(T0 + 10, body('alpha', 64, { generation: 1 }), cert('a1')) // more changes meanwhile
+  checkIn(c, T0 + 10, body('alpha', 64, { generation: 1 }), cert('a1')) // more changes meanwhile
   await writeChanges(store, c, true)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile wrote the difference: etcd equals the snapshot')
   await writeChanges(store, c)
@@ -145,7 +145,7 @@ t.test('the load refuses what it cannot use, naming the key; a first write that 
   t.equal(await store.load(), null, 'records without a meta key (a first write cut short): no state')
 
   const c = new Controller(SETTINGS)
-  c.checkIn(T0, body('beta', 8), cert('b1'))
+  checkIn(c, T0, body('beta', 8), cert('b1'))
   await writeChanges(store, c)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), "the reconcile removed the other write's leftovers")
 

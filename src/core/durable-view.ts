@@ -1,0 +1,69 @@
+/**
+ * The durable state as the controller's parts hold it: the whole state for a first write or a compaction,
+ * and the current values a delta reads for what the StateTracker marked.
+ */
+import type { DurableState, PersistedNode, StateMeta } from './durable-state.js'
+import type { HandoffLedger } from './handoffs.js'
+import type { IdentifyLimiter } from './identify.js'
+import type { LivePlan } from './live-plan.js'
+import type { NodeIndex } from './node-index.js'
+import { persistedNode, type NodeRecord } from './node-record.js'
+import type { ReshardBarrier } from './reshard.js'
+import type { StateLookups } from './state-tracker.js'
+import type { ControllerSettings } from './types.js'
+
+/** The parts of a controller that hold durable state (read here, never written). */
+export interface DurableParts {
+  readonly live: ReadonlyMap<string, NodeRecord>
+  readonly draining: ReadonlySet<string>
+  readonly nodes: NodeIndex
+  readonly plan: LivePlan
+  readonly handoffs: HandoffLedger
+  readonly limiter: IdentifyLimiter
+}
+
+/** The meta record of a controller's state: settings, generation, plan fingerprint, barrier, CRL number. */
+export function stateMeta(
+  settings: ControllerSettings,
+  generation: number,
+  planFingerprint: string,
+  reshard: ReshardBarrier | null,
+  crlNumber: bigint | null,
+): StateMeta {
+  return {
+    generation,
+    totalShards: settings.totalShards,
+    maxConcurrency: settings.maxConcurrency,
+    planFingerprint,
+    reshard: reshard === null ? null : { generation: reshard.generation, waitingFor: reshard.waitingFor },
+    crlNumber: crlNumber?.toString() ?? null,
+  }
+}
+
+/** The whole durable state under `meta`. O(N + S). */
+export function durableSnapshot(parts: DurableParts, meta: StateMeta): DurableState {
+  const nodes: PersistedNode[] = []
+  for (const record of parts.plan.records) nodes.push(persistedNode(record))
+  return {
+    version: 2,
+    meta,
+    nodes,
+    draining: [...parts.draining].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+    handoffs: parts.handoffs.entries(),
+    dailyGrants: parts.limiter.dailyGrants(),
+  }
+}
+
+/** How a delta reads the current value of what was marked changed. */
+export function stateLookups(parts: DurableParts): StateLookups {
+  return {
+    node: (nodeId) => {
+      const record = parts.live.get(nodeId)
+      return record === undefined ? null : persistedNode(record)
+    },
+    isDraining: (nodeId) => parts.draining.has(nodeId),
+    handoffFrom: parts.handoffs.tables.from,
+    handoffGeneration: parts.handoffs.tables.generation,
+    nodeName: (id) => parts.nodes.nameOf(id)!,
+  }
+}
