@@ -2,14 +2,8 @@
  * Pending handoffs (SPEC "Handoff safety"): a shard taken from a live node A at generation g stays
  * closed to its new owner until A acknowledges g, expires, or is revoked.
  */
+import type { PersistedHandoff } from './durable-state.js'
 import { NO_NODE, type NodeIndex } from './node-index.js'
-
-/** One shard whose previous owner has not released it yet. */
-export interface HandoffEntry {
-  readonly shardId: number
-  readonly fromNode: string
-  readonly generation: number
-}
 
 /**
  * One slot per shard (so never more than S entries) in typed arrays: a re-plan that moves every
@@ -152,8 +146,8 @@ export class HandoffLedger {
   }
 
   /** Every pending handoff, ordered by shard ID (O(S): for snapshots only). */
-  entries(): HandoffEntry[] {
-    const out: HandoffEntry[] = []
+  entries(): PersistedHandoff[] {
+    const out: PersistedHandoff[] = []
     for (let shardId = 0; shardId < this.from.length; shardId++) {
       const fromNode = this.nodes.nameOf(this.from[shardId]!)
       if (fromNode !== null) out.push({ shardId, fromNode, generation: this.generation[shardId]! })
