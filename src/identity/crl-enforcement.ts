@@ -35,18 +35,16 @@ const numberOf = (crl: { crlNumber?: bigint | null }) => crl.crlNumber?.toString
 
 /** Keeps the CRL in force and everything that depends on it in step with the CRL file. */
 export class CrlEnforcement {
-  private crl: ParsedCrl
   private readonly watcher: CrlWatcher
   private targets: CrlTargets | null = null
 
   /** True when the (normalised) serial is revoked by the CRL in force; checked on every request. */
-  readonly isRevoked = (serial: string): boolean => this.crl.revokedSerials.has(serial)
+  readonly isRevoked = (serial: string): boolean => this.watcher.inForce.revokedSerials.has(serial)
 
   constructor(
     initial: ParsedCrl,
     private readonly deps: CrlEnforcementDeps,
   ) {
-    this.crl = initial
     this.watcher = new CrlWatcher({
       path: deps.path,
       ca: deps.ca,
@@ -55,12 +53,12 @@ export class CrlEnforcement {
       onRefused: (reason, details) => this.refused(reason, details),
       onPending: (crl) => this.pending(crl),
       onExpiring: (crl, msLeft) => this.expiring(crl, msLeft),
-    })
+    }, initial)
   }
 
-  /** The CRL OpenSSL enforces now. */
+  /** The CRL OpenSSL enforces now (the watcher holds the one copy). */
   get inForce(): ParsedCrl {
-    return this.crl
+    return this.watcher.inForce
   }
 
   /** A newer CRL waiting for its thisUpdate, if any. */
@@ -71,8 +69,9 @@ export class CrlEnforcement {
   /** Records the CRL in force in the state and starts watching the file; new CRLs act on `targets`. */
   start(targets: CrlTargets): void {
     this.targets = targets
-    if (this.crl.crlNumber !== null) targets.recordCrlNumber(this.crl.crlNumber)
-    this.watcher.start(this.crl)
+    const crlNumber = this.watcher.inForce.crlNumber
+    if (crlNumber !== null) targets.recordCrlNumber(crlNumber)
+    this.watcher.start()
   }
 
   /** Stops watching; no callback runs afterwards. */
@@ -83,8 +82,7 @@ export class CrlEnforcement {
   /** TLS first: if it throws, the watcher refuses the CRL and nothing else has changed. */
   private install(next: ParsedCrl): void {
     const targets = this.targets! // the watcher runs only after start()
-    targets.installTls(next.pem)
-    this.crl = next
+    targets.installTls(next.pem) // the watcher put `next` in force just before, and takes it back if this throws
     let dropped = { closedConnections: 0, removedNodes: [] as readonly string[] }
     try {
       if (next.crlNumber !== null) targets.recordCrlNumber(next.crlNumber)
@@ -106,13 +104,13 @@ export class CrlEnforcement {
 
   private refused(reason: CrlRefusalReason, details: CrlRefusalDetails): void {
     const { path, message } = details
-    this.deps.audit.record('crl_refused', { path, reason, message, crl_number: numberOf(details), in_force_crl_number: numberOf(this.crl) })
+    this.deps.audit.record('crl_refused', { path, reason, message, crl_number: numberOf(details), in_force_crl_number: numberOf(this.watcher.inForce) })
     this.deps.logger?.warn({ reason, message }, 'new CRL refused; the previous CRL stays in force')
   }
 
   private pending(crl: ParsedCrl): void {
     const thisUpdate = crl.thisUpdate.toISOString()
-    this.deps.audit.record('crl_pending', { path: this.deps.path, crl_number: numberOf(crl), this_update: thisUpdate, in_force_crl_number: numberOf(this.crl) })
+    this.deps.audit.record('crl_pending', { path: this.deps.path, crl_number: numberOf(crl), this_update: thisUpdate, in_force_crl_number: numberOf(this.watcher.inForce) })
     this.deps.logger?.warn({ crlNumber: numberOf(crl), thisUpdate }, 'new CRL not valid yet (thisUpdate in the future: check the CA host clock); the previous CRL stays in force until then')
   }
 

@@ -54,7 +54,7 @@ const RACY_WINDOW_MS = 3_000
 
 /** Keeps the CRL in force up to date with the file at `path`. */
 export class CrlWatcher {
-  private current: ParsedCrl | undefined
+  private current: ParsedCrl
   private pending: ParsedCrl | null = null
   private fsWatcher: FSWatcher | undefined
   private interval: NodeJS.Timeout | undefined
@@ -71,12 +71,14 @@ export class CrlWatcher {
   private running = false
   private readonly now: () => number
 
-  constructor(private readonly opts: CrlWatcherOptions) {
+  /** `initial` is in force from here on (already parsed and verified by the caller). */
+  constructor(private readonly opts: CrlWatcherOptions, initial: ParsedCrl) {
     this.now = opts.now ?? Date.now
+    this.current = initial
   }
 
-  /** The CRL in force (the initial one until a newer one loads). */
-  get inForce(): ParsedCrl | undefined {
+  /** The CRL in force (the initial one until a newer one loads): the one copy the controller reads. */
+  get inForce(): ParsedCrl {
     return this.current
   }
 
@@ -85,11 +87,10 @@ export class CrlWatcher {
     return this.pending
   }
 
-  /** Starts watching with `initial` in force (already parsed and verified by the caller). */
-  start(initial: ParsedCrl): void {
+  /** Starts watching the file. */
+  start(): void {
     if (this.running) throw new Error('CrlWatcher already started')
     this.running = true
-    this.current = initial
     this.startFsWatch()
     this.interval = setInterval(() => this.tick(), this.opts.intervalMs ?? 1000)
     this.interval.unref()
@@ -209,7 +210,7 @@ export class CrlWatcher {
 
   private judge(pem: string): void {
     const current = this.current
-    if (current === undefined || !this.running) return
+    if (!this.running) return
     let decision: CrlDecision
     try {
       decision = decideCrl(current, pem, this.opts.ca, this.now())
@@ -225,7 +226,7 @@ export class CrlWatcher {
   /** Installs the pending CRL once its thisUpdate has come, deciding afresh against the CRL in force. */
   private installPendingIfDue(): void {
     const { current, pending } = this
-    if (current === undefined || pending === null || !this.running) return
+    if (pending === null || !this.running) return
     const decision = decideParsedCrl(current, pending, this.now())
     if (decision.kind === 'pending') return
     this.pending = null
@@ -241,13 +242,17 @@ export class CrlWatcher {
       if (onPending !== undefined) callQuietly(() => onPending(decision.crl))
       return
     }
+    // In force before onLoaded runs: what it acts on (dropping revoked connections and nodes) must
+    // already see the new CRL; put back if it refuses.
+    const previous = this.current
+    this.current = decision.crl
     try {
       this.opts.onLoaded(decision.crl)
     } catch (err) {
+      this.current = previous
       const message = err instanceof Error ? err.message : String(err)
       return this.refuse('install_failed', `the CRL could not be installed: ${message}`, decision.crl.crlNumber)
     }
-    this.current = decision.crl
   }
 
   /** The file no longer holds the pending CRL: it will not be installed. */
@@ -264,7 +269,7 @@ export class CrlWatcher {
     const details: CrlRefusalDetails = {
       path: this.opts.path,
       message,
-      inForceCrlNumber: this.current?.crlNumber ?? null,
+      inForceCrlNumber: this.current.crlNumber ?? null,
       ...(crlNumber !== undefined ? { crlNumber } : {}),
     }
     callQuietly(() => this.opts.onRefused(reason, details))
@@ -273,7 +278,7 @@ export class CrlWatcher {
   private warnIfExpiring(): void {
     const crl = this.current
     const onExpiring = this.opts.onExpiring
-    if (crl === undefined || onExpiring === undefined || !this.running) return
+    if (onExpiring === undefined || !this.running) return
     const now = this.now()
     const msLeft = expiringIn(crl, now)
     if (msLeft === null) return

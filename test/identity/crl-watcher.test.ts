@@ -33,8 +33,8 @@ function setup(t: Test, initial: string, opts: Partial<CrlWatcherOptions> = {}) 
   const path = join(dir, `crl-${++fileCount}.pem`)
   writeFileSync(path, initial)
   const log = new EventLog()
-  const watcher = new CrlWatcher({ path, ca: ca.cert, ...log.callbacks(), ...opts })
-  watcher.start(parseCrl(initial))
+  const watcher = new CrlWatcher({ path, ca: ca.cert, ...log.callbacks(), ...opts }, parseCrl(initial))
+  watcher.start()
   t.teardown(() => watcher.stop())
   return { path, log, watcher }
 }
