@@ -3,7 +3,7 @@
  * whose shard callbacks record every start and stop on the shared monotonic timeline. Records go to
  * the orchestrator over IPC every 100 ms. Started by worker-pool.ts with fork(); not a public entry.
  *
- * A worker may hold a partition proxy (partition-proxy.ts) in front of the controller for its agents,
+ * A worker may hold partition proxies (partition-proxy.ts) in front of the controller (each HA replica) for its agents,
  * and give them slow stop callbacks: a stop then takes `slowStopMs`, or ends when the agent aborts it
  * (its stop timeout), and is recorded when it really ends — the shard ran until then.
  */
@@ -25,7 +25,8 @@ const agents = new Map<string, NodeAgent>()
 let pending: FleetRecord[] = []
 let init: Init | null = null
 let pinned: PinnedKeys | null = null
-let proxy: PartitionProxy | null = null
+// one per controller URL: a partition must cut every replica off, or the agent just fails over to another
+let proxies: PartitionProxy[] = []
 let controllers: readonly string[] = []
 
 function send(message: FromWorker): void {
@@ -104,18 +105,17 @@ async function onMessage(message: ToWorker): Promise<void> {
       pinned = await PinnedKeys.fromJwks(message.jwks, 'plan-jwks.json')
       controllers = message.controllers
       if (message.partitionable) {
-        const upstream = new URL(message.controllers[0]!)
-        proxy = new PartitionProxy(upstream.hostname, Number(upstream.port))
-        controllers = [`https://127.0.0.1:${await proxy.listen()}`, ...message.controllers.slice(1)]
+        proxies = message.controllers.map((url) => new PartitionProxy(new URL(url).hostname, Number(new URL(url).port)))
+        controllers = await Promise.all(proxies.map(async (proxy) => `https://127.0.0.1:${await proxy.listen()}`))
       }
       send({ type: 'ready' })
       return
     case 'partition':
-      proxy?.partition()
+      for (const proxy of proxies) proxy.partition()
       send({ type: 'partitioned' })
       return
     case 'heal':
-      proxy?.heal()
+      for (const proxy of proxies) proxy.heal()
       send({ type: 'healed' })
       return
     case 'start':
@@ -133,7 +133,7 @@ async function onMessage(message: ToWorker): Promise<void> {
       return
     case 'shutdown':
       await Promise.all([...agents.values()].map((agent) => agent.stop()))
-      proxy?.close()
+      for (const proxy of proxies) proxy.close()
       flush()
       send({ type: 'shutdown_done' })
       process.disconnect()

@@ -1,10 +1,10 @@
 /**
  * Carries out the churn schedule against the real processes, one action after another, and notes on the
- * shared timeline what it did (freezes, revocations, restarts, reshards, partitions) for the checks.
+ * shared timeline what it did (freezes, revocations, restarts, reshards, partitions, take-overs) for the checks.
  */
 import { join } from 'node:path'
 import type { Freeze, Revocation } from './check-overlaps.js'
-import type { ControllerChild } from './controller-process.js'
+import type { ControllerSet } from './controller-set.js'
 import { revokeWithCli } from './fleet-pki.js'
 import type { FleetLedger } from './ledger.js'
 import type { OperatorClient, OperatorPlan } from './operator-client.js'
@@ -25,6 +25,17 @@ export interface RestartNote {
   readonly moved: number
   /** Expected nodes whose first renewal after the start differed from the plan before the kill. */
   readonly changedRenewals: number
+}
+
+/**
+ * One kill -9 of the leading HA replica. `listeningAt` is when the other replica first served the plan
+ * (the take-over), so that the restart figures (downtime, every node renewed) read it as a restart.
+ */
+export interface TakeoverNote extends RestartNote {
+  /** The `controller_id` index (0-based) of the replica killed. */
+  readonly killed: number
+  /** When the killed replica listened again (a follower). */
+  readonly rejoinedAt: number
 }
 
 /** One reshard restart: the controller stopped and started again with another total_shards. */
@@ -64,7 +75,7 @@ export type NodeFate = 'idle' | 'running' | 'left' | 'revoked'
 /** What the runner needs. */
 export interface ChurnDeps {
   readonly pool: WorkerPool
-  readonly controller: ControllerChild
+  readonly controller: ControllerSet
   readonly operator: OperatorClient
   readonly pkiDir: string
   readonly bundles: string
@@ -102,6 +113,7 @@ export class ChurnRunner {
   readonly revocationNotes: RevocationNote[] = []
   readonly restarts: RestartNote[] = []
   readonly reshards: ReshardNote[] = []
+  readonly takeovers: TakeoverNote[] = []
   /** Nodes cut off the controller now, and every partition once healed. */
   readonly cut = new Set<string>()
   readonly partitions: PartitionNote[] = []
@@ -161,6 +173,9 @@ export class ChurnRunner {
       case 'partition':
         await this.untilRunning(event.node)
         await this.partition(event.node, event.forMs)
+        break
+      case 'takeover':
+        await this.takeover()
         break
     }
     this.done.set(event.kind, (this.done.get(event.kind) ?? 0) + 1)
@@ -276,7 +291,7 @@ export class ChurnRunner {
     await sleep(event.downMs)
     await this.deps.controller.start([], { total_shards: event.totalShards })
     const listeningAt = sharedNow()
-    const after = await this.deps.operator.plan()
+    const after = await this.servedPlan()
     const fromShards = this.totalShards
     this.totalShards = event.totalShards
     const onNew = (n: string) => (this.deps.ledger.plans.get(n)?.generation ?? -Infinity) >= after.generation
@@ -301,17 +316,64 @@ export class ChurnRunner {
     await sleep(downMs)
     await this.deps.controller.start()
     const listeningAt = sharedNow()
-    const after = await this.deps.operator.plan()
-    const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= listeningAt
+    const judged = await this.judgeUnmoved('restart', before, expected, killedAt, listeningAt)
+    this.restarts.push({ killedAt, listeningAt, expected, ...judged })
+    this.deps.log(`controller killed (-9) and listening again after ${Math.round(listeningAt - killedAt)} ms; shards moved: ${judged.moved}`)
+  }
+
+  /**
+   * kill -9 of the leading HA replica; complete once the other one serves the plan, the killed one is
+   * started again (it joins as a follower) and every live node has renewed (or a lease passed). Judged
+   * as a restart: the same plan before and after, and every node's first renewal the plan of before
+   * (SPEC "High availability": a take-over moves no shard).
+   */
+  private async takeover(): Promise<void> {
+    const { controller, operator } = this.deps
+    const before = await this.servedPlan()
+    const leaderPort = await operator.leaderPort()
+    const killed = controller.ports.findIndex((p) => p === leaderPort)
+    if (killed < 0) throw new Error('a take-over found no leading replica')
+    const expected = this.reachable()
+    const killedAt = sharedNow()
+    await controller.replicas[killed]!.kill9()
+    // Served again: the plan answered (by the other replica: the killed one's port is closed).
+    await this.servedPlan()
+    const servedAt = sharedNow()
+    await controller.replicas[killed]!.start()
+    const rejoinedAt = sharedNow()
+    const judged = await this.judgeUnmoved('take-over', before, expected, killedAt, servedAt)
+    this.takeovers.push({ killedAt, listeningAt: servedAt, rejoinedAt, killed, expected, ...judged })
+    this.deps.log(`leading replica ${killed + 1} killed (-9); the other served after ${Math.round(servedAt - killedAt)} ms; shards moved: ${judged.moved}`)
+  }
+
+  /** The plan once a controller serves it (HA: once a replica leads), retried for two leases. */
+  private async servedPlan(): Promise<OperatorPlan> {
+    const deadline = sharedNow() + 2 * this.deps.leaseMs
+    for (;;) {
+      try {
+        return await this.deps.operator.plan()
+      } catch (err) {
+        if (sharedNow() > deadline) throw err
+        await sleep(POLL_MS)
+      }
+    }
+  }
+
+  /**
+   * The restart rule, for a restart and a take-over alike: the plan served after `upAt` is `before`,
+   * and every expected node's first renewal after it carries its plan of before; else `restart_moved`.
+   */
+  private async judgeUnmoved(what: string, before: OperatorPlan, expected: readonly string[], killedAt: number, upAt: number): Promise<Pick<RestartNote, 'generationBefore' | 'generationAfter' | 'moved' | 'changedRenewals'>> {
+    const after = await this.servedPlan()
+    const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= upAt
     await waitFor(() => expected.every(renewed), this.deps.leaseMs)
     const changedRenewals = expected.filter((n) => renewed(n) && !samePlan(before, n, this.deps.ledger.plans.get(n)!)).length
     const moved = movedShards(before, after)
     if (moved > 0 || before.generation !== after.generation || changedRenewals > 0) {
       const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan`
-      this.deps.violations.push({ kind: 'restart_moved', detail: `the restart at ${Math.round(killedAt)}: ${detail}` })
+      this.deps.violations.push({ kind: 'restart_moved', detail: `the ${what} at ${Math.round(killedAt)}: ${detail}` })
     }
-    this.restarts.push({ killedAt, listeningAt, expected, generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals })
-    this.deps.log(`controller killed (-9) and listening again after ${Math.round(listeningAt - killedAt)} ms; shards moved: ${moved}`)
+    return { generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals }
   }
 }
 

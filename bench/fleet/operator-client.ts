@@ -1,4 +1,8 @@
-/** The operator's side of a fleet run, over mTLS with an operator certificate: drain a node, read the plan. */
+/**
+ * The operator's side of a fleet run, over mTLS with an operator certificate: drain a node, read the plan.
+ * With HA replicas it follows the leader as the node agent does: each port in order, the next one on a
+ * connection error or a 503 `not_leader`.
+ */
 import https from 'node:https'
 import { z } from 'zod'
 
@@ -22,9 +26,25 @@ export interface OperatorIdentity {
 
 const TIMEOUT_MS = 10_000
 
-/** An operator talking to one controller port on 127.0.0.1. */
+/** An answer and the port that gave it. */
+interface Answer {
+  readonly status: number
+  readonly body: unknown
+  readonly port: number
+}
+
+/** An operator talking to the controller replicas' ports on 127.0.0.1. */
 export class OperatorClient {
-  constructor(private readonly id: OperatorIdentity, private readonly port: () => number) {}
+  constructor(private readonly id: OperatorIdentity, private readonly ports: () => readonly number[]) {}
+
+  /** The port of the replica that answers `GET /v1/plan` with 200 itself (the leader), or null. */
+  async leaderPort(): Promise<number | null> {
+    for (const port of this.ports()) {
+      const answer = await this.requestAt(port, 'GET', '/v1/plan').catch(() => null)
+      if (answer?.status === 200) return port
+    }
+    return null
+  }
 
   /** `GET /v1/plan`. */
   async plan(): Promise<OperatorPlan> {
@@ -40,13 +60,28 @@ export class OperatorClient {
     return z.object({ generation: z.number().int() }).parse(body).generation
   }
 
-  private request(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  /** One request, to each port in order until one answers other than 503 not_leader (the agent's rule). */
+  private async request(method: string, path: string, body?: unknown): Promise<Answer> {
+    let last: Answer | Error = new Error('no controller port')
+    for (const port of this.ports()) {
+      try {
+        last = await this.requestAt(port, method, path, body)
+        if (!(last.status === 503 && (last.body as { error?: unknown } | null)?.error === 'not_leader')) return last
+      } catch (err) {
+        last = err as Error
+      }
+    }
+    if (last instanceof Error) throw last
+    return last
+  }
+
+  private requestAt(port: number, method: string, path: string, body?: unknown): Promise<Answer> {
     const payload = body === undefined ? undefined : JSON.stringify(body)
     return new Promise((resolve, reject) => {
       const req = https.request(
         {
           host: '127.0.0.1',
-          port: this.port(),
+          port,
           path,
           method,
           ca: this.id.ca,
@@ -67,7 +102,7 @@ export class OperatorClient {
             } catch {
               /* not JSON: kept as text for the error message */
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed })
+            resolve({ status: res.statusCode ?? 0, body: parsed, port })
           })
           res.on('error', reject)
         },

@@ -23,6 +23,8 @@ export interface FleetOptions {
   readonly reshardTo: number
   /** How long the partitioned node's stop callbacks take (unless its agent aborts them sooner). */
   readonly slowStopMs: number
+  /** Two controller replicas on a real etcd (HA) instead of one controller with a state folder. */
+  readonly ha: boolean
   readonly json: string | null
   readonly keep: boolean
   readonly progress: boolean
@@ -38,6 +40,8 @@ export interface ChurnCounts {
   readonly revocations: number
   readonly reshards: number
   readonly partitions: number
+  /** kill -9 of the leading replica (--ha only). */
+  readonly takeovers: number
 }
 
 /** A bad flag; the CLI prints it and exits 2. */
@@ -65,6 +69,9 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
                            to S (2 x S)
   --slow-stop-ms ms        stop callbacks of a partitioned node take this long, or end when the agent
                            aborts them (3/4 of the agent's default stop timeout, lease/6 at most 30 s)
+  --ha                     two controller replicas on a real 1-member etcd (mutual TLS) instead of one
+                           controller with a state folder; needs the etcd binary (ETCD_BIN, or PATH)
+  --takeovers n            kill -9 of the leading replica, started again as a follower (0; --ha only)
   --per-process n          agents per worker process (250); each paused or partitioned agent has its own
   --settle-timeout s       how long the fleet may take to converge after the churn (derived)
   --wake-grace-ms ms       time a woken agent has to stop shards it lost while frozen (500)
@@ -94,6 +101,7 @@ const flagsSchema = z
     revocations: count(1000).default(1),
     reshards: count(100).default(0),
     partitions: count(20).default(1),
+    takeovers: count(100).default(0),
     'reshard-to': z.coerce.number().int().min(1).max(65_536).optional(),
     'slow-stop-ms': z.coerce.number().int().min(0).max(600_000).optional(),
     'per-process': z.coerce.number().int().min(1).max(5000).default(250),
@@ -101,11 +109,12 @@ const flagsSchema = z
     'wake-grace-ms': z.coerce.number().int().min(0).max(60_000).default(500),
     json: z.string().min(1).optional(),
     keep: z.boolean().default(false),
+    ha: z.boolean().default(false),
     'no-progress': z.boolean().default(false),
   })
   .strict()
 
-const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'takeovers', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
 
 /** Parses argv (without node and script); null means --help was asked for. Throws UsageError. */
 export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
@@ -114,7 +123,7 @@ export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
     const options = Object.fromEntries(STRING_FLAGS.map((name) => [name, { type: 'string' as const }]))
     values = parseArgs({
       args: [...argv],
-      options: { ...options, keep: { type: 'boolean' }, 'no-progress': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
+      options: { ...options, keep: { type: 'boolean' }, ha: { type: 'boolean' }, 'no-progress': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
       strict: true,
       allowPositionals: false,
     }).values
@@ -145,7 +154,10 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     revocations: f.revocations,
     reshards: f.reshards,
     partitions: f.partitions,
+    takeovers: f.takeovers,
   }
+  // A take-over needs a second replica to take over.
+  if (churn.takeovers > 0 && !f.ha) throw new UsageError('--takeovers needs --ha (a single controller has no replica to take over)')
   // Joins start late, and leaves, revocations, pauses and partitions each need a node of their own; two stay steady.
   const reserved = churn.joins + churn.leaves + churn.revocations + churn.pauses + churn.partitions
   if (reserved > nodes - 2) throw new UsageError(`joins + leaves + revocations + pauses + partitions (${reserved}) must leave at least 2 of the ${nodes} nodes untouched`)
@@ -175,6 +187,7 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     wakeGraceMs: f['wake-grace-ms'],
     reshardTo,
     slowStopMs,
+    ha: f.ha,
     json: f.json ?? null,
     keep: f.keep,
     progress: !f['no-progress'],

@@ -28,7 +28,7 @@ export type ToWorker =
       readonly identifyIntervalMs: number
       /** A stop callback takes this long (0: instant), or less when the agent aborts it. */
       readonly slowStopMs: number
-      /** Put a partition proxy in front of the first controller URL (the agents use the proxy). */
+      /** Put a partition proxy in front of every controller URL (the agents use the proxies). */
       readonly partitionable: boolean
     }
   | { readonly type: 'start'; readonly name: string; readonly capacity: number; readonly bundleDir: string }

@@ -1,7 +1,7 @@
 /**
  * The seeded scenario of a fleet run (pure): which nodes exist, with which capacity, in which worker
  * process, and the churn schedule — joins, leaves, drains, pauses longer than a lease, controller
- * kill -9 and restarts, revocations, reshard restarts, slow-stop partitions — at times within the
+ * kill -9 and restarts, revocations, reshard restarts, slow-stop partitions, HA take-overs — at times within the
  * churn phase.
  */
 import type { FleetOptions } from './options.js'
@@ -29,6 +29,8 @@ export type ChurnEvent =
   | { readonly at: number; readonly kind: 'reshard'; readonly downMs: number; readonly totalShards: number; readonly signal: 'SIGKILL' | 'SIGTERM' }
   /** The node's agent cut off the controller (a frozen proxy, its process running on) for at least `forMs`. */
   | { readonly at: number; readonly kind: 'partition'; readonly node: string; readonly forMs: number }
+  /** kill -9 of the leading HA replica; it is started again (a follower) once the other one serves. */
+  | { readonly at: number; readonly kind: 'takeover' }
 
 /** Nodes, processes and the churn schedule (sorted by time). */
 export interface Scenario {
@@ -122,6 +124,7 @@ function schedule(opts: FleetOptions, rng: Rng, roles: Roles): ChurnEvent[] {
     // another node runs one of its shards); begun in the middle (it waits until its node runs a shard),
     // so that it ends with the churn.
     ...roles.partitioned.map((node) => ({ at: middle(), kind: 'partition' as const, node, forMs: leaseMs + rng.int(1000, 3000) })),
+    ...Array.from({ length: opts.churn.takeovers }, () => ({ at: at(), kind: 'takeover' as const })),
     // Every other reshard (in time) goes back to --shards; each is a kill -9 or a graceful stop (SIGTERM) at random.
     ...reshardTimes.map((t, i) => ({
       at: t,

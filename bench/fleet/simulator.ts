@@ -1,6 +1,7 @@
 /**
- * One fleet run: a PKI and N node bundles, a controller child process, agent worker processes running
- * the real NodeAgent, the seeded churn, a settle phase, then the checks over the one timeline.
+ * One fleet run: a PKI and N node bundles, a controller child process (with --ha: two replicas on a real
+ * etcd), agent worker processes running the real NodeAgent, the seeded churn, a settle phase, then the
+ * checks over the one timeline.
  */
 import { rmSync } from 'node:fs'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
@@ -10,7 +11,9 @@ import { mapChunked } from './chunked.js'
 import { ChurnRunner } from './churn-runner.js'
 import { checkGrants, readAuditGrants } from './check-grants.js'
 import { checkOverlaps } from './check-overlaps.js'
+import { startEtcdMembers, type EtcdMembers } from '../support/etcd-process.js'
 import { ControllerChild } from './controller-process.js'
+import { ControllerSet } from './controller-set.js'
 import { judgeConvergence } from './convergence.js'
 import { partitionFigures, reshardFigures } from './event-figures.js'
 import { controllerFiles, makeFleetPki, type FleetPki } from './fleet-pki.js'
@@ -35,14 +38,35 @@ export interface FleetOutput {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 const SETTLE_POLL_MS = 1000
 
-/** The controller's config for a run. */
-function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string): Record<string, unknown> {
+/** How one controller process of a run is told apart: its id and files (one without HA, two with). */
+interface ReplicaFiles {
+  readonly id: string
+  readonly config: string
+  readonly log: string
+  readonly audit: string
+}
+
+/** The replicas' names and files: `controller.*` for the single controller, `controller-1.*`... with HA. */
+function replicaFiles(root: string, ha: boolean): ReplicaFiles[] {
+  const names = ha ? ['controller-1', 'controller-2'] : ['controller']
+  return names.map((name) => ({ id: `fleet-${name}`, config: join(root, `${name}.json`), log: join(root, `${name}.log`), audit: join(root, `audit${name.slice(10)}.log`) }))
+}
+
+/** The HA section of every replica: a short etcd lease (2 s, the minimum), so that a take-over is quick. */
+function haSection(etcd: EtcdMembers): Record<string, unknown> {
+  const { endpoints, ca, cert, key } = etcd.connection
+  return { etcd: { endpoints: [...endpoints], ca, cert, key }, prefix: '/pxe-fleet/', lease_ttl_seconds: 2 }
+}
+
+/** A controller's config for a run: a state folder, or with `etcd` the HA section (the state is in etcd). */
+function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string, files: ReplicaFiles, etcd: EtcdMembers | null): Record<string, unknown> {
   return {
     listen: { host: '127.0.0.1', port: 0 },
     ...controllerFiles(pki.dir),
-    state_dir: join(root, 'state'),
-    audit_log: join(root, 'audit.log'),
-    controller_id: 'fleet-controller',
+    // Two replicas cannot both bind the ops endpoint's default port, and the run does not read it.
+    ...(etcd === null ? { state_dir: join(root, 'state') } : { ha: haSection(etcd), ops: null }),
+    audit_log: files.audit,
+    controller_id: files.id,
     total_shards: opts.shards,
     max_concurrency: opts.maxConcurrency,
     lease_seconds: opts.leaseS,
@@ -64,7 +88,9 @@ interface Run {
   readonly ledger: FleetLedger
   readonly violations: Violation[]
   readonly notes: string[]
-  readonly controller: ControllerChild
+  readonly controller: ControllerSet
+  /** Every replica's audit log (one without HA). */
+  readonly auditLogs: readonly string[]
   readonly pool: WorkerPool
   readonly operator: OperatorClient
   readonly churn: ChurnRunner
@@ -75,7 +101,8 @@ interface Run {
 export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<FleetSummary> {
   const scenario = buildScenario(opts)
   const root = await mkdtemp(join(tmpdir(), 'pxe-fleet-'))
-  let controller: ControllerChild | null = null
+  let controller: ControllerSet | null = null
+  let etcd: EtcdMembers | null = null
   let pool: WorkerPool | null = null
   const unregister = onInterrupt(() => {
     if (!opts.keep) rmSync(root, { recursive: true, force: true })
@@ -85,28 +112,48 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
     const pki = await makeFleetPki(root, scenario.nodes.map((n) => n.name), (line) => out.info(`  ${line}`))
     const violations: Violation[] = []
     const ledger = new FleetLedger()
-    controller = new ControllerChild({
-      configPath: join(root, 'controller.json'),
-      config: fleetConfig(opts, pki, root),
-      logPath: join(root, 'controller.log'),
-      onUnexpectedExit: (code) => violations.push({ kind: 'process_failed', detail: `the controller exited by itself (${code})` }),
-    })
+    if (opts.ha) {
+      etcd = await startEtcdMembers(1)
+      out.info(`fleet: etcd serving at ${etcd.connection.endpoints.join(', ')}; two controller replicas`)
+    }
+    const files = replicaFiles(root, opts.ha)
+    const e = etcd
+    controller = new ControllerSet(
+      files.map(
+        (f) =>
+          new ControllerChild({
+            configPath: f.config,
+            config: fleetConfig(opts, pki, root, f, e),
+            logPath: f.log,
+            onUnexpectedExit: (code) => violations.push({ kind: 'process_failed', detail: `${f.id} exited by itself (${code})` }),
+          }),
+      ),
+    )
     await controller.start()
     pool = new WorkerPool(scenario.processes, (records) => ledger.add(records), (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
     // A partitioned node's process puts a proxy in front of the controller and has slow stop callbacks.
     const extras = new Map(scenario.partitionProcesses.map((p) => [p, { slowStopMs: opts.slowStopMs, partitionable: true }]))
-    await pool.init({ controllers: [`https://127.0.0.1:${controller.port}`], ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs }, extras)
+    // The agents' controller list: replica 1, then replica 2 (they fail over on a connection error or a 503).
+    const controllers = controller.ports.map((port) => `https://127.0.0.1:${port}`)
+    await pool.init({ controllers, ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs }, extras)
     const c = controller
-    const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => c.port)
+    const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => c.ports)
+    // HA: the agents start once a replica leads, so that the cold start is not a string of 503s.
+    const deadline = sharedNow() + 30_000
+    while ((await operator.leaderPort()) === null) {
+      if (sharedNow() > deadline) throw new Error('no controller replica became the leader within 30 s')
+      await sleep(200)
+    }
     const churn = new ChurnRunner({
       pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
-    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, pool, operator, churn, phase: 'joining' }
+    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, phase: 'joining' }
     return await simulate(run)
   } finally {
     unregister()
     pool?.kill()
     await controller?.close()
+    await etcd?.close()
     if (opts.keep) out.info(`fleet: run folder kept: ${root} (it holds private keys: delete it when done)`)
     else await rm(root, { recursive: true, force: true })
   }
@@ -169,12 +216,17 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
   const { opts, ledger, churn } = run
   const leaseMs = opts.leaseS * 1000
   const overlaps = checkOverlaps({ records: ledger.records, freezes: churn.freezes, revocations: churn.revocations, endT, wakeGraceMs: opts.wakeGraceMs, leaseMs })
-  const audited = readAuditGrants(await readFile(join(run.root, 'audit.log'), 'utf8'))
+  // With HA every replica that led wrote its own grants: the spacing must hold across the take-over, so
+  // both logs are read as one. A replica that never led may have no audit log.
+  const texts = await Promise.all(run.auditLogs.map((path) => readFile(path, 'utf8').catch(() => '')))
+  const audited = texts.flatMap((text) => readAuditGrants(text))
   const grants = checkGrants({ audited, received: ledger.grants, intervalMs: opts.identifyIntervalMs, maxConcurrency: opts.maxConcurrency, dailyLimit: opts.dailyLimit })
   const violations = [...run.violations, ...overlaps.violations, ...grants.violations, ...eventViolations(ledger)]
   const moves = moveFigures(ledger.records)
   const revokedMs = overlaps.revokedOverlaps.map((o) => o.ms)
+  const liveAtEnd = new Set(churn.expectedLive().map((n) => n.name))
   return {
+    ha: opts.ha,
     seed: opts.seed,
     nodes: opts.nodes,
     shards: opts.shards,
@@ -188,7 +240,8 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
     counts: { records: ledger.records.length, ...Object.fromEntries(ledger.counters) },
     moves: moves.moves,
     handoffGapMs: { p50: percentile(moves.handoffGapsMs, 50), max: percentile(moves.handoffGapsMs, 100) },
-    restarts: restartFigures(ledger.records, churn.restarts, leaseMs, new Set(churn.expectedLive().map((n) => n.name))),
+    restarts: restartFigures(ledger.records, churn.restarts, leaseMs, liveAtEnd),
+    takeovers: restartFigures(ledger.records, churn.takeovers, leaseMs, liveAtEnd).map((f, i) => ({ ...f, killedReplica: churn.takeovers[i]!.killed + 1 })),
     reshards: reshardFigures(ledger.records, churn.reshards, endT),
     partitions: partitionFigures(ledger.records, churn.partitions, endT),
     pauses: overlaps.pauses,

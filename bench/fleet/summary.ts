@@ -7,6 +7,8 @@ import { VIOLATION_KINDS, type Violation, type ViolationKind } from './violation
 /** Everything a run reports. */
 export interface FleetSummary {
   readonly seed: number
+  /** Two controller replicas on etcd (--ha). */
+  readonly ha: boolean
   readonly nodes: number
   readonly shards: number
   /** total_shards at the end (after any reshard restarts). */
@@ -22,6 +24,8 @@ export interface FleetSummary {
   readonly moves: number
   readonly handoffGapMs: { readonly p50: number | null; readonly max: number | null }
   readonly restarts: readonly RestartFigures[]
+  /** Per HA take-over (kill -9 of the leader): downtime until the other replica served, renewals, moves. */
+  readonly takeovers: readonly (RestartFigures & { readonly killedReplica: number })[]
   readonly reshards: readonly ReshardFigures[]
   readonly partitions: readonly PartitionFigures[]
   readonly pauses: readonly PauseFigures[]
@@ -50,7 +54,7 @@ export function formatSummary(s: FleetSummary): string[] {
   const c = (name: string) => s.counts[name] ?? 0
   const total = Object.values(s.violationsByKind).reduce((a, b) => a + b, 0)
   const lines = [
-    `fleet summary (seed ${s.seed}): ${s.nodes} nodes, ${s.shards} shards${s.shardsAtEnd === s.shards ? '' : ` (${s.shardsAtEnd} at the end)`}, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s, ${s.workerProcesses} agent processes, ${s.runSeconds.toFixed(1)} s`,
+    `fleet summary (seed ${s.seed}): ${s.nodes} nodes, ${s.shards} shards${s.shardsAtEnd === s.shards ? '' : ` (${s.shardsAtEnd} at the end)`}, max_concurrency ${s.maxConcurrency},${s.ha ? ' two HA replicas on etcd,' : ''} lease ${s.leaseSeconds} s, ${s.workerProcesses} agent processes, ${s.runSeconds.toFixed(1)} s`,
     row('churn done', Object.entries(s.churn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'),
     row('records (starts / stops / plans)', `${c('records')} (${c('starts')} / ${c('stops')} / ${c('plans_accepted')})`),
     row('shard moves', `${s.moves} (handoff stop → start p50 ${ms(s.handoffGapMs.p50)}, max ${ms(s.handoffGapMs.max)})`),
@@ -61,6 +65,7 @@ export function formatSummary(s: FleetSummary): string[] {
     row('fail-safe stops (lease_expiring)', c('stop:lease_expiring')),
     row('reshard stops / stop timeouts', `${c('stop:reshard')} / ${c('shard_stop_timed_out')} (stops aborted ${c('stops_aborted')})`),
     ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
+    ...s.takeovers.map((r, i) => row(`take-over ${i + 1} (kill -9 of replica ${r.killedReplica})`, `served again after ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
     ...s.reshards.map((r, i) => row(`reshard ${i + 1} (${r.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'}, ${r.fromShards} → ${r.toShards})`, `down ${ms(r.downMs)}, plan at ${r.planTotalShards} shards, every node on it after ${ms(r.allOnNewPlanMs)}; ${r.oldSessions} old sessions, the last stopped ${ms(r.lastOldStopMs)} after the start, the first new one started after ${ms(r.firstNewStartMs)}`)),
     ...s.partitions.map((p, i) => row(`partition ${i + 1} (${p.node}, ${ms(p.cutMs)})`, `held ${p.heldShards} shards, the last stopped ${ms(p.lastStopMs)} after the cut (slowest stop ${ms(p.slowestStopMs)}, ${p.abortedStops} aborted); ${p.handedOn} started elsewhere during it, closest stop → start ${ms(p.minHandoffGapMs)}`)),
     ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
