@@ -3,7 +3,7 @@
  * and revoked nodes do with their shards. Pure: it reads the records and the orchestrator's own notes.
  *
  * Each session carries the shard count it was started with, so that the check holds across a reshard:
- * shard a of Sa and shard b of Sb serve a common guild iff a ≡ b (mod gcd(Sa, Sb)) (guild-math.ts), on
+ * shard a of Sa and shard b of Sb serve a common guild iff a ≡ b (mod gcd(Sa, Sb)) (src/core/snowflake.ts), on
  * two nodes or on one. Two sessions of one count overlap only on the same shard number (`overlap`, the
  * classic "a shard on two nodes"); of two counts, `guild_overlap` names a guild both served. Sessions are
  * grouped by shard % G, G the gcd of every count in the run (a common guild needs the same remainder),
@@ -19,7 +19,7 @@
  * reported apart (`revokedOverlaps`), not counted as violations; the revoked node must still stop its
  * shards within the CRL pick-up time (2 s) plus one lease, and start none after the pick-up.
  */
-import { commonGuild, gcd } from './guild-math.js'
+import { commonGuild, gcd } from '../../src/core/snowflake.js'
 import type { FleetRecord } from './protocol.js'
 import type { Violation } from './violations.js'
 

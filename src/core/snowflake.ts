@@ -21,23 +21,26 @@ export function shardForGuild(guildId: bigint, totalShards: number): number {
   return Number((guildId >> 22n) % BigInt(totalShards))
 }
 
-function gcd(a: number, b: number): number {
+/** Greatest common divisor of two positive integers. */
+export function gcd(a: number, b: number): number {
   while (b !== 0) [a, b] = [b, a % b]
   return a
 }
 
 /**
- * True when some guild is served both by shard `a` of `countA` and by shard `b` of `countB`: by the
- * Chinese remainder theorem exactly when a ≡ b (mod gcd(countA, countB)), since guild_id >> 22 spans
- * 2^42 values, more than lcm(countA, countB) for any two counts up to 65,536.
+ * True when some guild is served both by shard `a` of a session with `countA` shards and by shard `b` of
+ * one with `countB`: by the Chinese remainder theorem exactly when a ≡ b (mod gcd(countA, countB)), since
+ * guild_id >> 22 spans 2^42 values, more than lcm(countA, countB) for any two counts up to 65,536.
  */
-export function shardsShareGuilds(a: number, countA: number, b: number, countB: number): boolean {
-  return a % gcd(countA, countB) === b % gcd(countA, countB)
+export function shareGuilds(a: number, countA: number, b: number, countB: number): boolean {
+  return (a - b) % gcd(countA, countB) === 0
 }
 
-/** A guild served by both shards (the smallest), or null; for messages that name the collision. */
-export function sharedGuild(a: number, countA: number, b: number, countB: number): bigint | null {
-  if (!shardsShareGuilds(a, countA, b, countB)) return null
-  const step = BigInt(countA)
-  for (let x = BigInt(a); ; x += step) if (Number(x % BigInt(countB)) === b) return x << 22n
+/** The smallest `guild_id >> 22` served by both sessions (the witness a finding names), or null when none. */
+export function commonGuild(a: number, countA: number, b: number, countB: number): number | null {
+  if (!shareGuilds(a, countA, b, countB)) return null
+  // x = a + k·countA for k < countB / gcd: at most 65,536 steps, and only for a finding.
+  const steps = countB / gcd(countA, countB)
+  for (let k = 0, x = a; k < steps; k++, x += countA) if (x % countB === b) return x
+  return null
 }

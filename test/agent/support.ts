@@ -11,7 +11,7 @@ import type { AgentEvent } from '../../src/agent/agent-events.js'
 import type { NodeAgentOptions } from '../../src/agent/agent-options.js'
 import { identityFromPem, type NodeIdentity } from '../../src/agent/identity.js'
 import { NodeAgent } from '../../src/agent/node-agent.js'
-import { sharedGuild } from '../../src/core/snowflake.js'
+import { commonGuild } from '../../src/core/snowflake.js'
 import { bundle, startTestController, type Pki, type TestController } from '../e2e/harness.js'
 
 /** Issues a node bundle with the toolkit and turns it into an in-memory identity. */
@@ -72,8 +72,8 @@ export class Recorder {
         continue
       }
       for (const other of open.values()) {
-        const guild = sharedGuild(e.shard, e.totalShards, other.shard, other.totalShards)
-        if (guild !== null) out.push(`guild ${guild}: ${e.node} started shard ${e.shard}/${e.totalShards} while ${other.node} ran shard ${other.shard}/${other.totalShards}`)
+        const key = commonGuild(e.shard, e.totalShards, other.shard, other.totalShards)
+        if (key !== null) out.push(`guild ${BigInt(key) << 22n}: ${e.node} started shard ${e.shard}/${e.totalShards} while ${other.node} ran shard ${other.shard}/${other.totalShards}`)
       }
       open.set(key, e)
     }

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { AppError } from '../../src/errors.js'
-import { parseGuildId, shardForGuild, sharedGuild, shardsShareGuilds } from '../../src/core/snowflake.js'
+import { commonGuild, parseGuildId, shardForGuild, shareGuilds } from '../../src/core/snowflake.js'
 import { controllerWith, T0 } from './fixtures.js'
 
 const ids = ['0', '4194303', '4194304', '175928847299117063', '18446744073709551615']
@@ -39,19 +39,20 @@ t.test('route echoes the id and names the owner in the current plan', async (t) 
 })
 
 t.test('two sessions share a guild exactly when their shards agree modulo gcd of their counts', async (t) => {
-  t.ok(shardsShareGuilds(0, 16, 16, 32), 'shard 0/16 and 16/32 (guild 16 << 22)')
-  t.equal(sharedGuild(0, 16, 16, 32), 16n << 22n)
-  t.notOk(shardsShareGuilds(1, 16, 16, 32), '1/16 and 16/32 never meet')
-  t.ok(shardsShareGuilds(5, 64, 5, 64) && !shardsShareGuilds(5, 64, 6, 64), 'same count: same shard only')
-  t.ok(shardsShareGuilds(2, 3, 3, 4), 'coprime counts always meet')
+  t.ok(shareGuilds(0, 16, 16, 32), 'shard 0/16 and 16/32 (guild 16 << 22)')
+  t.equal(commonGuild(0, 16, 16, 32), 16)
+  t.notOk(shareGuilds(1, 16, 16, 32), '1/16 and 16/32 never meet')
+  t.ok(shareGuilds(5, 64, 5, 64) && !shareGuilds(5, 64, 6, 64), 'same count: same shard only')
+  t.ok(shareGuilds(2, 3, 3, 4), 'coprime counts always meet')
   // Brute force over small counts: the rule equals "some x with x % a = i and x % b = j".
   for (const [a, b] of [[4, 6], [6, 9], [5, 10], [12, 8]] as const) {
     for (let i = 0; i < a; i++) for (let j = 0; j < b; j++) {
       let meets = false
       for (let x = 0; x < a * b && !meets; x++) meets = x % a === i && x % b === j
-      if (meets !== shardsShareGuilds(i, a, j, b)) t.fail(`${i}/${a} and ${j}/${b}`)
-      const g = sharedGuild(i, a, j, b)
-      if (g !== null && (Number((g >> 22n) % BigInt(a)) !== i || Number((g >> 22n) % BigInt(b)) !== j)) t.fail(`guild for ${i}/${a} ${j}/${b}`)
+      if (meets !== shareGuilds(i, a, j, b)) t.fail(`${i}/${a} and ${j}/${b}`)
+      const g = commonGuild(i, a, j, b)
+      if (g !== null && (shardForGuild(BigInt(g) << 22n, a) !== i || shardForGuild(BigInt(g) << 22n, b) !== j)) t.fail(`guild for ${i}/${a} ${j}/${b}`)
+      if ((g !== null) !== meets) t.fail(`witness for ${i}/${a} ${j}/${b}`)
     }
   }
 })

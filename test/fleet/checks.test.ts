@@ -3,7 +3,7 @@ import t from 'tap'
 import { checkGrants, readAuditGrants, type AuditGrant } from '../../bench/fleet/check-grants.js'
 import { checkOverlaps, type OverlapInput } from '../../bench/fleet/check-overlaps.js'
 import { partitionFigures, reshardFigures } from '../../bench/fleet/event-figures.js'
-import { commonGuild, shareGuilds } from '../../bench/fleet/guild-math.js'
+import { commonGuild, shareGuilds } from '../../src/core/snowflake.js'
 import type { FleetRecord } from '../../bench/fleet/protocol.js'
 import type { ReceivedGrant } from '../../bench/fleet/ledger.js'
 
