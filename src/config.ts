@@ -57,6 +57,8 @@ export const configFileSchema = z
     // Discord's window is 5 s and grants at exactly 5 s draw INVALID_SESSION: below 5000 is refused.
     identify_interval_ms: int(5000, 60_000).default(5100),
     daily_identify_limit: int(1, 1_000_000).optional(),
+    // SPEC "Planner choice": contiguous (the default) or stable; changing it between runs is a reshard.
+    planner: z.enum(['contiguous', 'stable']).optional(),
     rate_limits: z
       .object({ node: bucketSchema.default(DEFAULT_RATE_LIMITS.node), operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator) })
       .strict()
@@ -161,6 +163,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       leaseSeconds: c.lease_seconds,
       identifyIntervalMs: c.identify_interval_ms,
       dailyIdentifyLimit: c.daily_identify_limit ?? null,
+      ...(c.planner === undefined ? {} : { planner: c.planner }),
     }),
     limits: Object.freeze({
       rate: Object.freeze({

@@ -1,8 +1,9 @@
 /**
  * A controller's restore from a state saved before a restart: nodes, drains, plan, handoffs and the
- * reshard barrier. The plan is recomputed from the restored nodes: the same fingerprint means the same
- * mapping (no shard moves). Another total_shards or another fingerprint (a planner change) means another
- * mapping: a new generation, and a reshard barrier over every restored node.
+ * reshard barrier. The plan is recomputed from the restored nodes (the stable planner from their stored
+ * ranges too): the same fingerprint means the same mapping (no shard moves). Another total_shards, another
+ * planner or another fingerprint means another mapping: a new generation, and a reshard barrier over every
+ * restored node.
  */
 import type { DurableState, PersistedHandoff, StateMeta } from './durable-state.js'
 import type { HandoffLedger } from './handoffs.js'
@@ -61,9 +62,20 @@ export function restoreState(host: RestoreHost, state: DurableState, now: number
     host.nodes.idOf(node.nodeId)
     host.plan.join(node.nodeId)
   }
+  // The stable planner plans on from the stored ranges (a state from another planner or shard count has none to use).
+  const plannerChanged = (meta.planner ?? 'contiguous') !== (host.settings.planner ?? 'contiguous')
+  if (host.settings.planner === 'stable' && !plannerChanged && meta.totalShards === host.settings.totalShards) {
+    const stored = new Map(state.nodes.map((node) => [node.nodeId, node.range]))
+    host.plan.restoreRanges((nodeId) => {
+      const range = stored.get(nodeId)
+      return range === undefined ? undefined : { rangeStart: range[0], rangeCount: range[1] }
+    })
+  }
   const plan = host.plan.compute()
   const resharded =
-    meta.totalShards !== host.settings.totalShards || planFingerprintInOrder(host.plan.order, plan.starts, plan.counts) !== meta.planFingerprint
+    meta.totalShards !== host.settings.totalShards ||
+    plannerChanged ||
+    planFingerprintInOrder(host.plan.order, plan.starts, plan.counts) !== meta.planFingerprint
   if (!resharded) {
     host.plan.adoptRestored(plan, meta.planFingerprint)
     restoreHandoffs(host, state.handoffs)

@@ -14,6 +14,7 @@ import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './d
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { LivePlan } from './live-plan.js'
+import { plannerFor } from './planners.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
@@ -59,7 +60,7 @@ export class Controller {
   ) {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
-    this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining)
+    this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining, plannerFor(settings.planner), settings.planner === 'stable')
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
     this.limiter =
       restore === undefined
@@ -310,6 +311,8 @@ export class Controller {
     this.replanCount += 1
     const next = this.livePlan.next()
     if (next.rangesChanged) this.markDurable()
+    // The stable planner plans from the current ranges, so they are persisted with the node records.
+    if (next.rangesChanged && this.settings.planner === 'stable') for (const nodeId of this.livePlan.changedNodes(next)) this.tracker.node(nodeId)
     // The generation a move is recorded at is the one this re-plan moves to.
     if (this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)) {
       this.gen += 1

@@ -21,6 +21,7 @@ export const persistedNodeSchema = z
     startingShards: count,
     backoffShards: count,
     fatalShards: count,
+    range: z.tuple([nonNegativeInt.max(65536), count]).optional(),
   })
   .strict()
 
@@ -37,6 +38,7 @@ export const stateMetaSchema = z
     planFingerprint: z.string().regex(/^[0-9a-f]{64}$/),
     reshard: z.object({ generation: z.number().int().min(1), waitingFor: z.array(nameSchema) }).strict().nullable(),
     crlNumber: z.string().regex(/^(0|[1-9][0-9]{0,48})$/, 'must be a decimal CRL number').nullable(),
+    planner: z.literal('stable').optional(),
   })
   .strict()
 

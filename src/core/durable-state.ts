@@ -9,7 +9,10 @@
  * (e.g. after an upgrade that changed the planner); when it does not, the restore is treated as a reshard.
  */
 
-/** A node record as persisted (its range is recomputed by the planner). */
+/**
+ * A node record as persisted. Its range is recomputed by the contiguous planner; the stable planner plans
+ * from the current ranges, so under it the record carries its range (absent in states written without it).
+ */
 export interface PersistedNode {
   readonly nodeId: string
   readonly capacity: number
@@ -20,6 +23,8 @@ export interface PersistedNode {
   readonly startingShards: number
   readonly backoffShards: number
   readonly fatalShards: number
+  /** [range_start, range_count] in the current plan; only under the stable planner. */
+  readonly range?: readonly [number, number]
 }
 
 /** A shard whose previous owner has not released it yet. */
@@ -41,6 +46,8 @@ export interface StateMeta {
   readonly reshard: { readonly generation: number; readonly waitingFor: readonly string[] } | null
   /** The highest CRL number ever installed (decimal), so a restart on an older CRL is refused. */
   readonly crlNumber: string | null
+  /** The planner that made the plan; absent: contiguous (states written before the choice existed). */
+  readonly planner?: 'stable'
 }
 
 /** The whole durable state. */

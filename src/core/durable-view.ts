@@ -30,7 +30,7 @@ export function stateMeta(
   reshard: ReshardBarrier | null,
   crlNumber: bigint | null,
 ): StateMeta {
-  return {
+  const meta: StateMeta = {
     generation,
     totalShards: settings.totalShards,
     maxConcurrency: settings.maxConcurrency,
@@ -38,12 +38,15 @@ export function stateMeta(
     reshard: reshard === null ? null : { generation: reshard.generation, waitingFor: reshard.waitingFor },
     crlNumber: crlNumber?.toString() ?? null,
   }
+  // Absent for the contiguous planner: its states are written exactly as before the choice existed.
+  return settings.planner === 'stable' ? { ...meta, planner: 'stable' } : meta
 }
 
 /** The whole durable state under `meta`. O(N + S). */
 export function durableSnapshot(parts: DurableParts, meta: StateMeta): DurableState {
   const nodes: PersistedNode[] = []
-  for (const record of parts.plan.records) nodes.push(persistedNode(record))
+  const withRanges = parts.plan.persistsRanges
+  parts.plan.records.forEach((record, at) => nodes.push(persistedNode(record, withRanges ? parts.plan.rangeAt(at) : undefined)))
   return {
     version: 2,
     meta,
@@ -59,7 +62,8 @@ export function stateLookups(parts: DurableParts): StateLookups {
   return {
     node: (nodeId) => {
       const record = parts.live.get(nodeId)
-      return record === undefined ? null : persistedNode(record)
+      if (record === undefined) return null
+      return persistedNode(record, parts.plan.persistsRanges ? parts.plan.rangeOf(nodeId) : undefined)
     },
     isDraining: (nodeId) => parts.draining.has(nodeId),
     handoffFrom: parts.handoffs.tables.from,

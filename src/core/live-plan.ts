@@ -7,7 +7,7 @@
 import { NO_NODE, type NodeIndex } from './node-index.js'
 import type { NodeRecord } from './node-record.js'
 import { PlanFingerprinter, planFingerprintInOrder } from './plan-fingerprint.js'
-import { compareBytes, planOrdered, type OrderedPlan } from './planner.js'
+import { compareBytes, planContiguous, type OrderedPlan, type Planner } from './planner.js'
 import { ownersInOrder, sameRanges } from './shard-map.js'
 import type { NodeRange } from './types.js'
 
@@ -29,6 +29,8 @@ export class LivePlan {
   private orderIds: Int32Array = new Int32Array(0)
   private rangeStarts: Int32Array = new Int32Array(0)
   private rangeCounts: Int32Array = new Int32Array(0)
+  /** 1 per position of a node that joined since the current plan (read by the planner). */
+  private freshFlags: Uint8Array = new Uint8Array(0)
   /** Position in the order per NodeIndex ID (valid only where orderNames[position] is that node). */
   private positionById: Int32Array = new Int32Array(0)
   /** Nodes that joined since the order was last rebuilt. */
@@ -50,6 +52,9 @@ export class LivePlan {
     private readonly nodes: NodeIndex,
     private readonly live: ReadonlyMap<string, NodeRecord>,
     private readonly draining: ReadonlySet<string>,
+    private readonly planner: Planner = planContiguous,
+    /** True when the ranges are persisted with the node records (the stable planner). */
+    readonly persistsRanges = false,
   ) {
     this.ownerTable = new Int32Array(totalShards).fill(NO_NODE)
     this.spareOwners = new Int32Array(totalShards)
@@ -109,6 +114,31 @@ export class LivePlan {
     return at < 0 ? EMPTY_RANGE : this.rangeAt(at)
   }
 
+  /**
+   * Takes the ranges a restore read back as the current plan (before compute()); a node without one counts
+   * as joined. The planner checks them: ranges that do not fit are not used.
+   */
+  restoreRanges(rangeOf: (nodeId: string) => NodeRange | undefined): void {
+    if (this.orderStale) this.rebuildOrder()
+    this.orderNames.forEach((nodeId, at) => {
+      const range = rangeOf(nodeId)
+      if (range === undefined) return
+      this.rangeStarts[at] = range.rangeStart
+      this.rangeCounts[at] = range.rangeCount
+      this.freshFlags[at] = 0
+    })
+  }
+
+  /** Nodes whose range `next` changes (their persisted range must be written). */
+  changedNodes(next: NextPlan): string[] {
+    const changed: string[] = []
+    const { starts, counts } = next.plan
+    for (let at = 0; at < this.orderNames.length; at++) {
+      if (starts[at] !== this.rangeStarts[at] || counts[at] !== this.rangeCounts[at]) changed.push(this.orderNames[at]!)
+    }
+    return changed
+  }
+
   /** The planner over the live set in its kept byte order (rebuilt first if nodes joined or left). */
   compute(): OrderedPlan {
     if (this.orderStale) this.rebuildOrder()
@@ -120,7 +150,14 @@ export class LivePlan {
       const at = this.positionOf(nodeId)
       if (at >= 0) draining[at] = 1
     }
-    return planOrdered(this.totalShards, capacities, draining)
+    return this.planner({
+      totalShards: this.totalShards,
+      capacities,
+      draining,
+      currentStarts: this.rangeStarts,
+      currentCounts: this.rangeCounts,
+      fresh: this.freshFlags,
+    })
   }
 
   /** The next plan and its owner table, compared with the current ranges; adopt() makes it current. */
@@ -138,6 +175,7 @@ export class LivePlan {
     if (next.rangesChanged) this.planFingerprint = this.fingerprinter.fingerprint(this.orderNames, plan.starts, plan.counts)
     this.rangeStarts = plan.starts
     this.rangeCounts = plan.counts
+    this.freshFlags = new Uint8Array(plan.counts.length)
     this.spareOwners = this.ownerTable
     this.ownerTable = owners
     this.unassignedCount = this.totalShards - plan.assigned
@@ -150,6 +188,7 @@ export class LivePlan {
   adoptRestored(plan: OrderedPlan, fingerprint: string): void {
     this.rangeStarts = plan.starts
     this.rangeCounts = plan.counts
+    this.freshFlags = new Uint8Array(plan.counts.length)
     this.planFingerprint = fingerprint
     this.ownerTable = ownersInOrder(this.orderIds, plan.starts, plan.counts, this.totalShards)
     this.unassignedCount = this.totalShards - plan.assigned
@@ -181,9 +220,16 @@ export class LivePlan {
     const fresh = [...new Set([...this.joined, ...this.dropped])]
       .filter((nodeId) => this.live.has(nodeId) && (placedAt(nodeId) < 0 || removed[placedAt(nodeId)] === 1))
       .sort(compareBytes)
+    const oldStarts = this.rangeStarts
+    const oldCounts = this.rangeCounts
+    const oldFresh = this.freshFlags
     const order: string[] = []
     const records: NodeRecord[] = []
     const ids: number[] = []
+    // The current ranges follow their nodes into the new order (what the planner plans from).
+    const starts: number[] = []
+    const counts: number[] = []
+    const joinedFlags: number[] = []
     let j = 0
     for (let i = 0; i <= oldOrder.length; i++) {
       const next = i < oldOrder.length ? oldOrder[i]! : null
@@ -192,15 +238,24 @@ export class LivePlan {
         order.push(nodeId)
         records.push(this.live.get(nodeId)!)
         ids.push(this.nodes.idOf(nodeId))
+        starts.push(0)
+        counts.push(0)
+        joinedFlags.push(1)
       }
       if (next === null || removed[i] === 1) continue
       order.push(next)
       records.push(oldRecords[i]!)
       ids.push(oldIds[i]!)
+      starts.push(oldStarts[i] ?? 0)
+      counts.push(oldCounts[i] ?? 0)
+      joinedFlags.push(oldFresh[i] ?? 0)
     }
     this.orderNames = order
     this.orderRecords = records
     this.orderIds = Int32Array.from(ids)
+    this.rangeStarts = Int32Array.from(starts)
+    this.rangeCounts = Int32Array.from(counts)
+    this.freshFlags = Uint8Array.from(joinedFlags)
     const positions = new Int32Array(this.nodes.size).fill(-1)
     for (let at = 0; at < ids.length; at++) positions[ids[at]!] = at
     this.positionById = positions

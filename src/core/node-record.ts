@@ -63,9 +63,9 @@ export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord
   }
 }
 
-/** The persisted form of a record (its range is recomputed by the planner on restore). */
-export function persistedNode(record: NodeRecord): PersistedNode {
-  return {
+/** The persisted form of a record; `range` only under the stable planner (the contiguous one recomputes it). */
+export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedNode {
+  const node: PersistedNode = {
     nodeId: record.nodeId,
     capacity: record.capacity,
     reportedGeneration: record.reportedGeneration,
@@ -76,6 +76,7 @@ export function persistedNode(record: NodeRecord): PersistedNode {
     backoffShards: record.backoffShards,
     fatalShards: record.fatalShards,
   }
+  return range === undefined ? node : { ...node, range: [range.rangeStart, range.rangeCount] }
 }
 
 /** The operator's view of a record (GET /v1/plan). */

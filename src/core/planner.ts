@@ -63,3 +63,27 @@ function computeTargets(totalShards: number, capacities: ArrayLike<number>, drai
   }
   return targets
 }
+
+/**
+ * What every planner plans from: the live nodes by position (their byte order) and the current plan over
+ * the same positions (count 0 and `fresh` 1 for a node that joined since). SPEC "Planner choice".
+ */
+export interface PlanInput {
+  readonly totalShards: number
+  readonly capacities: ArrayLike<number>
+  /** 1: draining. */
+  readonly draining: ArrayLike<number>
+  readonly currentStarts: ArrayLike<number>
+  readonly currentCounts: ArrayLike<number>
+  /** 1: joined since the current plan (it has no range in it). */
+  readonly fresh: ArrayLike<number>
+}
+
+/** A planner: current plan + live set -> next plan. Pure. */
+export type Planner = (input: PlanInput) => OrderedPlan
+
+/** The planners a deployment chooses from (`"planner"` in the config). */
+export type PlannerName = 'contiguous' | 'stable'
+
+/** The contiguous planner (SPEC "The planner") behind the Planner interface: the current plan is not read. */
+export const planContiguous: Planner = (input) => planOrdered(input.totalShards, input.capacities, input.draining)

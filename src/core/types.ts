@@ -3,6 +3,7 @@
  * see of it. All times are milliseconds on the injected clock (epoch-based, monotonic in practice).
  */
 import type { PersistedHandoff, PersistedNode } from './durable-state.js'
+import type { PlannerName } from './planner.js'
 
 /** Static settings of one deployment (validated by the config loader). */
 export interface ControllerSettings {
@@ -11,6 +12,8 @@ export interface ControllerSettings {
   readonly leaseSeconds: number // default 30
   readonly identifyIntervalMs: number // default 5100
   readonly dailyIdentifyLimit: number | null // null: no budget
+  /** SPEC "Planner choice"; absent: contiguous (the default). */
+  readonly planner?: PlannerName
 }
 
 /** The certificate a request came with, as far as the core cares. */

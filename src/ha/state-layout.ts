@@ -102,9 +102,11 @@ export class StateLayout {
 
 /** The meta key's value. */
 export function encodeMeta(meta: StateMeta): string {
-  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber } = meta
+  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber, planner } = meta
   const barrier = reshard === null ? null : { generation: reshard.generation, waitingFor: [...reshard.waitingFor] }
-  return JSON.stringify({ version: 2, meta: { generation, totalShards, maxConcurrency, planFingerprint, reshard: barrier, crlNumber } })
+  const fields = { generation, totalShards, maxConcurrency, planFingerprint, reshard: barrier, crlNumber }
+  // `planner` only when set (the stable planner): contiguous states keep their bytes.
+  return JSON.stringify({ version: 2, meta: planner === undefined ? fields : { ...fields, planner } })
 }
 
 /** A node record's value. */
@@ -119,6 +121,8 @@ export function encodeNode(n: PersistedNode): string {
     startingShards: n.startingShards,
     backoffShards: n.backoffShards,
     fatalShards: n.fatalShards,
+    // Only under the stable planner (undefined is left out by JSON.stringify).
+    range: n.range === undefined ? undefined : [n.range[0], n.range[1]],
   })
 }
 
