@@ -2,6 +2,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
+import type { PlannerName } from '../../src/core/planner.js'
 import { planShards } from '../support/planner-by-name.js'
 import { applyDeltas } from '../../src/state/apply-delta.js'
 import { body, cert, checkIn, checkinView, seededRandom, SETTINGS, T0 } from './fixtures.js'
@@ -11,7 +12,7 @@ const SEQUENCES = 300
 const STEPS = 60
 
 /** Checks the controller's own consistency; returns the first problem, or null. */
-function problem(c: Controller, now: number, lastGeneration: number): string | null {
+function problem(c: Controller, now: number, lastGeneration: number, planner: PlannerName): string | null {
   const view = c.plan(now)
   if (view.generation < lastGeneration) return 'generation went backwards'
   const owned = new Map<number, string>()
@@ -25,9 +26,21 @@ function problem(c: Controller, now: number, lastGeneration: number): string | n
   // The kept byte order and the merged joins give exactly the reference planner's answer.
   const reference = planShards(view.totalShards, view.nodes.map(({ nodeId, capacity, draining }) => ({ nodeId, capacity, draining })))
   if (JSON.stringify([...reference.ranges.keys()]) !== JSON.stringify(view.nodes.map((n) => n.nodeId))) return 'the plan is not in byte order'
+  if (planner === 'stable') {
+    // The same shape as the reference planner's, not the same ranges: within capacity, unassigned = max(0, S - C).
+    let capacity = 0
+    let end = 0
+    for (const node of view.nodes) {
+      if (node.rangeCount > 0 && node.rangeStart < end) return `${node.nodeId} overlaps the range before it`
+      if (node.rangeCount > 0) end = node.rangeStart + node.rangeCount
+      if (node.rangeCount > node.capacity) return `${node.nodeId} is over capacity`
+      if (!node.draining) capacity += node.capacity
+    }
+    if (view.unassigned !== Math.max(0, view.totalShards - capacity)) return `${view.unassigned} unassigned, not max(0, S - C)`
+  }
   for (const node of view.nodes) {
     const want = reference.ranges.get(node.nodeId)!
-    if (want.rangeStart !== node.rangeStart || want.rangeCount !== node.rangeCount) return `range of ${node.nodeId} differs from the planner's`
+    if (planner === 'contiguous' && (want.rangeStart !== node.rangeStart || want.rangeCount !== node.rangeCount)) return `range of ${node.nodeId} differs from the planner's`
     const answer = checkinView(c, node.nodeId)
     if (answer.rangeStart !== node.rangeStart || answer.rangeCount !== node.rangeCount) return `check-in view of ${node.nodeId} differs from the plan`
   }
@@ -42,13 +55,14 @@ function problem(c: Controller, now: number, lastGeneration: number): string | n
   return null
 }
 
-t.test(`controller invariants over ${SEQUENCES} random operation sequences`, async (t) => {
+for (const planner of ['contiguous', 'stable'] as const)
+t.test(`controller invariants over ${SEQUENCES} random operation sequences (${planner} planner)`, async (t) => {
   const random = seededRandom(42)
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
   let failures = 0
   for (let run = 0; run < SEQUENCES && failures === 0; run++) {
     const totalShards = pick([1, 2, 7, 16, 64])
-    const settings = { ...SETTINGS, totalShards, maxConcurrency: 1, identifyIntervalMs: 0 }
+    const settings = { ...SETTINGS, totalShards, maxConcurrency: 1, identifyIntervalMs: 0, ...(planner === 'stable' ? { planner } : {}) }
     const c = new Controller(settings)
     // A store's view: the first state, then every delta applied; it must always equal the whole state.
     let mirror: DurableState = c.snapshot()
@@ -82,7 +96,7 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences`, asy
           t.fail(`run ${run}, step ${step}: the deltas do not add up to the state`)
         }
       }
-      const found = problem(c, now, lastGeneration)
+      const found = problem(c, now, lastGeneration, planner)
       if (found !== null) {
         failures += 1
         t.fail(`run ${run}, step ${step}: ${found}`)
