@@ -54,6 +54,7 @@ t.test('each bad key is named in the error', async (t) => {
     ['empty crl path', { ...good, tls: { ...good.tls, crl: '' } }, /key "tls\.crl"/],
     ['missing plan_keys', { ...good, plan_keys: undefined }, /key "plan_keys"/],
     ['controller_id with spaces', { ...good, controller_id: 'a b' }, /key "controller_id"/],
+    ['unknown planner', { ...good, planner: 'random' }, /key "planner"/],
   ]
   for (const [label, raw, pattern] of cases) {
     t.throws(() => parseConfig(raw, '/x'), ConfigError, label)
@@ -102,6 +103,8 @@ t.test('each optional key, when missing, takes its documented default', async (t
   t.equal(at(without('controller_id')).controllerId, hostname(), 'controller_id defaults to the host name')
   t.equal(at(without('daily_identify_limit')).settings.dailyIdentifyLimit, null, 'no daily Identify budget unless set')
   t.equal(at({ ...good, daily_identify_limit: 1000 }).settings.dailyIdentifyLimit, 1000, 'daily_identify_limit when set')
+  t.equal(at(good).settings.planner ?? 'contiguous', 'contiguous', 'the contiguous planner unless set')
+  t.equal(at({ ...good, planner: 'stable' }).settings.planner, 'stable', 'planner when set')
   // Every default at once: the smallest valid file.
   const { max_concurrency: _m, lease_seconds: _l, identify_interval_ms: _i, controller_id: _c, ...minimal } = good
   t.same(at(minimal).settings, { totalShards: 64, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null }, 'the smallest valid config')
