@@ -1,12 +1,13 @@
-/** `npm run bench [-- --only core|state|mtls|issuance|ha]`: prints every benchmark section (or the one named). */
+/** `npm run bench [-- --only core|planner|state|mtls|issuance|ha]`: prints every benchmark section (or the one named). */
 import { parseArgs } from 'node:util'
 import { runCoreBench } from './core-bench.js'
 import { runHaBench } from './ha-bench.js'
 import { runIssuanceBench } from './issuance-bench.js'
 import { runMtlsBench } from './mtls-bench.js'
+import { runPlannerBench } from './planner-bench.js'
 import { runStateBench } from './state-bench.js'
 
-const SECTIONS = { core: runCoreBench, state: runStateBench, mtls: runMtlsBench, issuance: runIssuanceBench, ha: runHaBench } as const
+const SECTIONS = { core: runCoreBench, planner: runPlannerBench, state: runStateBench, mtls: runMtlsBench, issuance: runIssuanceBench, ha: runHaBench } as const
 
 const log = (line: string): void => {
   process.stdout.write(`${line}\n`)
