@@ -4,9 +4,11 @@
  * a state store: whole (`DurableState`, for a first write or a compaction) or as the change since the
  * last write (`StateDelta`), so that the cost of a write follows the size of the change, not of the fleet.
  *
- * Ranges are not stored per node: the planner is deterministic, so the restored node records give the
- * same plan again. `planFingerprint` (a hash of the ranges) tells a restore whether that still holds
- * (e.g. after an upgrade that changed the planner); when it does not, the restore is treated as a reshard.
+ * Under the contiguous planner ranges are not stored per node: it is deterministic from the live set, so
+ * the restored node records give the same plan again. The stable planner plans from the current plan, so
+ * under it each record carries its range and the meta names the planner. `planFingerprint` (a hash of the
+ * ranges) tells a restore whether the plan still holds (e.g. after an upgrade that changed the planner);
+ * when it does not, or the planner changed, the restore is treated as a reshard.
  */
 
 /**
