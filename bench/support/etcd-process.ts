@@ -5,7 +5,7 @@
  * (at its exit, and through setpriv's parent-death signal even when it is killed), free ports.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
-import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { accessSync, chmodSync, constants, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
@@ -211,12 +211,14 @@ export class Member implements EtcdMember {
     })
   }
 
-  /** Sends `signal` and, unless it only freezes or wakes the process, waits until the process is gone. */
+  /** Sends `signal` and waits until it took effect: frozen, woken, or (any other signal) gone. */
   async signal(signal: NodeJS.Signals): Promise<void> {
     const child = this.process
     if (!child) throw new Error(`etcd ${this.name} is not running`)
     child.kill(signal)
-    if (signal === 'SIGSTOP' || signal === 'SIGCONT') return
+    // A signal is delivered asynchronously: a freeze (or wake) is done only once the kernel says so,
+    // else a caller that looks at once may still see the process running (a loaded machine showed it).
+    if (signal === 'SIGSTOP' || signal === 'SIGCONT') return settledState(child.pid!, signal === 'SIGSTOP')
     const timer = setTimeout(() => child.kill('SIGKILL'), 5000)
     await exited(child)
     clearTimeout(timer)
@@ -298,5 +300,19 @@ export async function startEtcdMembers(size: number): Promise<EtcdMembers> {
   } catch (err) {
     await close()
     throw err
+  }
+}
+
+/** Polls /proc until the process is stopped (`stopped`) or no longer stopped; at most 2 s. */
+async function settledState(pid: number, stopped: boolean): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    let state: string | undefined
+    try {
+      state = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.[0]
+    } catch {
+      return // gone: nothing left to freeze or wake
+    }
+    if ((state === 'T' || state === 't') === stopped) return
+    await new Promise((resolve) => setTimeout(resolve, 10))
   }
 }
