@@ -20,11 +20,14 @@ export interface OrderedPlan {
  * What the controller calls with the arrays it keeps, so a re-plan builds no object per node.
  */
 export function planOrdered(totalShards: number, capacities: ArrayLike<number>, draining: ArrayLike<number>): OrderedPlan {
-  const n = capacities.length
-  const counts = computeTargets(totalShards, capacities, draining)
-  const starts = new Int32Array(n)
+  return layContiguously(computeTargets(totalShards, capacities, draining))
+}
+
+/** Ranges laid back to back from shard 0 in node order, one per count (step 5). */
+export function layContiguously(counts: Int32Array): OrderedPlan {
+  const starts = new Int32Array(counts.length)
   let cursor = 0
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < counts.length; i++) {
     starts[i] = cursor
     cursor += counts[i]!
   }

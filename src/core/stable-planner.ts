@@ -17,7 +17,7 @@
  * When every node is inside the bound after step 1, step 2 changes nothing. Over the same live set the
  * result is a fixed point (the same plan again), which is what a restart relies on.
  */
-import { planOrdered, type OrderedPlan, type PlanInput } from './planner.js'
+import { layContiguously, planOrdered, type OrderedPlan, type PlanInput } from './planner.js'
 
 /** Per-node balance bounds and join wants over the non-draining nodes. */
 export interface Bounds {
@@ -204,11 +204,5 @@ export function rebalance(input: PlanInput, plan: OrderedPlan, bounds: Bounds): 
     }
   }
   if (!changed) return plan
-  const starts = new Int32Array(n)
-  let cursor = 0
-  for (let i = 0; i < n; i++) {
-    starts[i] = cursor
-    cursor += counts[i]!
-  }
-  return { starts, counts, assigned: cursor }
+  return layContiguously(counts)
 }
