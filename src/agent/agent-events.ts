@@ -6,7 +6,8 @@ import type { Logger } from 'pino'
 import type { ClaimOutcome } from './claim-scheduler.js'
 import type { AuthorityLoss } from './plan-manager.js'
 import type { PlanRefusalReason } from './plan-verifier.js'
-import type { ShardRunnerHooks, StopReason } from './shard-runner.js'
+import type { SessionDropReason } from './session-deposits.js'
+import type { ShardRunnerHooks, StartMode, StopReason } from './shard-runner.js'
 
 /** Why a plan was refused: a verification reason, or plain fields that disagree with the signed ones. */
 export type RefusalReason = PlanRefusalReason | 'plain_mismatch'
@@ -17,11 +18,15 @@ export type AgentEvent =
   | { readonly type: 'plan_refused'; readonly reason: RefusalReason; readonly detail: string; readonly controller: string }
   | { readonly type: 'checkin_failed'; readonly detail: string }
   | { readonly type: 'claim'; readonly shardId: number; readonly outcome: ClaimOutcome }
-  | { readonly type: 'shard_started'; readonly shardId: number; readonly generation: number }
+  | { readonly type: 'shard_started'; readonly shardId: number; readonly generation: number; readonly mode: StartMode }
   | { readonly type: 'shard_start_failed'; readonly shardId: number; readonly detail: string }
+  | { readonly type: 'resume_refused'; readonly shardId: number }
   | { readonly type: 'shard_stopped'; readonly shardId: number; readonly reason: StopReason }
   | { readonly type: 'shard_stop_failed'; readonly shardId: number; readonly reason: StopReason; readonly detail: string }
   | { readonly type: 'shard_stop_timed_out'; readonly shardId: number; readonly reason: StopReason; readonly timeoutMs: number }
+  | { readonly type: 'sessions_deposited'; readonly shardIds: readonly number[]; readonly controller: string }
+  | { readonly type: 'sessions_refused'; readonly shardIds: readonly number[]; readonly controller: string; readonly status: number }
+  | { readonly type: 'sessions_dropped'; readonly reason: SessionDropReason; readonly shardIds: readonly number[]; readonly detail: string }
   | { readonly type: 'authority_lost'; readonly reason: AuthorityLoss }
   | { readonly type: 'certificate_refused'; readonly definitive: boolean; readonly detail: string }
   | { readonly type: 'halted'; readonly reason: HaltReason; readonly detail: string }
@@ -40,9 +45,14 @@ function levelOf(event: AgentEvent): Level {
       return 'debug'
     case 'shard_started':
     case 'shard_stopped':
+    case 'resume_refused':
+    case 'sessions_deposited':
       return 'info'
+    case 'sessions_dropped':
+      return event.reason === 'not_a_plan_move' ? 'debug' : 'warn'
     case 'plan_refused':
     case 'checkin_failed':
+    case 'sessions_refused':
       return 'warn'
     case 'halted':
       return event.reason === 'shutdown' ? 'info' : 'error'
@@ -58,9 +68,13 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
   claim: 'identify claim answered',
   shard_started: 'shard started',
   shard_start_failed: 'shard start failed',
+  resume_refused: 'the host could not resume the handed-over session: claiming a fresh Identify, then starting again',
   shard_stopped: 'shard stopped',
   shard_stop_failed: 'shard stop failed; it is retried and the new generation is not reported until it succeeds',
   shard_stop_timed_out: 'shard stop did not end within the stop timeout and was abandoned: the shard MAY STILL BE RUNNING; it is retried and the new generation is not reported until a stop succeeds',
+  sessions_deposited: "sessions deposited for the shards' new owners",
+  sessions_refused: 'the controller refused the check-in carrying sessions: sent again at once without them (the new owners will Identify)',
+  sessions_dropped: 'sessions dropped: the new owners will Identify',
   authority_lost: 'authority over the shards ended: every shard is stopped',
   certificate_refused: "the controller refuses this node's certificate",
   halted: 'agent halted',
@@ -74,11 +88,14 @@ export function logEvent(logger: Logger, event: AgentEvent): void {
 /** The runner's reports as agent events. */
 export function runnerHooks(emit: (event: AgentEvent) => void): ShardRunnerHooks {
   return {
-    started: (ctx) => emit({ type: 'shard_started', shardId: ctx.shardId, generation: ctx.generation }),
+    started: (ctx, mode) => emit({ type: 'shard_started', shardId: ctx.shardId, generation: ctx.generation, mode }),
     startFailed: (ctx, err) => emit({ type: 'shard_start_failed', shardId: ctx.shardId, detail: describe(err) }),
+    resumeRefused: (ctx) => emit({ type: 'resume_refused', shardId: ctx.shardId }),
     stopped: (ctx) => emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
     stopFailed: (ctx, err) => emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
     stopTimedOut: (ctx) => emit({ type: 'shard_stop_timed_out', shardId: ctx.shardId, reason: ctx.reason, timeoutMs: ctx.timeoutMs }),
+    sessionDiscarded: (ctx) =>
+      emit({ type: 'sessions_dropped', reason: 'not_a_plan_move', shardIds: [ctx.shardId], detail: `a session is handed over only after a plan move, not a ${ctx.reason} stop` }),
   }
 }
 

@@ -7,6 +7,7 @@ import type { RefusalReason } from './agent-events.js'
 import type { ShardHealth } from './agent-options.js'
 import { plainFieldMismatch, type PlanClaims } from './plan-claims.js'
 import type { PinnedKeys } from './pinned-keys.js'
+import type { SessionEntry } from './session-deposits.js'
 import { verifyPlanToken, type VerifyContext } from './plan-verifier.js'
 import { checkinReplySchema } from './wire.js'
 
@@ -16,8 +17,14 @@ function clampCount(n: number): number {
   return Number.isInteger(n) ? Math.min(Math.max(n, 0), MAX_COUNT) : 0
 }
 
-/** The check-in body: counts clamped to the SPEC's range, `generation` only once a plan was applied. */
-export function checkinBody(nodeId: string, capacity: number, health: ShardHealth, appliedGeneration: number | null): CheckinBody {
+/** A check-in body, with the sessions it deposits (SPEC "Session handoff"). */
+export type AgentCheckinBody = CheckinBody & { readonly sessions?: readonly SessionEntry[] }
+
+/**
+ * The check-in body: counts clamped to the SPEC's range, `generation` only once a plan was applied,
+ * `sessions` only when there are some.
+ */
+export function checkinBody(nodeId: string, capacity: number, health: ShardHealth, appliedGeneration: number | null, sessions: readonly SessionEntry[] = []): AgentCheckinBody {
   return {
     node_id: nodeId,
     capacity,
@@ -26,6 +33,7 @@ export function checkinBody(nodeId: string, capacity: number, health: ShardHealt
     backoff_shards: clampCount(health.backoff_shards),
     fatal_shards: clampCount(health.fatal_shards),
     ...(appliedGeneration === null ? {} : { generation: appliedGeneration }),
+    ...(sessions.length === 0 ? {} : { sessions }),
   }
 }
 

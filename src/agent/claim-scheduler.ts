@@ -8,26 +8,47 @@
  * at the latest, but the previous owner usually releases the shard much sooner (it reports the new
  * generation after stopping). So one waiting bucket at a time is probed every `handoffPollMs` until
  * then; when a probe passes the handoff, every waiting bucket is tried again.
+ *
+ * A running shard's host may ask for a fresh Identify (its RESUME was refused, or Discord invalidated the
+ * session): such a claim goes to the front of its bucket's line and is paced exactly like the others.
  */
 import { Alarm, type AgentClock } from './clock.js'
 import type { RequestBudget } from './request-budget.js'
+import type { ResumableSession } from './session.js'
 
-/** What one claim came back with. */
+/** What one claim came back with. `resume`: the controller handed over a session instead of an Identify. */
 export type ClaimOutcome =
-  | { readonly kind: 'granted'; readonly generation: number }
+  | { readonly kind: 'granted'; readonly generation: number; readonly mode: 'identify' | 'resume' }
   | { readonly kind: 'wait'; readonly reason: 'bucket_busy' | 'handoff_pending' | 'daily_limit'; readonly retryAfterMs: number }
   | { readonly kind: 'not_owner' }
   | { readonly kind: 'rate_limited'; readonly retryAfterMs: number }
   | { readonly kind: 'failed'; readonly detail: string }
 
+/** One claim's answer; a resume grant's session travels beside the outcome, which events and logs carry. */
+export interface ClaimReply {
+  readonly outcome: ClaimOutcome
+  readonly resume: ResumableSession | null
+}
+
+/** Why a fresh Identify claim was given up. */
+export type ClaimAbortReason = 'shard_stopped' | 'not_owner' | 'agent_stopped'
+
+/** A fresh Identify claim ended without a grant: the shard stopped, the controller says it is not ours, or the agent stopped. */
+export class ClaimAbortedError extends Error {
+  override readonly name = 'ClaimAbortedError'
+  constructor(readonly reason: ClaimAbortReason, message: string) {
+    super(message)
+  }
+}
+
 /** What the scheduler needs from the agent. */
 export interface ClaimSchedulerDeps {
   readonly clock: AgentClock
   readonly budget: RequestBudget
-  /** Sends one claim; must not throw (failures are an outcome). */
-  claim(shardId: number): Promise<ClaimOutcome>
-  /** A claim was granted for a shard that is still wanted. */
-  onGranted(shardId: number, generation: number): void
+  /** Sends one claim (`fresh`: with `"fresh": true`); must not throw (failures are an outcome). */
+  claim(shardId: number, fresh: boolean): Promise<ClaimReply>
+  /** A claim was granted for a shard that is still wanted; `resume` is the session handed over, if any. */
+  onGranted(shardId: number, generation: number, resume: ResumableSession | null): void
   /** Every outcome, for logs and events (not_owner shards are dropped from the queue). */
   onOutcome(shardId: number, outcome: ClaimOutcome): void
   /** Wait after a grant before the next claim in the same bucket (the controller's Identify interval, ms). */
@@ -36,8 +57,18 @@ export interface ClaimSchedulerDeps {
   readonly handoffPollMs: number
 }
 
+/** A host waiting for a fresh Identify grant. */
+interface FreshClaim {
+  readonly shard: number
+  settled: boolean
+  resolve(): void
+  reject(err: unknown): void
+}
+
 interface BucketState {
   queue: number[]
+  /** Fresh claims of running shards; they go before the queue. */
+  fresh: FreshClaim[]
   notBefore: number
   /** Set while the bucket waits for a handoff: the latest moment the handoff must be released. */
   handoffUntil: number | null
@@ -51,7 +82,9 @@ export class ClaimScheduler {
   private buckets = new Map<number, BucketState>()
   private wanted = new Set<number>()
   private maxConcurrency = 1
+  /** The ordinary claim in flight (a fresh claim in flight sets `busy` only). */
   private inFlight: number | null = null
+  private busy = false
   private pausedUntil = 0
   private failures = 0
   private nextHandoffProbe = 0
@@ -65,8 +98,10 @@ export class ClaimScheduler {
   /** Replaces the shards to claim (sorted or not); waits already learned for a bucket are kept. */
   setWanted(shards: Iterable<number>, maxConcurrency: number): void {
     if (maxConcurrency !== this.maxConcurrency) {
+      const fresh = [...this.buckets.values()].flatMap((state) => state.fresh)
       this.buckets.clear()
       this.maxConcurrency = maxConcurrency
+      for (const claim of fresh) this.bucketOf(claim.shard).fresh.push(claim)
     }
     this.wanted = new Set(shards)
     const queues = new Map<number, number[]>()
@@ -79,12 +114,35 @@ export class ClaimScheduler {
     }
     // Known buckets keep their waits (a re-plan must not reset the spacing after a grant).
     for (const state of this.buckets.values()) state.queue = []
-    for (const [bucket, queue] of queues) {
-      const state = this.buckets.get(bucket)
-      if (state) state.queue = queue
-      else this.buckets.set(bucket, { queue, notBefore: 0, handoffUntil: null, lastTried: -Infinity })
-    }
+    for (const [bucket, queue] of queues) this.bucketAt(bucket).queue = queue
     this.pump()
+  }
+
+  /**
+   * Claims a fresh Identify (`"fresh": true`) for a shard this node runs; resolves once granted. Paced as
+   * every claim; rejects with `signal`'s reason when it aborts, or ClaimAbortedError.
+   */
+  claimFresh(shardId: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.reject(signal.reason)
+    if (this.stopped) return Promise.reject(new ClaimAbortedError('agent_stopped', 'the agent stopped'))
+    return new Promise((resolve, reject) => {
+      const onAbort = () => this.endFresh(claim, { error: signal.reason })
+      const claim: FreshClaim = {
+        shard: shardId,
+        settled: false,
+        resolve: () => {
+          signal.removeEventListener('abort', onAbort)
+          resolve()
+        },
+        reject: (err) => {
+          signal.removeEventListener('abort', onAbort)
+          reject(err)
+        },
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
+      this.bucketOf(shardId).fresh.push(claim)
+      this.pump()
+    })
   }
 
   /** Shards waiting for a claim (in flight included). */
@@ -95,13 +153,37 @@ export class ClaimScheduler {
   /** Stops for good: no more claims, no timers. */
   stop(): void {
     this.stopped = true
+    const fresh = [...this.buckets.values()].flatMap((state) => state.fresh)
     this.wanted.clear()
     this.buckets.clear()
     this.wake.cancel()
+    for (const claim of fresh) this.endFresh(claim, { error: new ClaimAbortedError('agent_stopped', 'the agent stopped') })
+  }
+
+  private bucketAt(bucket: number): BucketState {
+    let state = this.buckets.get(bucket)
+    if (state === undefined) {
+      state = { queue: [], fresh: [], notBefore: 0, handoffUntil: null, lastTried: -Infinity }
+      this.buckets.set(bucket, state)
+    }
+    return state
+  }
+
+  private bucketOf(shardId: number): BucketState {
+    return this.bucketAt(shardId % this.maxConcurrency)
+  }
+
+  /** Settles a fresh claim once, granted or failed (a grant that comes after an abort still paces its bucket). */
+  private endFresh(claim: FreshClaim, failure?: { readonly error: unknown }): void {
+    if (claim.settled) return
+    claim.settled = true
+    for (const state of this.buckets.values()) state.fresh = state.fresh.filter((c) => c !== claim)
+    if (failure === undefined) claim.resolve()
+    else claim.reject(failure.error)
   }
 
   private pump(): void {
-    if (this.stopped || this.inFlight !== null) return
+    if (this.stopped || this.busy) return
     this.wake.cancel()
     const now = this.deps.clock.now()
     const pick = this.pick(now)
@@ -115,14 +197,17 @@ export class ClaimScheduler {
       return
     }
     const state = pick.state
-    const shard = state.queue.shift()!
+    const fresh = state.fresh.shift() ?? null
+    const shard = fresh?.shard ?? state.queue.shift()!
     const probe = state.handoffUntil !== null
     state.lastTried = now
     if (probe) this.nextHandoffProbe = now + this.deps.handoffPollMs
-    this.inFlight = shard
-    void this.deps.claim(shard).then((outcome) => {
+    this.busy = true
+    if (fresh === null) this.inFlight = shard
+    void this.deps.claim(shard, fresh !== null).then((reply) => {
+      this.busy = false
       this.inFlight = null
-      if (!this.stopped) this.settle(shard, state, probe, outcome)
+      if (!this.stopped) this.settle(shard, state, probe, reply, fresh)
       this.pump()
     })
   }
@@ -132,7 +217,7 @@ export class ClaimScheduler {
     let best: BucketState | null = null
     let at = Infinity
     for (const state of this.buckets.values()) {
-      if (state.queue.length === 0) continue
+      if (state.queue.length === 0 && state.fresh.length === 0) continue
       const due = Math.max(this.pausedUntil, state.handoffUntil === null ? state.notBefore : Math.min(state.handoffUntil, this.nextHandoffProbe))
       if (due > now) {
         at = Math.min(at, due)
@@ -143,33 +228,49 @@ export class ClaimScheduler {
     return { state: best, at }
   }
 
-  private settle(shard: number, state: BucketState, probe: boolean, outcome: ClaimOutcome): void {
+  /** Applies one answer: the bucket's pacing, then the claim's own fate (`fresh`: a host's fresh claim). */
+  private settle(shard: number, state: BucketState, probe: boolean, reply: ClaimReply, fresh: FreshClaim | null): void {
+    const { outcome } = reply
     const now = this.deps.clock.now()
     const stillWanted = this.wanted.has(shard)
+    const again = () => {
+      if (fresh === null) {
+        if (stillWanted) state.queue.unshift(shard)
+      } else if (!fresh.settled) {
+        this.bucketOf(shard).fresh.unshift(fresh)
+      }
+    }
     if (outcome.kind !== 'failed') this.failures = 0
     if (probe && !(outcome.kind === 'wait' && outcome.reason === 'handoff_pending')) this.releaseHandoffWaits()
     switch (outcome.kind) {
       case 'granted':
-        state.notBefore = now + this.deps.identifyIntervalMs
+        // A resume records no bucket grant at the controller: the bucket's next claim need not wait.
+        if (outcome.mode === 'identify') state.notBefore = now + this.deps.identifyIntervalMs
         state.handoffUntil = null
+        if (fresh !== null) {
+          this.endFresh(fresh)
+          break
+        }
         this.wanted.delete(shard)
-        if (stillWanted) this.deps.onGranted(shard, outcome.generation)
+        if (stillWanted) this.deps.onGranted(shard, outcome.generation, reply.resume)
         break
       case 'wait':
         this.settleWait(state, outcome, now)
-        if (stillWanted) state.queue.unshift(shard)
+        again()
         break
       case 'not_owner':
-        this.wanted.delete(shard) // start nothing; the next plan says what this node owns
+        // Start nothing; the next plan says what this node owns.
+        if (fresh === null) this.wanted.delete(shard)
+        else this.endFresh(fresh, { error: new ClaimAbortedError('not_owner', `the controller says shard ${shard} is not this node's`) })
         break
       case 'rate_limited':
         this.pausedUntil = now + Math.max(outcome.retryAfterMs, 100)
-        if (stillWanted) state.queue.unshift(shard)
+        again()
         break
       case 'failed':
         this.failures += 1
         this.pausedUntil = now + Math.min(500 * 2 ** this.failures, MAX_FAILURE_BACKOFF_MS)
-        if (stillWanted) state.queue.unshift(shard)
+        again()
         break
     }
     this.deps.onOutcome(shard, outcome)

@@ -1,25 +1,27 @@
 /**
  * The node agent (SPEC "Node agent"): checks in every lease/3 (±10 %), verifies each plan against the
- * pinned keys, stops what a plan takes away and then reports at once, claims Identify before each
- * start, and stops everything before its authority ends. No global state: many agents can share one
- * process, each with its own identity, clock and logger.
+ * pinned keys, stops what a plan takes away and then reports at once (depositing the sessions those
+ * stops left for the new owners), claims Identify before each start (or is handed a session to resume),
+ * and stops everything before its authority ends. No global state: many agents can share one process,
+ * each with its own identity, clock and logger.
  */
 import { pino, type Logger } from 'pino'
 import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
 import { AGENT_DEFAULTS, assertValidOptions, defaultStopMarginMs, defaultStopTimeoutMs, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
-import type { CheckinBody } from '../core/schemas.js'
 import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
 import { CheckinCadence } from './cadence.js'
-import { checkinBody, judgeCheckinAnswer } from './checkin-exchange.js'
-import { ClaimScheduler, type ClaimOutcome } from './claim-scheduler.js'
+import { checkinBody, judgeCheckinAnswer, type AgentCheckinBody } from './checkin-exchange.js'
+import { ClaimScheduler, type ClaimOutcome, type ClaimReply } from './claim-scheduler.js'
 import { Alarm, systemClock, type AgentClock } from './clock.js'
 import { CertificateRefusedError, ControllerClient, ControllerUnreachableError } from './controller-client.js'
+import { checkInDepositing, type SentCheckin } from './depositing-checkin.js'
 import { MemoryGenerationStore, type GenerationStore } from './generation-store.js'
 import { claimIdentify } from './identify-claim.js'
 import { loadBundle } from './identity.js'
 import type { PinnedKeys } from './pinned-keys.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
+import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { ShardRunner } from './shard-runner.js'
 
 const SILENT = pino({ enabled: false })
@@ -38,6 +40,7 @@ export class NodeAgent {
   private readonly scheduler: ClaimScheduler
   private readonly plans: PlanManager
   private readonly store: GenerationStore
+  private readonly deposits: SessionDeposits
   private readonly checkinAlarm: Alarm
   private readonly cadence: CheckinCadence
   private pinned: PinnedKeys
@@ -64,9 +67,11 @@ export class NodeAgent {
     this.client = this.newClient()
     const budget = opts.requestBudget ?? DEFAULT_REQUEST_BUDGET
     this.budget = new RequestBudget(budget.perSecond, budget.burst, () => this.clock.now())
+    this.deposits = new SessionDeposits({ clock: this.clock, dropped: (reason, shardIds, detail) => this.emit({ type: 'sessions_dropped', reason, shardIds, detail }) })
     this.runner = new ShardRunner(opts, runnerHooks((event) => this.emit(event)), {
       clock: this.clock,
       stopTimeoutMs: () => stopTimeoutFor(opts, this.cadence.lease),
+      claimFresh: (shardId, signal) => this.scheduler.claimFresh(shardId, signal),
     })
     this.scheduler = this.newScheduler()
     this.plans = this.newPlanManager()
@@ -90,8 +95,8 @@ export class NodeAgent {
     return new ClaimScheduler({
       clock: this.clock,
       budget: this.budget,
-      claim: (shardId) => this.claim(shardId),
-      onGranted: (shardId) => this.plans.granted(shardId),
+      claim: (shardId, fresh) => this.claim(shardId, fresh),
+      onGranted: (shardId, _generation, resume) => this.plans.granted(shardId, resume),
       onOutcome: (shardId, outcome) => this.onClaimOutcome(shardId, outcome),
       identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
       handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
@@ -110,6 +115,7 @@ export class NodeAgent {
       leaseTooShort: (detail) => this.haltNow('stop_timeout_too_long', detail),
       startRetryMs: startRetryMs ?? AGENT_DEFAULTS.startRetryMs,
       reportNow: () => this.checkInNow(),
+      keepSession: (shardId, value, generation) => this.deposits.keep(shardId, value, generation),
       authorityLost: (reason: AuthorityLoss) => {
         if (reason !== 'shutdown') this.emit({ type: 'authority_lost', reason })
       },
@@ -206,14 +212,16 @@ export class NodeAgent {
 
   /** One check-in; returns the delay before the next one, or null when the agent halted. */
   private async checkInOnce(): Promise<number | null> {
-    const sentAt = this.clock.now()
-    this.budget.spend() // a check-in never waits for the budget, but counts against it
-    let reply
-    try {
-      reply = await this.client.post('/v1/checkin', this.checkinBody())
-    } catch (err) {
-      return this.onRequestError(err)
-    }
+    // The sessions due go into the very check-in that reports their generation: it releases their handoffs.
+    const generation = this.plans.appliedGeneration
+    const batch = this.deposits.batchFor(generation, this.plans.accepted?.assigned ?? [])
+    const sent = await checkInDepositing(batch, {
+      deposits: this.deposits,
+      send: (sessions) => this.sendCheckin(generation, sessions),
+      emit: (event) => this.emit(event),
+    })
+    if ('error' in sent) return this.onRequestError(sent.error)
+    const { reply, sentAt } = sent
     if (reply.status === 200) return this.onCheckinAnswer(reply.body, reply.url, sentAt)
     if (reply.status === 403) {
       this.refuseCertificate(true, `${reply.url} answered 403 ${reply.errorCode ?? ''}`.trim())
@@ -306,22 +314,33 @@ export class NodeAgent {
     this.emit({ type: 'checkin_failed', detail })
   }
 
-  private checkinBody(): CheckinBody {
+  /** Sends one check-in reporting `generation` (authority counts from its send time). */
+  private async sendCheckin(generation: number | null, sessions: readonly SessionEntry[]): Promise<SentCheckin> {
+    const sentAt = this.clock.now()
+    this.budget.spend() // a check-in never waits for the budget, but counts against it
+    try {
+      return { sentAt, reply: await this.client.post('/v1/checkin', this.checkinBody(generation, sessions)) }
+    } catch (error) {
+      return { sentAt, error }
+    }
+  }
+
+  private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): AgentCheckinBody {
     const health: ShardHealth = this.opts.health?.() ?? {
       ready_shards: this.runner.inPhase('running').length,
       starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
       backoff_shards: 0,
       fatal_shards: this.runner.inPhase('failed').length,
     }
-    return checkinBody(this.nodeId, this.opts.capacity, health, this.plans.appliedGeneration)
+    return checkinBody(this.nodeId, this.opts.capacity, health, generation, sessions)
   }
 
-  private async claim(shardId: number): Promise<ClaimOutcome> {
+  private async claim(shardId: number, fresh: boolean): Promise<ClaimReply> {
     try {
-      return await claimIdentify(this.client, this.nodeId, shardId)
+      return await claimIdentify(this.client, this.nodeId, shardId, fresh)
     } catch (err) {
       if (err instanceof CertificateRefusedError) this.refuseCertificate(true, err.message)
-      return { kind: 'failed', detail: describe(err) }
+      return { outcome: { kind: 'failed', detail: describe(err) }, resume: null }
     }
   }
 

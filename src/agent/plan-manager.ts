@@ -10,10 +10,14 @@
  * A running shard is kept only while the plan holds its number under the same total_shards and
  * max_concurrency it was started with: a session belongs to its shard count, so after a reshard the
  * same number serves other guilds, and the session is stopped (reason `reshard`) and started again.
+ *
+ * A shard the plan moved to another node (stopped with reason `plan`, and not in the plan) may leave a
+ * session for its new owner: the manager passes it on with the generation whose report releases it.
  */
 import { Alarm, type AgentClock } from './clock.js'
 import type { ClaimScheduler } from './claim-scheduler.js'
 import type { PlanClaims } from './plan-claims.js'
+import type { ResumableSession } from './session.js'
 import type { SessionValues, ShardRunner, StopReason } from './shard-runner.js'
 
 /** Why the node holds no authority over shards right now. */
@@ -40,6 +44,8 @@ export interface PlanManagerDeps {
   readonly startRetryMs: number
   /** Shards were stopped for a newly applied generation: check in now so the new owner may start. */
   reportNow(): void
+  /** A shard the plan of `generation` moved away stopped with `value` (unchecked) as its session. */
+  keepSession(shardId: number, value: unknown, generation: number): void
   /** Authority ended (the fail-safe fired, or the certificate was refused). */
   authorityLost(reason: AuthorityLoss): void
 }
@@ -114,12 +120,12 @@ export class PlanManager {
     this.reconcile(reason)
   }
 
-  /** Called when a claim is granted: starts the shard if it is still ours and authority holds. */
-  granted(shardId: number): void {
+  /** Called when a claim is granted: starts the shard (resuming `resume`, if handed over) if it is still ours and authority holds. */
+  granted(shardId: number, resume: ResumableSession | null = null): void {
     const plan = this.plan
     if (plan === null || !this.hasAuthority() || !plan.assigned.includes(shardId)) return
     const { generation, total_shards, max_concurrency } = plan
-    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency })
+    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency, resume })
   }
 
   /** Stops what the plan no longer holds, claims what it adds; reports the generation once stops succeed. */
@@ -141,7 +147,10 @@ export class PlanManager {
     if (plan === null) return
     const generation = plan.generation
     const resharded = stops.some(([, why]) => why === 'reshard')
-    void Promise.all(stops.map(([id, why]) => runner.stop(id, why))).then((results) => {
+    // Only a shard this plan gave to another node hands its session on (not one dropped with authority).
+    const keep = (id: number, why: StopReason) =>
+      why === 'plan' && !plan.assigned.includes(id) ? (value: unknown) => this.deps.keepSession(id, value, generation) : undefined
+    void Promise.all(stops.map(([id, why]) => runner.stop(id, why, keep(id, why)))).then((results) => {
       if (!results.every(Boolean)) return // a stop failed: it is retried at the next reconcile
       const newer = this.applied === null || generation > this.applied
       if (newer) this.applied = generation

@@ -7,11 +7,16 @@
  * Every stop is bounded by the stop timeout, counted from the moment the stop is asked for: the
  * fail-safe begins that long (plus its margin) before the node's authority ends, so a stop that the
  * runner reports as ended has ended before any other node may be granted the shard.
+ *
+ * A start with a handed-over session whose RESUME the host reports refused (ResumeRefusedError) claims
+ * a fresh Identify and starts again with `resume: null`; the shard stays `starting` meanwhile.
  */
+import { ClaimAbortedError } from './claim-scheduler.js'
 import type { AgentClock } from './clock.js'
+import { isResumeRefused, type ResumableSession } from './session.js'
 
-/** What a start callback learns about the shard it must run. */
-export interface ShardContext {
+/** The shard a callback is about. */
+export interface ShardInfo {
   readonly nodeId: string
   readonly shardId: number
   /** The plan generation that assigned the shard. */
@@ -19,18 +24,41 @@ export interface ShardContext {
   /** The shard count the session is started under: a session belongs to it (Discord's num_shards). */
   readonly totalShards: number
   readonly maxConcurrency: number
+}
+
+/** How a start began: RESUMEing a handed-over session, or with an Identify grant. */
+export type StartMode = 'resume' | 'identify'
+
+/** What a start callback learns about the shard it must run. */
+export interface ShardContext extends ShardInfo {
   /** Aborted when the shard must stop while its start is still running: give up the start. */
   readonly signal: AbortSignal
+  /**
+   * The session the shard's previous owner handed over: RESUME it (no Identify grant was spent). When
+   * the gateway refuses it, throw ResumeRefusedError: the agent claims a fresh Identify and calls
+   * onStart again with `resume: null`. null: an Identify was granted for this start; IDENTIFY.
+   */
+  readonly resume: ResumableSession | null
+  /**
+   * Claims one more Identify grant for this shard (`"fresh": true`: any session the controller holds
+   * for it is discarded), paced like every claim (bucket interval, handoff, daily budget, the agent's
+   * request budget); resolves once granted. Call it before every IDENTIFY other than the one this start
+   * was granted for (a re-identify after INVALID_SESSION, a refused resume the host handles itself).
+   * Each call is one grant. Rejects with ClaimAbortedError once the shard stops, is lost, or the agent
+   * stops, and with `options.signal`'s reason when that aborts.
+   */
+  claimFreshIdentify(options?: { readonly signal?: AbortSignal }): Promise<void>
 }
 
 /**
- * Why the agent stops a shard. `reshard`: the plan still gives the shard but under another
- * total_shards or max_concurrency, so the session (which belongs to its shard count) must end.
+ * Why the agent stops a shard. `plan`: the plan took the shard away (its session may be handed to the
+ * new owner). `reshard`: the plan still gives the shard but under another total_shards or
+ * max_concurrency, so the session (which belongs to its shard count) must end.
  */
 export type StopReason = 'plan' | 'reshard' | 'lease_expiring' | 'certificate_refused' | 'shutdown'
 
 /** What a stop callback learns. */
-export interface ShardStopContext extends ShardContext {
+export interface ShardStopContext extends ShardInfo {
   readonly reason: StopReason
   /** Aborted when the stop timeout passes: the stop has failed, end it now (kill what it runs). */
   readonly signal: AbortSignal
@@ -38,12 +66,18 @@ export interface ShardStopContext extends ShardContext {
   readonly timeoutMs: number
 }
 
+/**
+ * What a stop may resolve to: the session, still resumable (closed with a code other than 1000/1001),
+ * for the shard's new owner. Only a stop with reason `plan` deposits it; any other is discarded.
+ */
+export type StopResult = ResumableSession | null | undefined | void
+
 /** The host's integration point with its gateway client; both may be async and may throw. */
 export interface ShardCallbacks {
-  /** Start the shard (the Identify claim was granted); resolve once it is started. */
+  /** Start the shard (resume `ctx.resume`, or IDENTIFY under the grant); resolve once it is started. */
   onStart(ctx: ShardContext): void | Promise<void>
-  /** Stop the shard; resolve only once it no longer runs, within `ctx.timeoutMs`. */
-  onStop(ctx: ShardStopContext): void | Promise<void>
+  /** Stop the shard; resolve only once it no longer runs, within `ctx.timeoutMs`, with its session if resumable. */
+  onStop(ctx: ShardStopContext): StopResult | Promise<StopResult>
 }
 
 /** Where a shard stands. `failed` means its start failed and nothing runs. */
@@ -52,6 +86,9 @@ export type ShardPhase = 'starting' | 'running' | 'stopping' | 'failed'
 /** The values a shard's session was started under. */
 export type SessionValues = Pick<ShardContext, 'totalShards' | 'maxConcurrency'>
 
+/** What a start is asked with: the shard, and the session handed over for it (or null). */
+export type StartRequest = ShardInfo & { readonly resume: ResumableSession | null }
+
 interface Entry {
   phase: ShardPhase
   ctx: ShardContext
@@ -59,16 +96,22 @@ interface Entry {
   failedAt: number
   /** Aborts a start in progress; aborted also means the start may have left something running. */
   readonly startAbort: AbortController
+  /** Aborted when any stop of the shard begins: its fresh Identify claims end. */
+  readonly life: AbortController
 }
 
 /** Reports from the runner to the agent. */
 export interface ShardRunnerHooks {
-  started(ctx: ShardContext): void
+  started(ctx: ShardContext, mode: StartMode): void
   startFailed(ctx: ShardContext, err: unknown): void
+  /** The host could not resume the handed-over session: a fresh Identify is claimed, then onStart runs again. */
+  resumeRefused(ctx: ShardContext): void
   stopped(ctx: ShardStopContext): void
   stopFailed(ctx: ShardStopContext, err: unknown): void
   /** The stop did not end within its timeout: it was abandoned and the shard may still be running. */
   stopTimedOut(ctx: ShardStopContext): void
+  /** The stop returned a session, but it is not one to hand over (no plan move): dropped. */
+  sessionDiscarded(ctx: ShardStopContext): void
 }
 
 /** What the runner needs besides the callbacks. */
@@ -76,6 +119,8 @@ export interface ShardRunnerDeps {
   readonly clock: AgentClock
   /** The stop timeout in force (ms); it may follow the lease. */
   stopTimeoutMs(): number
+  /** Claims a fresh Identify for a shard; resolves once granted, rejects once `signal` aborts. */
+  claimFresh(shardId: number, signal: AbortSignal): Promise<void>
 }
 
 class StopTimeout extends Error {}
@@ -87,33 +132,60 @@ export class ShardRunner {
   constructor(private readonly callbacks: ShardCallbacks, private readonly hooks: ShardRunnerHooks, private readonly deps: ShardRunnerDeps) {}
 
   /** Starts a shard unless the runner already holds it in any phase. */
-  start(ctx: Omit<ShardContext, 'signal'>): void {
-    if (this.entries.has(ctx.shardId)) return
+  start(request: StartRequest): void {
+    const shardId = request.shardId
+    if (this.entries.has(shardId)) return
     const startAbort = new AbortController()
-    const entry: Entry = { phase: 'starting', ctx: { ...ctx, signal: startAbort.signal }, op: Promise.resolve(), failedAt: 0, startAbort }
-    this.entries.set(ctx.shardId, entry)
+    const life = new AbortController()
+    const claimFreshIdentify = (options?: { readonly signal?: AbortSignal }) =>
+      this.deps.claimFresh(shardId, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
+    const ctx: ShardContext = { ...request, signal: startAbort.signal, claimFreshIdentify }
+    const entry: Entry = { phase: 'starting', ctx, op: Promise.resolve(), failedAt: 0, startAbort, life }
+    this.entries.set(shardId, entry)
     entry.op = (async () => {
       try {
-        await this.callbacks.onStart(entry.ctx)
+        const mode = await this.runStart(entry)
         entry.phase = 'running'
-        this.hooks.started(entry.ctx)
+        this.hooks.started(entry.ctx, mode)
       } catch (err) {
         entry.phase = 'failed'
         entry.failedAt = this.deps.clock.now()
+        entry.life.abort(new ClaimAbortedError('shard_stopped', `shard ${shardId} failed to start`))
         this.hooks.startFailed(entry.ctx, err)
       }
     })()
   }
 
-  /** Stops a shard (after any start in progress), within the stop timeout; true once nothing of it runs. */
-  stop(shardId: number, reason: StopReason): Promise<boolean> {
+  /** Runs onStart; a refused resume claims a fresh Identify and runs it once more, as an Identify. */
+  private async runStart(entry: Entry): Promise<StartMode> {
+    const first = entry.ctx
+    try {
+      await this.callbacks.onStart(first)
+      return first.resume === null ? 'identify' : 'resume'
+    } catch (err) {
+      if (first.resume === null || !isResumeRefused(err)) throw err
+    }
+    this.hooks.resumeRefused(first)
+    await first.claimFreshIdentify() // rejects at once when the shard's stop begins meanwhile
+    entry.ctx = { ...first, resume: null }
+    await this.callbacks.onStart(entry.ctx)
+    return 'identify'
+  }
+
+  /**
+   * Stops a shard (after any start in progress), within the stop timeout; true once nothing of it runs.
+   * A session the stop returns goes to `onSession` (a plan move), else it is discarded.
+   */
+  stop(shardId: number, reason: StopReason, onSession?: (value: unknown) => void): Promise<boolean> {
     const entry = this.entries.get(shardId)
     if (entry === undefined) return Promise.resolve(true)
     if (entry.phase === 'starting') entry.startAbort.abort() // it must stop: a start still running gives up
+    entry.life.abort(new ClaimAbortedError('shard_stopped', `shard ${shardId} is stopping`))
     const timeoutMs = this.deps.stopTimeoutMs()
     const timeout = new AbortController()
     const timer = this.deps.clock.setTimeout(() => timeout.abort(), timeoutMs)
-    const ctx: ShardStopContext = { ...entry.ctx, reason, signal: timeout.signal, timeoutMs }
+    const { nodeId, generation, totalShards, maxConcurrency } = entry.ctx
+    const ctx: ShardStopContext = { nodeId, shardId, generation, totalShards, maxConcurrency, reason, signal: timeout.signal, timeoutMs }
     const result = settleWithin(entry.op, timeout.signal)
       .then(async () => {
         if (this.entries.get(shardId) !== entry) return true // an earlier stop in the chain finished it
@@ -123,9 +195,13 @@ export class ShardRunner {
           return true
         }
         entry.phase = 'stopping'
-        await settleWithin(Promise.resolve().then(() => this.callbacks.onStop(ctx)), timeout.signal, true)
+        const session = await settleWithin(Promise.resolve().then(() => this.callbacks.onStop(ctx)), timeout.signal, true)
         this.entries.delete(shardId)
         this.hooks.stopped(ctx)
+        if (session !== undefined && session !== null) {
+          if (onSession === undefined) this.hooks.sessionDiscarded(ctx)
+          else onSession(session)
+        }
         return true
       })
       .catch((err: unknown) => {
@@ -176,26 +252,26 @@ export class ShardRunner {
 }
 
 /**
- * Resolves as `work` does, or rejects with StopTimeout once `signal` aborts first. With `rethrow`,
+ * Resolves with `work`'s value, or rejects with StopTimeout once `signal` aborts first. With `rethrow`,
  * a rejection of `work` is passed on; otherwise only its settling counts (a start's own failure).
  * A callback that ignores the signal is abandoned, not awaited: its late outcome is dropped.
  */
-function settleWithin(work: Promise<unknown>, signal: AbortSignal, rethrow = false): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
+function settleWithin(work: Promise<unknown>, signal: AbortSignal, rethrow = false): Promise<unknown> {
+  return new Promise<unknown>((resolve, reject) => {
     const onAbort = () => reject(new StopTimeout('the stop timeout passed'))
     if (signal.aborted) return onAbort()
     signal.addEventListener('abort', onAbort, { once: true })
     work.then(
-      () => {
+      (value) => {
         signal.removeEventListener('abort', onAbort)
         if (signal.aborted) return
-        resolve()
+        resolve(value)
       },
       (err: unknown) => {
         signal.removeEventListener('abort', onAbort)
         if (signal.aborted) return
         if (rethrow) reject(err)
-        else resolve()
+        else resolve(undefined)
       },
     )
   })

@@ -1,5 +1,6 @@
 /** zod schemas of the controller's answers to a node (SPEC "Check-in", "Identify claims", "Errors"). */
 import { z } from 'zod'
+import { sessionWireSchema } from './session.js'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
@@ -17,9 +18,15 @@ export const checkinReplySchema = z
   })
   .strict()
 
-/** `POST /v1/identify` answer 200: granted, or not yet with the wait. */
+const grant = { granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }
+
+/**
+ * `POST /v1/identify` answer 200: granted (an Identify, or a resume with the session handed over), or
+ * not yet with the wait. A grant without `mode` comes from a controller older than session handoff.
+ */
 export const identifyReplySchema = z.union([
-  z.object({ granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }).strict(),
+  z.object({ ...grant, mode: z.literal('identify').optional() }).strict(),
+  z.object({ ...grant, mode: z.literal('resume'), session: sessionWireSchema }).strict(),
   z
     .object({
       granted: z.literal(false),

@@ -1,13 +1,13 @@
 // Identify claim pacing on a manual clock, against a model of the controller's rules.
 import t from 'tap'
-import { ClaimScheduler, type ClaimOutcome } from '../../src/agent/claim-scheduler.js'
+import { ClaimAbortedError, ClaimScheduler, type ClaimOutcome } from '../../src/agent/claim-scheduler.js'
 import { RequestBudget } from '../../src/agent/request-budget.js'
 import { FakeClock } from './fake-clock.js'
 
 interface Harness {
   readonly clock: FakeClock
   readonly scheduler: ClaimScheduler
-  readonly claims: { at: number; shard: number }[]
+  readonly claims: { at: number; shard: number; fresh: boolean }[]
   readonly granted: number[]
   readonly outcomes: ClaimOutcome[]
   maxInFlight: number
@@ -28,13 +28,13 @@ function harness(maxConcurrency: number, answer: (shard: number, now: number) =>
       budget: new RequestBudget(3, 8, () => clock.now()),
       identifyIntervalMs: 5100,
       handoffPollMs: 1000,
-      claim: async (shard) => {
+      claim: async (shard, fresh) => {
         inFlight += 1
         h.maxInFlight = Math.max(h.maxInFlight, inFlight)
-        h.claims.push({ at: clock.now(), shard })
+        h.claims.push({ at: clock.now(), shard, fresh })
         await new Promise((resolve) => setImmediate(resolve))
         inFlight -= 1
-        return answer(shard, clock.now())
+        return { outcome: answer(shard, clock.now()), resume: null }
       },
       onGranted: (shard) => void h.granted.push(shard),
       onOutcome: (_shard, outcome) => void h.outcomes.push(outcome),
@@ -51,7 +51,7 @@ function bucketModel(maxConcurrency: number, intervalMs = 5000) {
     const prev = last.get(bucket)
     if (prev !== undefined && now - prev < intervalMs) return { kind: 'wait', reason: 'bucket_busy', retryAfterMs: prev + intervalMs - now }
     last.set(bucket, now)
-    return { kind: 'granted', generation: 1 }
+    return { kind: 'granted', generation: 1, mode: 'identify' }
   }
 }
 
@@ -75,7 +75,7 @@ t.test('128 shards in 16 buckets: one claim at a time, inside the request budget
 t.test('bucket_busy: the next claim in that bucket waits retry_after_ms', async (t) => {
   let first = true
   const h = harness(1, () => {
-    if (!first) return { kind: 'granted', generation: 1 }
+    if (!first) return { kind: 'granted', generation: 1, mode: 'identify' }
     first = false
     return { kind: 'wait', reason: 'bucket_busy', retryAfterMs: 3000 }
   })
@@ -90,7 +90,7 @@ t.test('bucket_busy: the next claim in that bucket waits retry_after_ms', async 
 
 t.test('handoff_pending: one waiting bucket probed per poll interval, then all retried once the handoff is released', async (t) => {
   const releasedAt = 2500
-  const h = harness(4, (_shard, now) => (now < releasedAt ? { kind: 'wait', reason: 'handoff_pending', retryAfterMs: 30_000 - now } : { kind: 'granted', generation: 2 }))
+  const h = harness(4, (_shard, now) => (now < releasedAt ? { kind: 'wait', reason: 'handoff_pending', retryAfterMs: 30_000 - now } : { kind: 'granted', generation: 2, mode: 'identify' }))
   h.scheduler.setWanted([0, 1, 2, 3], 4)
   await h.clock.advance(500)
   t.equal(h.claims.length, 4, 'each bucket asked once')
@@ -111,7 +111,7 @@ t.test('not_owner: the shard is dropped and never started', async (t) => {
 })
 
 t.test('a shard removed from the wanted set while its claim is in flight is not started', async (t) => {
-  const h = harness(1, () => ({ kind: 'granted', generation: 1 }))
+  const h = harness(1, () => ({ kind: 'granted', generation: 1, mode: 'identify' }))
   h.scheduler.setWanted([0], 1)
   t.equal(h.claims.length, 1, 'claimed at once')
   h.scheduler.setWanted([], 1)
@@ -127,7 +127,7 @@ t.test('429 and daily_limit pause every bucket for the time given', async (t) =>
         first = false
         return outcome
       }
-      return { kind: 'granted', generation: 1 }
+      return { kind: 'granted', generation: 1, mode: 'identify' }
     })
     h.scheduler.setWanted([0, 1, 2, 3], 4)
     await h.clock.advance(3999)
@@ -148,4 +148,138 @@ t.test('failures back off instead of retrying at once', async (t) => {
   await h.clock.advance(30_000)
   t.equal(h.claims.length, after, 'nothing after stop()')
   t.equal(h.clock.pending, 0)
+})
+
+/** Tracks a promise's fate for assertions between clock steps. */
+function track(promise: Promise<void>) {
+  const fate: { state: 'pending' | 'resolved' | 'rejected'; error: unknown } = { state: 'pending', error: null }
+  promise.then(
+    () => (fate.state = 'resolved'),
+    (err: unknown) => {
+      fate.state = 'rejected'
+      fate.error = err
+    },
+  )
+  return fate
+}
+
+t.test('a fresh claim is sent with fresh, paced by the bucket interval like any claim; each call is one grant', async (t) => {
+  const h = harness(1, bucketModel(1))
+  h.scheduler.setWanted([0], 1)
+  await h.clock.advance(10)
+  t.same(h.granted, [0], 'the start was granted')
+  const first = track(h.scheduler.claimFresh(0, new AbortController().signal))
+  await h.clock.advance(5000)
+  t.equal(first.state, 'pending', 'not before the bucket interval after the start grant')
+  t.equal(h.claims.length, 1, 'and not asked meanwhile: the interval is known')
+  await h.clock.advance(200)
+  t.equal(first.state, 'resolved')
+  const grantedAt = h.claims[1]!.at
+  const second = track(h.scheduler.claimFresh(0, new AbortController().signal))
+  await h.clock.advance(grantedAt + 5099 - h.clock.now())
+  t.equal(second.state, 'pending')
+  await h.clock.advance(100)
+  t.equal(second.state, 'resolved', 'a second call: a second grant, one interval later')
+  t.same(h.claims.map((c) => c.fresh), [false, true, true], 'the fresh claims carried fresh')
+  t.same(h.granted, [0], 'a fresh grant starts nothing')
+  t.ok(h.clock.fired < 20, `${h.clock.fired} timers: no busy loop`)
+})
+
+t.test('a fresh claim waits as told: bucket_busy, handoff_pending, 429', async (t) => {
+  for (const first of [
+    { kind: 'wait', reason: 'bucket_busy', retryAfterMs: 3000 },
+    { kind: 'wait', reason: 'handoff_pending', retryAfterMs: 3000 },
+    { kind: 'rate_limited', retryAfterMs: 3000 },
+  ] as ClaimOutcome[]) {
+    let answered = false
+    const h = harness(1, () => {
+      if (answered) return { kind: 'granted', generation: 1, mode: 'identify' }
+      answered = true
+      return first
+    })
+    const fate = track(h.scheduler.claimFresh(0, new AbortController().signal))
+    await h.clock.advance(900)
+    t.equal(h.claims.length, 1, `${first.kind}: no retry before the wait`)
+    await h.clock.advance(2500)
+    t.equal(fate.state, 'resolved', `${first.kind}: granted after it`)
+    t.ok(h.claims.length <= 4, `${first.kind}: ${h.claims.length} claims`)
+  }
+})
+
+t.test('a fresh claim goes before the shards its bucket still has to start', async (t) => {
+  const h = harness(1, () => ({ kind: 'granted', generation: 1, mode: 'identify' }))
+  h.scheduler.setWanted([0], 1)
+  await h.clock.advance(10)
+  h.scheduler.setWanted([1, 2], 1)
+  void h.scheduler.claimFresh(0, new AbortController().signal)
+  await h.clock.advance(20_000)
+  t.same(h.claims.map((c) => [c.shard, c.fresh]), [[0, false], [0, true], [1, false], [2, false]])
+})
+
+t.test('an aborted fresh claim rejects with the signal\'s reason; one in flight still paces its bucket', async (t) => {
+  const h = harness(1, bucketModel(1))
+  h.scheduler.setWanted([0], 1)
+  await h.clock.advance(10)
+  const waiting = new AbortController()
+  const fate = track(h.scheduler.claimFresh(0, waiting.signal))
+  await h.clock.advance(1000)
+  waiting.abort(new Error('the gateway client gave up'))
+  await h.clock.advance(10)
+  t.equal(fate.state, 'rejected')
+  t.match((fate.error as Error).message, 'the gateway client gave up')
+  await h.clock.advance(10_000)
+  t.equal(h.claims.length, 1, 'never sent')
+
+  const inFlight = new AbortController()
+  const late = track(h.scheduler.claimFresh(0, inFlight.signal))
+  t.equal(h.claims.length, 2, 'sent at once (the interval has passed)')
+  inFlight.abort(new Error('stopped'))
+  await h.clock.advance(10)
+  t.equal(late.state, 'rejected', 'rejected without waiting for the answer')
+  h.scheduler.setWanted([1], 1)
+  await h.clock.advance(5000)
+  t.equal(h.claims.length, 2, "the late grant counted: the bucket's next claim waits the interval")
+  await h.clock.advance(200)
+  t.same(h.granted, [0, 1])
+
+  const already = new AbortController()
+  already.abort(new Error('before'))
+  t.equal(track(h.scheduler.claimFresh(0, already.signal)).state, 'pending')
+  await h.clock.advance(1)
+  t.equal(h.claims.length, 3, 'an aborted signal sends nothing')
+})
+
+t.test('not_owner and stop() end fresh claims with ClaimAbortedError', async (t) => {
+  const h = harness(2, (shard) => (shard === 0 ? { kind: 'not_owner' } : { kind: 'wait', reason: 'handoff_pending', retryAfterMs: 60_000 }))
+  const notOwner = track(h.scheduler.claimFresh(0, new AbortController().signal))
+  const stopped = track(h.scheduler.claimFresh(1, new AbortController().signal))
+  await h.clock.advance(10)
+  t.equal(notOwner.state, 'rejected')
+  t.ok(notOwner.error instanceof ClaimAbortedError && notOwner.error.reason === 'not_owner', 'not_owner')
+  t.equal(stopped.state, 'pending', 'waiting for a handoff')
+  h.scheduler.stop()
+  await h.clock.advance(10)
+  t.ok(stopped.error instanceof ClaimAbortedError && stopped.error.reason === 'agent_stopped', 'agent_stopped')
+  await t.rejects(h.scheduler.claimFresh(1, new AbortController().signal), ClaimAbortedError, 'a claim after stop() rejects at once')
+  t.equal(h.clock.pending, 0)
+})
+
+t.test('a change of max_concurrency keeps the fresh claims waiting', async (t) => {
+  const h = harness(2, () => ({ kind: 'wait', reason: 'bucket_busy', retryAfterMs: 1000 }))
+  const fate = track(h.scheduler.claimFresh(3, new AbortController().signal))
+  await h.clock.advance(10)
+  h.scheduler.setWanted([], 4)
+  await h.clock.advance(3000)
+  t.equal(fate.state, 'pending')
+  t.ok(h.claims.length >= 2 && h.claims.every((c) => c.shard === 3 && c.fresh), 'still claimed after the change')
+})
+
+t.test('a resume grant spends no Identify: the next shard of its bucket is claimed at once', async (t) => {
+  const h = harness(1, (shard) => ({ kind: 'granted', generation: 2, mode: shard < 2 ? 'resume' : 'identify' }))
+  h.scheduler.setWanted([0, 1, 2, 3], 1)
+  await h.clock.advance(100)
+  t.same(h.granted, [0, 1, 2], 'two resumes and an Identify without waiting')
+  await h.clock.advance(5100)
+  t.same(h.granted, [0, 1, 2, 3], 'the next Identify one interval after the first')
+  t.ok(h.claims[3]!.at - h.claims[2]!.at >= 5100)
 })

@@ -18,7 +18,7 @@ function planOf(generation: number, start: number, count: number, leaseSeconds =
 
 const STOP_TIMEOUT_MS = 3000
 
-function setup(opts: { failStops?: number; stopTakesMs?: number } = {}) {
+function setup(opts: { failStops?: number; stopTakesMs?: number; session?: unknown } = {}) {
   const clock = new FakeClock()
   const stops: ShardStopContext[] = []
   const lost: AuthorityLoss[] = []
@@ -26,6 +26,7 @@ function setup(opts: { failStops?: number; stopTakesMs?: number } = {}) {
   const timedOut: ShardStopContext[] = []
   const tooShort: string[] = []
   let reports = 0
+  const kept: [number, unknown, number][] = []
   let failStops = opts.failStops ?? 0
   const runner = new ShardRunner(
     {
@@ -38,16 +39,20 @@ function setup(opts: { failStops?: number; stopTakesMs?: number } = {}) {
         // A slow stop that ignores its signal (the worst case: the runner must abandon it).
         if (opts.stopTakesMs !== undefined) await new Promise((r) => clock.setTimeout(() => r(undefined), opts.stopTakesMs!))
         stops.push(ctx)
+        return opts.session as undefined
       },
     },
-    { started: () => undefined, startFailed: () => undefined, stopped: () => undefined, stopFailed: () => undefined, stopTimedOut: (ctx) => void timedOut.push(ctx) },
-    { clock, stopTimeoutMs: () => STOP_TIMEOUT_MS },
+    {
+      started: () => undefined, startFailed: () => undefined, resumeRefused: () => undefined, stopped: () => undefined, stopFailed: () => undefined,
+      stopTimedOut: (ctx) => void timedOut.push(ctx), sessionDiscarded: () => undefined,
+    },
+    { clock, stopTimeoutMs: () => STOP_TIMEOUT_MS, claimFresh: (_shard, signal) => scheduler.claimFresh(_shard, signal) },
   )
   let manager: PlanManager
   const scheduler = new ClaimScheduler({
     clock, budget: new RequestBudget(100, 100, () => clock.now()), identifyIntervalMs: 0, handoffPollMs: 1000,
-    claim: async () => ({ kind: 'granted', generation: 1 }),
-    onGranted: (shard) => manager.granted(shard),
+    claim: async () => ({ outcome: { kind: 'granted', generation: 1, mode: 'identify' }, resume: null }),
+    onGranted: (shard, _generation, resume) => manager.granted(shard, resume),
     onOutcome: () => undefined,
   })
   manager = new PlanManager({
@@ -56,9 +61,10 @@ function setup(opts: { failStops?: number; stopTakesMs?: number } = {}) {
     stopTimeoutMs: () => STOP_TIMEOUT_MS,
     leaseTooShort: (detail) => void tooShort.push(detail),
     reportNow: () => void (reports += 1),
+    keepSession: (shard, value, generation) => void kept.push([shard, value, generation]),
     authorityLost: (reason) => void lost.push(reason),
   })
-  return { clock, runner, manager, stops, starts, timedOut, tooShort, lost, reports: () => reports }
+  return { clock, runner, manager, stops, starts, timedOut, tooShort, lost, kept, reports: () => reports }
 }
 
 t.test('authority ends lease_seconds after the check-in was sent, not answered; every shard stops before', async (t) => {
@@ -187,4 +193,56 @@ t.test('a lease too short for the stop timeout + margin: refused with the figure
   t.match(short.tooShort[0]!, /stop timeout \(3000 ms\) and the stop margin \(1333 ms\) do not fit the controller's lease of 8 s.*at most 2667 ms/)
   t.same(short.starts, [], 'nothing started')
   t.equal(short.manager.accepted, null, 'the plan was not taken')
+})
+
+const SESSION = { sessionId: 'abc123', sequence: 42, resumeUrl: 'wss://gateway.discord.gg' }
+
+t.test('a plan move hands the stop\'s session on with the generation that released it, before the report', async (t) => {
+  const s = setup({ session: SESSION })
+  s.manager.accept(planOf(1, 0, 4), 0)
+  await s.clock.advance(10)
+  s.manager.accept(planOf(2, 0, 2), 1000)
+  await s.clock.advance(10)
+  t.same(s.kept, [[2, SESSION, 2], [3, SESSION, 2]])
+  t.equal(s.reports(), 1)
+})
+
+t.test('no session is handed on from a reshard, a fail-safe, a shutdown, or a stop of a shard the plan still gives', async (t) => {
+  const reshard = setup({ session: SESSION })
+  reshard.manager.accept(planOf(1, 0, 2, 30, 8, 8), 0)
+  await reshard.clock.advance(10)
+  reshard.manager.accept(planOf(2, 0, 2, 30, 16, 8), 1000)
+  await reshard.clock.advance(10)
+  t.same(reshard.stops.map((c) => c.reason), ['reshard', 'reshard'])
+  t.same(reshard.kept, [], 'reshard')
+
+  const failSafe = setup({ session: SESSION })
+  failSafe.manager.accept(planOf(1, 0, 2), 0)
+  await failSafe.clock.advance(30_000)
+  t.same(failSafe.stops.map((c) => c.reason), ['lease_expiring', 'lease_expiring'])
+  failSafe.manager.loseAuthority('shutdown')
+  t.same(failSafe.kept, [], 'lease_expiring')
+
+  // An answer that came too late to hold authority: every shard stops with reason plan, but the plan
+  // still gives them to this node, so there is no handoff to deposit into.
+  const late = setup({ session: SESSION })
+  late.manager.accept(planOf(1, 0, 2), 0)
+  await late.clock.advance(10)
+  await late.clock.advance(21_000)
+  late.manager.accept(planOf(1, 0, 2), -10_000) // its check-in was sent 31 s ago: its lease cannot hold the stops
+  await late.clock.advance(10)
+  t.same(late.stops.map((c) => c.reason), ['plan', 'plan'])
+  t.same(late.kept, [], 'still assigned here')
+})
+
+t.test('a resume grant starts the shard with the session', async (t) => {
+  const s = setup()
+  s.manager.accept(planOf(1, 0, 0), 0)
+  s.manager.accept({ ...planOf(2, 0, 1) }, 0)
+  await s.clock.advance(10)
+  t.equal(s.starts[0]!.resume, null, 'the scheduler granted an Identify')
+  s.manager.accept(planOf(3, 0, 2), 0)
+  s.manager.granted(1, SESSION)
+  await s.clock.advance(10)
+  t.same(s.starts.map((c) => [c.shardId, c.resume]), [[0, null], [1, SESSION]])
 })

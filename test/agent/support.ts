@@ -143,18 +143,21 @@ export interface FakeController {
   readonly port: number
   /** Requests seen, as "CN METHOD PATH". */
   readonly seen: string[]
+  /** Their JSON bodies (undefined when not JSON), in the same order. */
+  readonly bodies: unknown[]
   /** TLS connections accepted so far. */
   connections(): number
   close(): Promise<void>
 }
 
-/** Answers every request with `answer(cn, path)`: a status and a JSON body. */
+/** Answers every request with `answer(cn, path, body)`: a status and a JSON body. */
 export async function fakeController(
   pki: Pki,
-  answer: (cn: string, path: string) => { status: number; body: unknown; headers?: Record<string, string> },
+  answer: (cn: string, path: string, body: unknown) => { status: number; body: unknown; headers?: Record<string, string> },
   serverPki: Pki = pki,
 ): Promise<FakeController> {
   const seen: string[] = []
+  const bodies: unknown[] = []
   let connections = 0
   const server = https.createServer(
     {
@@ -167,9 +170,17 @@ export async function fakeController(
     (req, res) => {
       const cn = String((req.socket as TLSSocket).getPeerCertificate().subject?.CN ?? '')
       seen.push(`${cn} ${req.method} ${req.url}`)
-      req.resume()
+      const chunks: Buffer[] = []
+      req.on('data', (chunk: Buffer) => chunks.push(chunk))
       req.on('end', () => {
-        const { status, body, headers } = answer(cn, req.url ?? '')
+        let sent: unknown
+        try {
+          sent = JSON.parse(Buffer.concat(chunks).toString('utf8'))
+        } catch {
+          sent = undefined
+        }
+        bodies.push(sent)
+        const { status, body, headers } = answer(cn, req.url ?? '', sent)
         res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body))
       })
     },
@@ -179,6 +190,7 @@ export async function fakeController(
   return {
     port: (server.address() as AddressInfo).port,
     seen,
+    bodies,
     connections: () => connections,
     close: () => new Promise((resolve) => {
       server.closeAllConnections()
