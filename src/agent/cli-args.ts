@@ -77,14 +77,26 @@ Options:
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
   PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_MAX_CONCURRENCY, PXE_NODE_ID,
-  PXE_GENERATION, and for stops PXE_STOP_REASON (plan, reshard, lease_expiring, certificate_refused,
-  shutdown). "reshard": the plan keeps the shard number but under another PXE_TOTAL_SHARDS or
+  PXE_GENERATION, for starts PXE_START_MODE (below), and for stops PXE_STOP_REASON (plan, reshard,
+  lease_expiring, certificate_refused, shutdown). "reshard": the plan keeps the shard number but under another PXE_TOTAL_SHARDS or
   PXE_MAX_CONCURRENCY, so the session (which belongs to its shard count) ends; the shard is then
   claimed and started again with the new values.
 A command that exits non-zero, or runs too long (a start 60 s, a stop the stop timeout; it is then killed
 with its process group), has failed: a failed start is claimed again after a minute; a failed stop is
 retried and the shard counts as running until then.
 Without --on-start / --on-stop, shard events are only logged.
+
+Session handoff: a shard the plan moves to another node RESUMEs there instead of spending an Identify.
+  A start command sees PXE_START_MODE: "identify" (an Identify was granted: IDENTIFY) or "resume" (the
+  previous owner's session was handed over: RESUME it), and for a resume PXE_RESUME_SESSION_ID,
+  PXE_RESUME_SEQUENCE and PXE_RESUME_URL. A resuming start command that exits 75 says the gateway
+  refused the resume: the agent claims a fresh Identify and runs the start command again with
+  PXE_START_MODE=identify (from an identify start, exit 75 is an ordinary failure).
+  A stop command may print the shard's session, still resumable, as its LAST line on stdout:
+    {"session_id":"...","sequence":4711,"resume_url":"wss://gateway-us-east1-b.discord.gg"}
+  After a plan move (PXE_STOP_REASON=plan) the agent deposits it with the controller for the new owner;
+  after any other stop it is discarded. Any other last line means no session. Lines of command output
+  that carry a session are never logged.
 
 Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then exits 0.
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key

@@ -40,7 +40,9 @@ function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): Node
     generationStore,
     logger,
     onEvent,
-    onStart: (ctx) => (args.onStart === null ? undefined : runShardCommand(args.onStart, 'start', ctx, logger)),
+    onStart: async (ctx) => {
+      if (args.onStart !== null) await runShardCommand(args.onStart, 'start', ctx, logger)
+    },
     onStop: (ctx) => (args.onStop === null ? undefined : runShardCommand(args.onStop, 'stop', ctx, logger)),
   })
   return agent

@@ -22,7 +22,7 @@ const { bundleDir } = await issueBundle(pki.dir, 'node-cli', 'node', { outDir: j
 t.test('--help explains the flags, the environment and the exit statuses', async (t) => {
   const res = run('--help')
   t.equal(res.status, 0)
-  for (const text of ['Usage: pxe-node --bundle DIR --controller URL', '--capacity', '--state-file', '--on-start', '--on-stop', '--stop-timeout-ms', '--clock-skew-ms', '--log-level', 'PXE_SHARD_ID', 'reshard', 'SIGTERM', 'Exit status']) {
+  for (const text of ['Usage: pxe-node --bundle DIR --controller URL', '--capacity', '--state-file', '--on-start', '--on-stop', '--stop-timeout-ms', '--clock-skew-ms', '--log-level', 'PXE_SHARD_ID', 'reshard', 'SIGTERM', 'Exit status', 'PXE_START_MODE', 'PXE_RESUME_SESSION_ID', 'PXE_RESUME_SEQUENCE', 'PXE_RESUME_URL', 'exits 75', 'LAST line on stdout', '"session_id"']) {
     t.match(res.stdout, text, text)
   }
   t.equal(res.stderr, '')
