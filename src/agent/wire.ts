@@ -19,7 +19,8 @@ export const checkinReplySchema = z
 
 /** `POST /v1/identify` answer 200: granted, or not yet with the wait. */
 export const identifyReplySchema = z.union([
-  z.object({ granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }).strict(),
+  // mode "identify" only: this agent deposits no sessions, so a held-session hand-out is not for it
+  z.object({ granted: z.literal(true), mode: z.literal('identify').optional(), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }).strict(),
   z
     .object({
       granted: z.literal(false),
