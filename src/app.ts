@@ -7,9 +7,9 @@ import { frameworkErrorHandler } from './http/early-answers.js'
 import { installErrorHandling } from './http/error-handler.js'
 import { registerRoutes, type RouteDeps } from './http/routes.js'
 import { captureSecurityHeaders } from './http/security-headers.js'
+import { BODY_LIMIT_BYTES, installJsonBodyParser } from './http/json-body.js'
 import { installCloseAfterStop } from './server/graceful-close.js'
 
-export const BODY_LIMIT_BYTES = 4096
 
 export interface AppDeps extends RouteDeps, AuthDeps {
   readonly logger?: Logger
@@ -42,6 +42,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }) as unknown as FastifyInstance
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.
   app.removeContentTypeParser('text/plain')
+  installJsonBodyParser(app)
   // helmet's header set, computed once (see security-headers.ts); set first, so errors and 401s carry it too.
   const headers = await captureSecurityHeaders()
   app.addHook('onRequest', (_request, reply, done) => {

@@ -9,6 +9,7 @@ import { z } from 'zod'
 import type { ControllerSettings } from './core/types.js'
 import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
 import { isLoopbackHost } from './host.js'
+import { allowedHostProblem, DEFAULT_ALLOWED_RESUME_HOSTS } from './core/resume-url.js'
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -23,6 +24,22 @@ export const DEFAULT_RATE_LIMITS = { node: { per_second: 5, burst: 20 }, operato
 
 /** SPEC "Operations endpoint" default: plain HTTP on loopback (`"ops": null` turns it off). */
 export const DEFAULT_OPS = { host: '127.0.0.1', port: 9464, allow_remote: false } as const
+
+/** SPEC "Session handoff": where a deposited session may send the next owner, and how long it is held. */
+const sessionHandoffSchema = z
+  .object({
+    allowed_hosts: z
+      .array(
+        z.string().superRefine((host, ctx) => {
+          const problem = allowedHostProblem(host)
+          if (problem !== null) ctx.addIssue({ code: 'custom', message: `${JSON.stringify(host.slice(0, 64))} ${problem}` })
+        }),
+      )
+      .max(64)
+      .default([...DEFAULT_ALLOWED_RESUME_HOSTS]),
+    ttl_seconds: int(1, 300).default(60),
+  })
+  .strict()
 
 /** The ops listener serves plain HTTP: a non-loopback host must be asked for explicitly. */
 const opsSchema = z
@@ -59,6 +76,7 @@ export const configFileSchema = z
     daily_identify_limit: int(1, 1_000_000).optional(),
     // SPEC "Planner choice": contiguous (the default) or stable; changing it between runs is a reshard.
     planner: z.enum(['contiguous', 'stable']).optional(),
+    session_handoff: sessionHandoffSchema.default({ allowed_hosts: [...DEFAULT_ALLOWED_RESUME_HOSTS], ttl_seconds: 60 }),
     rate_limits: z
       .object({ node: bucketSchema.default(DEFAULT_RATE_LIMITS.node), operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator) })
       .strict()
@@ -164,6 +182,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       identifyIntervalMs: c.identify_interval_ms,
       dailyIdentifyLimit: c.daily_identify_limit ?? null,
       ...(c.planner === undefined ? {} : { planner: c.planner }),
+      sessionHandoff: Object.freeze({ allowedHosts: Object.freeze([...c.session_handoff.allowed_hosts]), ttlSeconds: c.session_handoff.ttl_seconds }),
     }),
     limits: Object.freeze({
       rate: Object.freeze({

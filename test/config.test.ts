@@ -20,11 +20,13 @@ const good = {
   identify_interval_ms: 5100,
 }
 
+const DEFAULT_HANDOFF = { allowedHosts: ['gateway.discord.gg', '*.discord.gg'], ttlSeconds: 60 }
+
 t.test('a good config resolves relative paths against the file folder', async (t) => {
   const c = parseConfig(good, '/etc/pxe')
   t.equal(c.tls.crl, '/etc/pxe/crl.pem')
   t.equal(c.planKeys, '/etc/pxe/plan-keys.json')
-  t.same(c.settings, { totalShards: 64, maxConcurrency: 16, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null })
+  t.same(c.settings, { totalShards: 64, maxConcurrency: 16, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null, sessionHandoff: DEFAULT_HANDOFF })
   t.ok(Object.isFrozen(c))
   const defaults = parseConfig({ ...good, max_concurrency: undefined, lease_seconds: undefined, identify_interval_ms: undefined, controller_id: undefined }, '/x')
   t.equal(defaults.settings.leaseSeconds, 30)
@@ -107,7 +109,32 @@ t.test('each optional key, when missing, takes its documented default', async (t
   t.equal(at({ ...good, planner: 'stable' }).settings.planner, 'stable', 'planner when set')
   // Every default at once: the smallest valid file.
   const { max_concurrency: _m, lease_seconds: _l, identify_interval_ms: _i, controller_id: _c, ...minimal } = good
-  t.same(at(minimal).settings, { totalShards: 64, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null }, 'the smallest valid config')
+  t.same(at(minimal).settings, { totalShards: 64, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null, sessionHandoff: DEFAULT_HANDOFF }, 'the smallest valid config')
+})
+
+t.test('session_handoff: defaults to Discord\'s gateway hosts and 60 s; every bad value named by key, nothing accepted', async (t) => {
+  const at = (session_handoff: unknown) => parseConfig({ ...good, session_handoff }, '/x').settings.sessionHandoff
+  t.same(at({}), DEFAULT_HANDOFF, 'an empty object takes both defaults')
+  t.same(at({ allowed_hosts: ['127.0.0.1', 'gw.example.net', '*.example.net', '[::1]'], ttl_seconds: 300 }), {
+    allowedHosts: ['127.0.0.1', 'gw.example.net', '*.example.net', '[::1]'],
+    ttlSeconds: 300,
+  })
+  t.same(at({ allowed_hosts: [] }), { allowedHosts: [], ttlSeconds: 60 }, 'an empty list admits nothing: every deposit is refused')
+  const bad: [unknown, RegExp, string][] = [
+    [{ ttl_seconds: 0 }, /key "session_handoff\.ttl_seconds"/, 'a TTL of 0'],
+    [{ ttl_seconds: 301 }, /key "session_handoff\.ttl_seconds"/, 'a TTL above 300'],
+    [{ ttl_seconds: 1.5 }, /key "session_handoff\.ttl_seconds"/, 'a fractional TTL'],
+    [{ allowed_hosts: ['*'] }, /key "session_handoff\.allowed_hosts\.0": "\*"/, 'a bare wildcard'],
+    [{ allowed_hosts: ['*.gg'] }, /at least two labels/, 'a wildcard over a top-level domain'],
+    [{ allowed_hosts: ['Gateway.Discord.gg'] }, /lower-case host name/, 'upper case'],
+    [{ allowed_hosts: ['gateway.discord.gg:443'] }, /lower-case host name/, 'a port'],
+    [{ allowed_hosts: ['wss://gateway.discord.gg'] }, /lower-case host name/, 'a URL instead of a host'],
+    [{ allowed_hosts: ['*.*.discord.gg'] }, /wildcard/, 'two wildcards'],
+    [{ allowed_hosts: 'gateway.discord.gg' }, /key "session_handoff\.allowed_hosts"/, 'a string instead of a list'],
+    [{ ttl: 5 }, /unknown key "session_handoff\.ttl"/, 'an unknown key'],
+    [null, /key "session_handoff"/, 'null'],
+  ]
+  for (const [value, message, what] of bad) t.throws(() => at(value), message, what)
 })
 
 t.test('loadConfig: not JSON, missing file, and private keys readable by others stop the start', async (t) => {

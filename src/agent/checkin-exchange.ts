@@ -17,14 +17,11 @@ function clampCount(n: number): number {
   return Number.isInteger(n) ? Math.min(Math.max(n, 0), MAX_COUNT) : 0
 }
 
-/** A check-in body, with the sessions it deposits (SPEC "Session handoff"). */
-export type AgentCheckinBody = CheckinBody & { readonly sessions?: readonly SessionEntry[] }
-
 /**
  * The check-in body: counts clamped to the SPEC's range, `generation` only once a plan was applied,
  * `sessions` only when there are some.
  */
-export function checkinBody(nodeId: string, capacity: number, health: ShardHealth, appliedGeneration: number | null, sessions: readonly SessionEntry[] = []): AgentCheckinBody {
+export function checkinBody(nodeId: string, capacity: number, health: ShardHealth, appliedGeneration: number | null, sessions: readonly SessionEntry[] = []): CheckinBody {
   return {
     node_id: nodeId,
     capacity,
@@ -33,7 +30,7 @@ export function checkinBody(nodeId: string, capacity: number, health: ShardHealt
     backoff_shards: clampCount(health.backoff_shards),
     fatal_shards: clampCount(health.fatal_shards),
     ...(appliedGeneration === null ? {} : { generation: appliedGeneration }),
-    ...(sessions.length === 0 ? {} : { sessions }),
+    ...(sessions.length === 0 ? {} : { sessions: [...sessions] }),
   }
 }
 

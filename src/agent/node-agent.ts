@@ -10,7 +10,8 @@ import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } fro
 import { AGENT_DEFAULTS, assertValidOptions, defaultStopMarginMs, defaultStopTimeoutMs, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
 import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
 import { CheckinCadence } from './cadence.js'
-import { checkinBody, judgeCheckinAnswer, type AgentCheckinBody } from './checkin-exchange.js'
+import type { CheckinBody } from '../core/schemas.js'
+import { checkinBody, judgeCheckinAnswer } from './checkin-exchange.js'
 import { ClaimScheduler, type ClaimOutcome, type ClaimReply } from './claim-scheduler.js'
 import { Alarm, systemClock, type AgentClock } from './clock.js'
 import { CertificateRefusedError, ControllerClient, ControllerUnreachableError } from './controller-client.js'
@@ -325,7 +326,7 @@ export class NodeAgent {
     }
   }
 
-  private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): AgentCheckinBody {
+  private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
     const health: ShardHealth = this.opts.health?.() ?? {
       ready_shards: this.runner.inPhase('running').length,
       starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,

@@ -10,6 +10,9 @@ export const AUDIT_EVENTS = [
   'identity_rotated', // a node came back with a newer certificate
   'not_owner', // an Identify claim for a shard the node does not own
   'identify_granted',
+  'session_deposited', // a node released a shard by plan and left its session for the next owner (node and shard only)
+  'session_handed', // a held session went to the shard's new owner, which RESUMEs instead of identifying
+  'session_deposit_refused', // a check-in's sessions broke a rule (a foreign resume host, another node's shard): refused whole
   'plan_generation_changed',
   'reshard', // restarted with another total_shards or max_concurrency than the state was written with
   'drain_set', // with the operator who set it

@@ -14,7 +14,7 @@ import { OVERFLOW_KEY, WindowRateLimiter } from './rate-limiter.js'
 /** Events keyed by the peer address (no identity needed to cause them). */
 export type PeerEvent = 'tls_rejected' | 'unauthenticated' | 'connection_refused'
 /** Events keyed by the certificate serial of an authenticated principal. */
-export type PrincipalEvent = 'identity_mismatch' | 'identity_conflict' | 'not_owner'
+export type PrincipalEvent = 'identity_mismatch' | 'identity_conflict' | 'not_owner' | 'session_deposit_refused'
 export type LimitedEvent = PeerEvent | PrincipalEvent
 
 const KEY_FIELD: Readonly<Record<LimitedEvent, 'peer' | 'serial'>> = {
@@ -24,6 +24,7 @@ const KEY_FIELD: Readonly<Record<LimitedEvent, 'peer' | 'serial'>> = {
   identity_mismatch: 'serial',
   identity_conflict: 'serial',
   not_owner: 'serial',
+  session_deposit_refused: 'serial',
 }
 
 export interface PeerAuditLimits {

@@ -19,6 +19,9 @@ import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
 import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
+import { DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
+import { assertDepositAccepted } from './session-deposit.js'
+import { SessionVault } from './session-vault.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
@@ -28,6 +31,9 @@ import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutco
 export type { Registration } from './types.js'
 
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
+
+/** SPEC "Session handoff": how long a deposited session is held by default. */
+export const DEFAULT_SESSION_TTL_SECONDS = 60
 
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {
@@ -39,6 +45,9 @@ export class Controller {
   private readonly tracker = new StateTracker()
   private readonly handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
+  /** Sessions deposited for the shards' next owners: memory only, never part of `durable`. */
+  private readonly sessions: SessionVault
+  private readonly allowedResumeHosts: readonly string[]
   /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts). */
   private readonly livePlan: LivePlan
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
@@ -60,6 +69,8 @@ export class Controller {
   ) {
     assertValidSettings(settings)
     this.leaseMs = settings.leaseSeconds * 1000
+    this.sessions = new SessionVault((settings.sessionHandoff?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS) * 1000)
+    this.allowedResumeHosts = settings.sessionHandoff?.allowedHosts ?? DEFAULT_ALLOWED_RESUME_HOSTS
     this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining, plannerFor(settings.planner), settings.planner === 'stable')
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
     this.limiter =
@@ -136,6 +147,17 @@ export class Controller {
     this.expireStaleNodes(now)
     const existing = this.live.get(body.node_id)
     assertCheckinAccepted(existing, body, cert, this.gen)
+    const deposit = body.sessions ?? []
+    if (deposit.length > 0) {
+      // Read before the check-in releases anything: a deposit must name handoffs this check-in releases.
+      assertDepositAccepted(deposit, {
+        nodeIndexId: existing === undefined ? undefined : this.nodes.find(body.node_id),
+        reportedGeneration: body.generation,
+        totalShards: this.settings.totalShards,
+        handoffs: this.handoffs,
+        allowedHosts: this.allowedResumeHosts,
+      })
+    }
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
@@ -148,6 +170,10 @@ export class Controller {
     this.live.delete(record.nodeId)
     this.live.set(record.nodeId, record)
     if (changed || existing === undefined) this.touchNode(record.nodeId)
+    for (const entry of deposit) {
+      this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: entry.resume_url })
+      this.events.push({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: this.gen })
+    }
     return { rotated, previousSerial }
   }
 
@@ -156,7 +182,10 @@ export class Controller {
     if (this.stale) this.replan()
   }
 
-  /** Decides an Identify claim: ownership, reshard, handoff, daily budget, then the bucket. */
+  /**
+   * Decides an Identify claim: ownership, reshard, handoff; then a held session is handed out (a RESUME:
+   * no bucket slot, no daily budget) unless the claim is `fresh`; else the daily budget, then the bucket.
+   */
   claimIdentify(now: number, body: IdentifyBody): IdentifyOutcome {
     this.prepare(now)
     const shardId = body.shard_id
@@ -169,6 +198,14 @@ export class Controller {
     if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
     const handoffWaitMs = this.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
     if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
+    if (body.fresh === true) this.sessions.discard(shardId)
+    else {
+      const session = this.sessions.take(now, shardId)
+      if (session !== null) {
+        this.events.push({ kind: 'session_handed', nodeId: body.node_id, shardId, generation: this.gen })
+        return { granted: true, mode: 'resume', shardId, bucket: this.limiter.bucketOf(shardId), generation: this.gen, session }
+      }
+    }
     const wait = this.limiter.check(now, shardId)
     if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
     const bucket = this.limiter.record(now, shardId)
@@ -177,7 +214,7 @@ export class Controller {
       this.markDurable()
     }
     this.events.push({ kind: 'identify_granted', nodeId: body.node_id, shardId, bucket, generation: this.gen })
-    return { granted: true, shardId, bucket, generation: this.gen }
+    return { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
   }
 
   /** Which node serves a guild (raw decimal snowflake, echoed back as given). */
@@ -200,6 +237,11 @@ export class Controller {
     let draining = 0
     for (const nodeId of this.live.keys()) if (this.draining.has(nodeId)) draining += 1
     return { live: this.live.size, draining, unassigned: this.livePlan.unassigned }
+  }
+
+  /** Deposited sessions held at `now` (for the pxe_sessions_held gauge; their values never leave the core but by a claim). */
+  sessionsHeld(now: number): number {
+    return this.sessions.size(now)
   }
 
   /** Grants left in the rolling daily Identify budget at `now`, or null without a budget. */
@@ -226,6 +268,8 @@ export class Controller {
     this.prepare(now)
     const removed = [...this.live.values()].filter((record) => isRevoked(record.certSerial))
     for (const record of removed) {
+      // what a revoked node deposited is no longer vouched for: its shards' next owners Identify
+      this.sessions.discardFrom(record.nodeId)
       this.dropNode(record)
       this.events.push({ kind: 'node_removed', nodeId: record.nodeId, serial: record.certSerial, reason: 'revoked' })
     }

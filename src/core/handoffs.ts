@@ -44,6 +44,11 @@ export class HandoffLedger {
     return this.from[shardId] ?? NO_NODE
   }
 
+  /** The generation at which `shardId` left the node it waits for (meaningful only while fromOf is a node). */
+  generationOf(shardId: number): number {
+    return this.generation[shardId] ?? 0
+  }
+
   /** Per shard, the node ID its handoff waits for and the generation (read-only views, for persistence). */
   get tables(): { readonly from: Int32Array; readonly generation: Float64Array } {
     return { from: this.from, generation: this.generation }

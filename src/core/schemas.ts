@@ -5,6 +5,22 @@ import { nameSchema } from './names.js'
 // z.number() refuses strings (no coercion); .int() refuses fractions and unsafe integers.
 const count = z.number().int().min(0).max(128)
 
+/** Most sessions one check-in may deposit (SPEC "Session handoff"). */
+export const MAX_DEPOSITED_SESSIONS = 128
+
+/**
+ * One deposited session. Its values are never echoed: the messages name the rule, not the input. The
+ * shard's range and the resume URL's host are checked by the controller (they depend on its settings).
+ */
+const sessionEntrySchema = z
+  .object({
+    shard_id: z.number().int().min(0).max(65535),
+    session_id: z.string().regex(/^[A-Za-z0-9]{1,128}$/, 'must be 1 to 128 letters and digits'),
+    sequence: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
+    resume_url: z.string().max(256, 'must be at most 256 characters'),
+  })
+  .strict()
+
 /** `POST /v1/checkin` body: exactly these fields. */
 export const checkinBodySchema = z
   .object({
@@ -15,6 +31,7 @@ export const checkinBodySchema = z
     backoff_shards: count,
     fatal_shards: count,
     generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+    sessions: z.array(sessionEntrySchema).max(MAX_DEPOSITED_SESSIONS, `must hold at most ${MAX_DEPOSITED_SESSIONS} entries`).optional(),
   })
   .strict()
 
@@ -23,6 +40,8 @@ export const identifyBodySchema = z
   .object({
     node_id: nameSchema,
     shard_id: z.number().int().min(0).max(65535),
+    // the node's RESUME was refused: discard a held session, claim an ordinary Identify
+    fresh: z.boolean().optional(),
   })
   .strict()
 
@@ -31,5 +50,7 @@ export const drainBodySchema = z.object({ draining: z.boolean() }).strict()
 
 /** A validated check-in body. */
 export type CheckinBody = z.infer<typeof checkinBodySchema>
+/** One validated deposited session. */
+export type SessionEntry = z.infer<typeof sessionEntrySchema>
 /** A validated Identify claim body. */
 export type IdentifyBody = z.infer<typeof identifyBodySchema>

@@ -1,4 +1,5 @@
 /** Checks of ControllerSettings, so that a bad configuration fails at construction, not mid-request. */
+import { allowedHostProblem } from './resume-url.js'
 import type { ControllerSettings } from './types.js'
 
 function assertInt(name: string, value: number, min: number, max: number): void {
@@ -20,5 +21,12 @@ export function assertValidSettings(settings: ControllerSettings): void {
   assertInt('identify_interval_ms', settings.identifyIntervalMs, 0, 86_400_000)
   if (settings.dailyIdentifyLimit !== null) {
     assertInt('daily_identify_limit', settings.dailyIdentifyLimit, 1, 1_000_000_000)
+  }
+  if (settings.sessionHandoff !== undefined) {
+    assertInt('session_handoff.ttl_seconds', settings.sessionHandoff.ttlSeconds, 1, 300)
+    for (const host of settings.sessionHandoff.allowedHosts) {
+      const problem = allowedHostProblem(host)
+      if (problem !== null) throw new RangeError(`session_handoff.allowed_hosts: ${JSON.stringify(host.slice(0, 64))} ${problem}`)
+    }
   }
 }

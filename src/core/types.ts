@@ -4,6 +4,7 @@
  */
 import type { PersistedHandoff, PersistedNode } from './durable-state.js'
 import type { PlannerName } from './planner.js'
+import type { HeldSession } from './session-vault.js'
 
 /** Static settings of one deployment (validated by the config loader). */
 export interface ControllerSettings {
@@ -14,6 +15,14 @@ export interface ControllerSettings {
   readonly dailyIdentifyLimit: number | null // null: no budget
   /** SPEC "Planner choice"; absent: contiguous (the default). */
   readonly planner?: PlannerName
+  /** SPEC "Session handoff"; absent: the defaults (Discord's gateway hosts, 60 s). */
+  readonly sessionHandoff?: SessionHandoffSettings
+}
+
+/** Where deposited sessions may send a node, and how long the controller holds them. */
+export interface SessionHandoffSettings {
+  readonly allowedHosts: readonly string[]
+  readonly ttlSeconds: number // 1..300
 }
 
 /** The certificate a request came with, as far as the core cares. */
@@ -40,7 +49,15 @@ export interface CheckinOutcome extends NodeRange {
 }
 
 export type IdentifyOutcome =
-  | { readonly granted: true; readonly shardId: number; readonly bucket: number; readonly generation: number }
+  | {
+      readonly granted: true
+      /** resume: a held session is handed out (no bucket slot, no daily budget); identify: an ordinary grant. */
+      readonly mode: 'identify' | 'resume'
+      readonly shardId: number
+      readonly bucket: number
+      readonly generation: number
+      readonly session?: HeldSession
+    }
   | {
       readonly granted: false
       readonly retryAfterMs: number
@@ -111,6 +128,9 @@ export type CoreEvent =
       readonly bucket: number
       readonly generation: number
     }
+  /** Sessions carry no values here: events reach the audit log, sessions never do. */
+  | { readonly kind: 'session_deposited'; readonly nodeId: string; readonly shardId: number; readonly generation: number }
+  | { readonly kind: 'session_handed'; readonly nodeId: string; readonly shardId: number; readonly generation: number }
 
 /**
  * The version-1 state file body written by earlier releases (ranges stored per node). Read back and

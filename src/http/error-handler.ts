@@ -1,13 +1,14 @@
 /** The one place errors become responses: `{error, message}`, no stack traces, no paths. */
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { AppError, type ErrorCode } from '../errors.js'
+import { BODY_LIMIT_BYTES, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { installRequestOutcome } from './request-outcome.js'
 
 /** Maps a framework error (body parsing, limits) to a stable code and a safe message. */
 function fromFrameworkError(err: FastifyError): AppError {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new AppError('payload_too_large', 'the request body is larger than 4096 bytes')
+      return new AppError('payload_too_large', `the request body is larger than ${BODY_LIMIT_BYTES} bytes (${SESSIONS_BODY_LIMIT_BYTES} for a check-in that carries sessions)`)
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('unsupported_media_type', 'the request body must be application/json')
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':

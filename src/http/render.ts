@@ -2,7 +2,12 @@
 import type { IdentifyOutcome, PlanView } from '../core/types.js'
 
 export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
-  if (out.granted) return { granted: true, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
+  if (out.granted) {
+    const answer = { granted: true, mode: out.mode, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
+    if (out.session === undefined) return answer
+    const { sessionId, sequence, resumeUrl } = out.session
+    return { ...answer, session: { session_id: sessionId, sequence, resume_url: resumeUrl } }
+  }
   return { granted: false, retry_after_ms: out.retryAfterMs, reason: out.reason }
 }
 

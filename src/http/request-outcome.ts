@@ -7,7 +7,7 @@ import type { ErrorCode } from '../errors.js'
 import type { IdentifyOutcome } from '../core/types.js'
 
 /** An error code, or how an Identify claim was answered. */
-export type RequestOutcome = ErrorCode | 'granted' | Extract<IdentifyOutcome, { granted: false }>['reason']
+export type RequestOutcome = ErrorCode | 'granted' | 'resumed' | Extract<IdentifyOutcome, { granted: false }>['reason']
 
 declare module 'fastify' {
   interface FastifyRequest {

@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify'
 import { z } from 'zod'
 import { AppError } from '../errors.js'
 import { nameSchema } from '../core/names.js'
+import { DepositRefused } from '../core/session-deposit.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/schemas.js'
 import type { ServiceApi } from '../service/controller-service.js'
 import type { AuditSink } from '../audit/audit-sink.js'
@@ -11,6 +12,7 @@ import type { PeerAuditLimiter, PrincipalEvent } from '../audit/peer-audit-limit
 import type { Principal } from '../identity/principal.js'
 import { parseOr400 } from './parse.js'
 import { checkinAnswer } from './checkin-answer.js'
+import { assertCheckinBodySize, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { renderIdentify, renderPlan } from './render.js'
 
 export interface RouteDeps {
@@ -45,16 +47,27 @@ function auditRefusal<T>(event: PrincipalEvent, me: Principal, audit: LimitedAud
   }
 }
 
+/** Runs `op`; a check-in refused for its sessions is audited with the rule it broke (never the values) and rethrown. */
+function auditDepositRefusal<T>(me: Principal, audit: LimitedAudit, nodeId: string, op: () => T): T {
+  try {
+    return op()
+  } catch (err) {
+    if (err instanceof DepositRefused) audit.record('session_deposit_refused', me.serial, { node_id: nodeId, shard_id: err.shardId, rule: err.rule })
+    throw err
+  }
+}
+
 /** Registers every endpoint on the app. */
 export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
   const { service, signer, peerAudit } = deps
 
-  app.post('/v1/checkin', async (request, reply) => {
+  app.post('/v1/checkin', { bodyLimit: SESSIONS_BODY_LIMIT_BYTES }, async (request, reply) => {
+    assertCheckinBodySize(request.body, request.bodyBytes)
     const body = parseOr400(checkinBodySchema, request.body, 'check-in body')
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'checkin')
     const cert = { serial: me.serial, notBefore: me.notBefore }
-    const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => service.checkIn(body, cert))
+    const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => auditDepositRefusal(me, peerAudit, body.node_id, () => service.checkIn(body, cert)))
     const body_ = checkinAnswer(out, body.node_id, deps.controllerId, deps.wallClock(), signer)
     return reply.type('application/json; charset=utf-8').send(body_)
   })
@@ -65,7 +78,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     assertSelf(body.node_id, me, peerAudit, 'identify')
     const fields = { node_id: body.node_id, shard_id: body.shard_id }
     const out = await auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
-    request.outcome = out.granted ? 'granted' : out.reason
+    request.outcome = out.granted ? (out.mode === 'resume' ? 'resumed' : 'granted') : out.reason
     return renderIdentify(out)
   })
 

@@ -44,7 +44,7 @@ interface ScrapeView {
 
 /** The route label of a request no route matched. */
 export const UNMATCHED_ROUTE = 'unmatched'
-const IDENTIFY_RESULTS = ['granted', 'bucket_busy', 'handoff_pending', 'daily_limit', 'not_owner'] as const
+const IDENTIFY_RESULTS = ['granted', 'resumed', 'bucket_busy', 'handoff_pending', 'daily_limit', 'not_owner'] as const
 const ROLES: readonly Role[] = ['node', 'operator']
 const REFUSALS: readonly ConnectionRefusal[] = ['max_connections_per_address', 'max_connections']
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
@@ -83,7 +83,7 @@ export class ControllerMetrics {
     const keyed = <L extends string>(name: string, help: string, label: L, initial: readonly string[]) =>
       new KeyedTally(new TallyCounter({ name, help, labelNames: [label], registers }), label, initial)
     this.checkins = keyed('pxe_checkins_total', 'Check-ins answered, by result (ok or the error code)', 'result', ['ok'])
-    this.identifyClaims = keyed('pxe_identify_claims_total', 'Identify claims answered, by result (granted, the wait reason, or the error code)', 'result', IDENTIFY_RESULTS)
+    this.identifyClaims = keyed('pxe_identify_claims_total', 'Identify claims answered, by result (granted, resumed: a held session handed out, the wait reason, or the error code)', 'result', IDENTIFY_RESULTS)
     this.handshakeFailures = keyed('pxe_tls_handshake_failures_total', 'Refused TLS handshakes on the mTLS listener, by normalized reason', 'reason', HANDSHAKE_FAILURE_REASONS)
     this.rateLimitedByRole = keyed('pxe_rate_limited_total', 'Requests refused with 429 rate_limited, by role', 'role', ROLES)
     this.stateWriteDuration = new Histogram({ name: 'pxe_state_write_duration_seconds', help: 'Duration of durable state writes (successful or not)', buckets: WRITE_BUCKETS, registers })
@@ -182,6 +182,7 @@ export class ControllerMetrics {
     gauge('pxe_nodes_draining', 'Live nodes set draining by an operator', (v) => v.figures.draining)
     gauge('pxe_shards', 'Shards of the deployment (total_shards)', () => totalShards)
     gauge('pxe_shards_unassigned', 'Shards no live node is assigned', (v) => v.figures.unassigned)
+    gauge('pxe_sessions_held', 'Deposited sessions held for the next owner of their shard (memory only, at most session_handoff.ttl_seconds)', (v) => v.figures.sessionsHeld)
     if (dailyLimit !== null) {
       gauge('pxe_identify_daily_budget_remaining', 'Identify grants left in the rolling 24-hour budget', (v) => v.figures.dailyBudgetRemaining)
       gauge('pxe_identify_daily_budget_limit', 'The configured daily Identify budget (daily_identify_limit)', () => dailyLimit)

@@ -54,6 +54,11 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
         bucket: event.bucket,
         generation: event.generation,
       })
+    // node and shard only: a session's ID, sequence and URL never reach the audit log
+    case 'session_deposited':
+      return audit.record('session_deposited', { node_id: event.nodeId, shard_id: event.shardId, generation: event.generation })
+    case 'session_handed':
+      return audit.record('session_handed', { node_id: event.nodeId, shard_id: event.shardId, generation: event.generation })
   }
 }
 
@@ -176,9 +181,9 @@ export class ControllerService {
   }
 
   /** Read-only figures for metrics, computed now. */
-  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number } {
+  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number; sessionsHeld: number } {
     const now = this.deps.now()
     const c = this.controller
-    return { generation: c.generation, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans }
+    return { generation: c.generation, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans, sessionsHeld: c.sessionsHeld(now) }
   }
 }

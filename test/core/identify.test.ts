@@ -10,7 +10,7 @@ const claim = (c: Controller, now: number, nodeId: string, shardId: number) =>
 t.test('one grant per bucket per interval, across nodes, with the exact wait', async (t) => {
   const c = threeNodes()
   c.drainEvents()
-  t.same(claim(c, T0, 'compaq-01', 0), { granted: true, shardId: 0, bucket: 0, generation: 3 })
+  t.same(claim(c, T0, 'compaq-01', 0), { granted: true, mode: 'identify', shardId: 0, bucket: 0, generation: 3 })
   t.same(c.drainEvents(), [{ kind: 'identify_granted', nodeId: 'compaq-01', shardId: 0, bucket: 0, generation: 3 }])
   t.same(claim(c, T0 + 1000, 'compaq-02', 16), { granted: false, reason: 'bucket_busy', retryAfterMs: 4100 })
   t.same(claim(c, T0 + 5099, 'dell-01', 32), { granted: false, reason: 'bucket_busy', retryAfterMs: 1 })
