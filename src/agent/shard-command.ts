@@ -38,7 +38,7 @@ function startEnvironment(resume: ResumableSession | null): NodeJS.ProcessEnv {
 }
 
 /** The session a stop command printed as its last line of stdout, or undefined (anything else is no session). */
-export function sessionFromOutput(stdout: string, logger: Logger, shardId: number): ResumableSession | undefined {
+function sessionFromOutput(stdout: string, logger: Logger, shardId: number): ResumableSession | undefined {
   const last = stdout.trimEnd().split('\n').at(-1)?.trim() ?? ''
   if (!last.startsWith('{')) return undefined
   let value: unknown
