@@ -131,15 +131,12 @@ export class EmulatedSession {
     this.state = 'live'
   }
 
-  /** The connection went away resumably: the session waits `windowMs`, then `onExpire` runs. */
-  detach(windowMs: number, onExpire: () => void): void {
+  /** The connection went away resumably: the session waits `windowMs` for a RESUME, then expires. */
+  detach(windowMs: number): void {
     this.sink = null
     this.state = 'disconnected'
     this.clearExpiry()
-    this.expiryTimer = setTimeout(() => {
-      this.finish('expired', `not resumed within ${windowMs} ms`)
-      onExpire()
-    }, windowMs)
+    this.expiryTimer = setTimeout(() => this.finish('expired', `not resumed within ${windowMs} ms`), windowMs)
     this.expiryTimer.unref()
   }
 
