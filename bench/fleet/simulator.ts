@@ -63,8 +63,10 @@ function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string, files: Rep
   return {
     listen: { host: '127.0.0.1', port: 0 },
     ...controllerFiles(pki.dir),
-    // Two replicas cannot both bind the ops endpoint's default port, and the run does not read it.
-    ...(etcd === null ? { state_dir: join(root, 'state') } : { ha: haSection(etcd), ops: null }),
+    // The run does not read the ops endpoint: off, so that neither two replicas nor anything else on the
+    // machine holding its default port (9464) can stop a run.
+    ...(etcd === null ? { state_dir: join(root, 'state') } : { ha: haSection(etcd) }),
+    ops: null,
     audit_log: files.audit,
     controller_id: files.id,
     total_shards: opts.shards,
