@@ -33,6 +33,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/audit': ['src/net'],
   'src/service': ['src/core', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
   'src/agent': ['src/core', 'src/state'],
+  'src/discordjs': ['src/agent'],
   pki: ['src/core', 'src/der', 'src/state', 'src/audit'],
 }
 
@@ -48,4 +49,16 @@ t.test('each room imports only what README "Layout" allows', async (t) => {
     }
     t.same(bad, [], `${room} → ${allowed.join(', ') || 'nothing'}`)
   }
+})
+
+// @discordjs/ws is a peer dependency of the adapter alone: nothing else of the package may need it.
+t.test('only src/discordjs imports @discordjs/* in the product (bench, examples and tests are dev tooling)', async (t) => {
+  const bad: string[] = []
+  for (const room of ['src', 'pki']) {
+    for (const file of files(join(ROOT, room))) {
+      if (relative(ROOT, file).startsWith('src/discordjs/')) continue
+      if (/from '@discordjs\//.test(readFileSync(file, 'utf8'))) bad.push(relative(ROOT, file))
+    }
+  }
+  t.same(bad, [])
 })

@@ -1,0 +1,85 @@
+/**
+ * The discord.js adapter (SPEC "The discord.js adapter"): runs a node's shards with @discordjs/ws under
+ * the controller's grants and sessions. `onStart` / `onStop` are NodeAgent's callbacks:
+ *
+ *   const shards = new DiscordjsShards({ token, intents, wsOptions: { rest }, onDispatch })
+ *   new NodeAgent({ ..., onStart: (c) => shards.onStart(c), onStop: (c) => shards.onStop(c) })
+ *
+ * Every IDENTIFY waits for a controller grant: the first of a start uses the grant the agent claimed for
+ * it, every later one (after INVALID_SESSION, a refused RESUME, a reconnect that cannot resume) claims one
+ * more through the start context. A handed-over session RESUMEs with no grant. A stop by plan closes
+ * resumably and returns the session with the last sequence delivered; any other stop closes with 1000.
+ */
+import type { ShardContext, ShardStopContext, StopResult } from '../agent/index.js'
+import { ShardConnection, type DispatchPayload, type PassThroughOptions } from './shard-connection.js'
+
+export type { DispatchPayload, PassThroughOptions } from './shard-connection.js'
+
+export interface DiscordjsShardsOptions {
+  /** The bot token (never logged by the adapter). */
+  readonly token: string
+  /** Gateway intents (a bit field). */
+  readonly intents: number
+  /**
+   * Passed to every WebSocketManager: `rest` (required: the source of `GET /gateway/bot`), compression,
+   * timeouts, identify properties, presence, ... The adapter sets the token, intents, shard count and
+   * IDs, the session store and the identify throttler itself.
+   */
+  readonly wsOptions: PassThroughOptions
+  /** Every gateway dispatch of every shard this node runs, READY and RESUMED included, in order. */
+  readonly onDispatch: (shardId: number, payload: DispatchPayload) => void
+  /** @discordjs/ws's debug lines, per shard (default: dropped). */
+  readonly onDebug?: (shardId: number, message: string) => void
+}
+
+export class DiscordjsShards {
+  private readonly running = new Map<number, ShardConnection>()
+
+  constructor(private readonly options: DiscordjsShardsOptions) {
+    if (typeof options.token !== 'string' || options.token.length === 0) throw new TypeError('DiscordjsShards: token must be a non-empty string')
+    if (!Number.isSafeInteger(options.intents) || options.intents < 0) throw new TypeError('DiscordjsShards: intents must be a non-negative integer')
+    if (typeof options.onDispatch !== 'function') throw new TypeError('DiscordjsShards: onDispatch must be a function')
+  }
+
+  /** The shards running now (connected, or connecting under a start or a reconnect). */
+  get shardIds(): number[] {
+    return [...this.running.keys()].sort((a, b) => a - b)
+  }
+
+  /** NodeAgent's onStart: connects the shard; resolves once it is READY or RESUMED. */
+  async onStart(ctx: ShardContext): Promise<void> {
+    if (this.running.has(ctx.shardId)) throw new Error(`shard ${ctx.shardId} is already running on this node`)
+    const { token, intents, wsOptions, onDispatch, onDebug } = this.options
+    const connection = new ShardConnection({
+      shardId: ctx.shardId,
+      totalShards: ctx.totalShards,
+      token,
+      intents,
+      wsOptions,
+      resume: ctx.resume,
+      claimIdentify: (signal) => ctx.claimFreshIdentify({ signal }),
+      onDispatch,
+      ...(onDebug === undefined ? {} : { onDebug }),
+    })
+    this.running.set(ctx.shardId, connection)
+    try {
+      await connection.start(ctx.signal)
+    } catch (err) {
+      this.running.delete(ctx.shardId)
+      throw err
+    }
+  }
+
+  /**
+   * NodeAgent's onStop: a stop by plan (`reason: "plan"`) closes with 4200 and resolves to the session
+   * for the new owner; any other closes with 1000 (Discord ends the session). Resolves once the socket is
+   * closed; from the call on, no event of the shard reaches onDispatch.
+   */
+  async onStop(ctx: ShardStopContext): Promise<StopResult> {
+    const connection = this.running.get(ctx.shardId)
+    if (connection === undefined) return undefined
+    this.running.delete(ctx.shardId)
+    const session = await connection.stop(ctx.reason === 'plan')
+    return session ?? undefined
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * One shard on @discordjs/ws: a WebSocketManager of its own (shardIds [id], shardCount = the plan's
+ * total_shards), so that the agent can start and stop shards one by one. It keeps the session itself
+ * (the manager's store is cleared by a resumable destroy), counts the last sequence it delivered, and
+ * makes sure that nothing of a stopped shard runs on: @discordjs/ws reconnects 500 ms after some closes,
+ * so a stop that lands in that pause would otherwise be followed by a new connection (two sessions on
+ * one shard), and events already received must not reach the bot after its stop has been decided.
+ */
+import { WebSocketManager, WebSocketShardEvents, type CreateWebSocketManagerOptions, type ManagerShardEventsMap, type SessionInfo } from '@discordjs/ws'
+import type { ResumableSession } from '../agent/index.js'
+
+/** What the adapter passes through to every manager (the shard-specific fields are its own). */
+export type PassThroughOptions = Omit<
+  CreateWebSocketManagerOptions,
+  'token' | 'intents' | 'shardCount' | 'shardIds' | 'retrieveSessionInfo' | 'updateSessionInfo' | 'buildIdentifyThrottler' | 'buildStrategy'
+>
+
+/** A gateway dispatch as @discordjs/ws emits it. */
+export type DispatchPayload = ManagerShardEventsMap[WebSocketShardEvents.Dispatch][0]
+
+/** The parts of @discordjs/ws's socket a stop looks at (a `ws` WebSocket). */
+interface RawSocket {
+  readonly readyState: number
+  on(event: 'error', listener: () => void): unknown
+  once(event: 'close', listener: () => void): unknown
+  terminate(): void
+}
+const CONNECTING = 0
+
+/**
+ * The socket of the manager's one shard, if it has one. @discordjs/ws keeps both private (TypeScript
+ * only): a stop needs them for the one case its destroy() leaves open, a socket still connecting.
+ */
+function socketOf(manager: WebSocketManager): (() => RawSocket | null) {
+  const shards = (manager as unknown as { strategy?: { shards?: Map<number, { connection?: RawSocket | null }> } }).strategy?.shards
+  const shard = shards === undefined ? undefined : [...shards.values()][0]
+  return () => shard?.connection ?? null
+}
+
+/** Close codes after which Discord will not take this shard back with these settings: the start fails. */
+const FATAL_CLOSE_CODES = new Set([4004, 4010, 4011, 4012, 4013, 4014])
+
+export interface ShardConnectionOptions {
+  readonly shardId: number
+  readonly totalShards: number
+  readonly token: string
+  readonly intents: number
+  readonly wsOptions: PassThroughOptions
+  /** A handed-over session to RESUME, or null to IDENTIFY under the grant the start came with. */
+  readonly resume: ResumableSession | null
+  /** One more controller grant, for every IDENTIFY after the first (or every one, after a refused resume). */
+  readonly claimIdentify: (signal: AbortSignal) => Promise<void>
+  readonly onDispatch: (shardId: number, payload: DispatchPayload) => void
+  readonly onDebug?: (shardId: number, message: string) => void
+}
+
+/** Resolves never: where a stopped shard's reconnect attempt is parked (see the file comment). */
+const PARKED = new Promise<never>(() => undefined)
+
+/** Rejects once `signal` aborts; never resolves. */
+function untilAborted(signal: AbortSignal): Promise<never> {
+  return new Promise((_, reject) => {
+    if (signal.aborted) reject(signal.reason)
+    else signal.addEventListener('abort', () => reject(signal.reason), { once: true })
+  })
+}
+
+export class ShardConnection {
+  private readonly manager: WebSocketManager
+  /** The adapter's copy of the session (the one @discordjs/ws resumes from and the deposit reports). */
+  private session: SessionInfo | null
+  /** The sequence of the last dispatch handed to onDispatch; null before the first. */
+  private delivered: number | null
+  /** True from the moment a stop is decided: nothing reaches onDispatch, nothing reconnects. */
+  private stopped = false
+  /** The first IDENTIFY of a start without a session is covered by the grant the start came with. */
+  private startGrantUnused: boolean
+  private readonly closedFatally: Promise<number>
+
+  constructor(private readonly options: ShardConnectionOptions) {
+    const { shardId, totalShards, resume } = options
+    this.session = resume === null ? null : { sessionId: resume.sessionId, sequence: resume.sequence, resumeURL: resume.resumeUrl, shardId, shardCount: totalShards }
+    this.delivered = resume === null ? null : resume.sequence
+    this.startGrantUnused = resume === null
+    this.manager = new WebSocketManager({
+      ...options.wsOptions,
+      token: options.token,
+      intents: options.intents,
+      shardCount: totalShards,
+      shardIds: [shardId],
+      retrieveSessionInfo: () => (this.stopped ? PARKED : this.session),
+      updateSessionInfo: (_id, info) => {
+        if (!this.stopped) this.session = info
+      },
+      buildIdentifyThrottler: () => ({ waitForIdentify: (_id, signal) => this.waitForIdentify(signal) }),
+    })
+    this.manager.on(WebSocketShardEvents.Dispatch, (payload, id) => {
+      if (this.stopped) return // received after the stop was decided: the next owner's RESUME replays it
+      this.delivered = payload.s
+      options.onDispatch(id, payload)
+    })
+    if (options.onDebug) this.manager.on(WebSocketShardEvents.Debug, (message, id) => options.onDebug!(id, message))
+    // An emitter without an error listener throws; errors end a start through `closedFatally` or connect().
+    this.manager.on(WebSocketShardEvents.Error, (err, id) => options.onDebug?.(id, `error: ${err.message}`))
+    this.closedFatally = new Promise((resolve) => {
+      this.manager.on(WebSocketShardEvents.Closed, (code) => {
+        if (FATAL_CLOSE_CODES.has(code)) resolve(code)
+      })
+    })
+  }
+
+  /** Connects; resolves once READY or RESUMED. Rejects on a fatal close code or when `signal` aborts. */
+  async start(signal: AbortSignal): Promise<void> {
+    const aborted = new Promise<never>((_, reject) => {
+      if (signal.aborted) reject(signal.reason)
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true })
+    })
+    const fatal = this.closedFatally.then((code) => {
+      throw new Error(`shard ${this.options.shardId}: the gateway closed with ${code}, which it does not recover from`)
+    })
+    try {
+      await Promise.race([this.manager.connect(), aborted, fatal])
+    } catch (err) {
+      await this.stop(false)
+      throw err
+    }
+  }
+
+  /**
+   * Stops the shard: resumably (close code 4200, the session returned with the last sequence delivered)
+   * or for good (1000). Resolves once the socket is closed; no event reaches onDispatch from the call on.
+   */
+  async stop(resumable: boolean): Promise<ResumableSession | null> {
+    this.stopped = true
+    const session = this.session
+    const socket = socketOf(this.manager) // read before destroy() forgets the shard
+    await this.manager.destroy(resumable ? { code: 4200, reason: 'moved by plan' } : { code: 1000, reason: 'stopped' })
+    // destroy() closes only an open socket; one still connecting (no HELLO yet, so no session on it) is cut
+    const left = socket()
+    if (left !== null && left.readyState === CONNECTING) {
+      const closed = new Promise<void>((resolve) => left.once('close', resolve))
+      left.on('error', () => undefined) // aborting a handshake emits an error; destroy() removed the listener
+      left.terminate()
+      await closed
+    }
+    if (!resumable || session === null || this.delivered === null) return null
+    return { sessionId: session.sessionId, sequence: this.delivered, resumeUrl: session.resumeURL }
+  }
+
+  /**
+   * @discordjs/ws's identify throttler. It must not reject but on `signal` (the socket closed): any other
+   * rejection makes the shard reconnect and then IDENTIFY twice on one connection. A claim that cannot
+   * be granted (the shard was moved away, the agent stops) waits instead, until the stop that follows
+   * closes the socket.
+   */
+  private async waitForIdentify(signal: AbortSignal): Promise<void> {
+    if (this.stopped) return untilAborted(signal)
+    if (this.startGrantUnused) {
+      this.startGrantUnused = false
+      return
+    }
+    try {
+      await this.options.claimIdentify(signal)
+    } catch (err) {
+      if (signal.aborted) throw err
+      return untilAborted(signal)
+    }
+    if (this.stopped) return untilAborted(signal) // granted, but the stop came first: no IDENTIFY
+  }
+}
