@@ -14,14 +14,15 @@ import { REST } from '@discordjs/rest'
 import { FileGenerationStore, MemoryGenerationStore, NodeAgent, loadBundle } from '../src/agent/index.js'
 import { DiscordjsShards } from '../src/discordjs/index.js'
 
-const USAGE = `usage: discordjs-bot --bundle DIR --controller URL[,URL...] --token-file FILE --capacity N [--intents N] [--state-file FILE]
+const USAGE = `usage: discordjs-bot --bundle DIR --controller URL[,URL...] --token-file FILE --capacity N [--intents N] [--state-file FILE] [--discord-api URL]
 
   --bundle DIR        the node's bundle from "pxe-pki issue" (key.pem, cert.pem, ca.pem, plan-jwks.json)
   --controller URLS   the controllers, comma-separated, tried in order (https://host:port)
   --token-file FILE   a file holding the bot token (one line; keep it 0600: the token is never a flag)
   --capacity N        shards this machine can run (1..128)
   --intents N         gateway intents as a number (default 513: GUILDS | GUILD_MESSAGES)
-  --state-file FILE   where the agent keeps the last accepted plan generation across restarts`
+  --state-file FILE   where the agent keeps the last accepted plan generation across restarts
+  --discord-api URL   Discord's REST API base (default https://discord.com/api; tests point it at an emulator)`
 
 function fail(message: string): never {
   process.stderr.write(`discordjs-bot: ${message}\n${USAGE}\n`)
@@ -38,6 +39,7 @@ const { values } = (() => {
         capacity: { type: 'string' },
         intents: { type: 'string', default: '513' },
         'state-file': { type: 'string' },
+        'discord-api': { type: 'string' },
         help: { type: 'boolean' },
       },
       strict: true,
@@ -68,7 +70,7 @@ const messages = new Map<number, number>()
 const shards = new DiscordjsShards({
   token,
   intents,
-  wsOptions: { rest: new REST({ version: '10' }).setToken(token) },
+  wsOptions: { rest: new REST({ version: '10', ...(values['discord-api'] ? { api: values['discord-api'] } : {}) }).setToken(token) },
   onDispatch: (shardId, payload) => {
     // The bot's work goes here. This one counts messages per shard.
     if (payload.t === 'MESSAGE_CREATE') messages.set(shardId, (messages.get(shardId) ?? 0) + 1)

@@ -124,4 +124,11 @@ t.test('cold start, drain by RESUME with exactly-once delivery, refused resume',
   t.same(report.duplicated, [], 'no event delivered twice')
   t.same(report.unknown, [])
   t.same(e.checkDelivery(received.filter((r) => r.sessionId === refusedId), { sessionIds: [refusedId] }).duplicated, [], 'nor twice from the refused session')
+
+  // A stop for any other reason than a plan move (here the agent's shutdown) ends the sessions (close 1000).
+  const live = e.sessions({ state: 'live' }).map((s) => s.id)
+  await b.agent.stop()
+  t.same(b.shards.shardIds, [], 'node-b runs nothing')
+  t.same(live.map((id) => e.session(id)?.state), live.map(() => 'ended'), 'every session node-b ran has ended: closed with 1000, not resumable')
+  t.same(e.breaches, [])
 })
