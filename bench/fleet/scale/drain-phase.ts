@@ -6,7 +6,7 @@
  * sent at once; nodes that gain shards claim them. The phase ends when every node holds the last
  * drain's generation, every shard of every range runs again and no session waits to be deposited.
  */
-import type { OperatorClient, OperatorPlan } from '../operator-client.js'
+import { OperatorRefused, type OperatorClient, type OperatorPlan } from '../operator-client.js'
 import { sharedNow } from '../shared-clock.js'
 import type { LoadPool } from './load-pool.js'
 import type { LoadStatus } from './load-protocol.js'
@@ -36,7 +36,7 @@ export interface DrainFigures {
   readonly wrongSessions: number
   /** From the first drain request until every moved shard ran again (null: not within the timeout). */
   readonly allRunningS: number | null
-  /** Shards not running when the phase ended (0 unless it timed out). */
+  /** Shards not running when the phase ended (0 unless it timed out, 180 s after the last drain's answer). */
   readonly missingAtEnd: number
   readonly controllerCpuS: number
   readonly generatorCpuS: number
@@ -54,6 +54,7 @@ export interface DrainPhaseDeps {
   readonly progress: (line: string) => void
 }
 
+/** How long after the last drain's answer the phase waits for every moved shard to run. */
 const TIMEOUT_MS = 180_000
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
@@ -79,6 +80,18 @@ export function changedOwners(before: OperatorPlan, after: OperatorPlan): number
 const done = (s: LoadStatus, generation: number) =>
   s.minGeneration === generation && s.maxGeneration === generation && s.movesMissing === 0 && s.movesDeposits === 0
 
+/** One drain; a 429 (the operator's rate limit, 20/s by default) is waited out as an operator's tool would. */
+async function drainOne(operator: OperatorClient, node: string): Promise<number> {
+  for (;;) {
+    try {
+      return await operator.drain(node, true)
+    } catch (err) {
+      if (!(err instanceof OperatorRefused) || err.status !== 429) throw err
+      await sleep(Math.max(err.retryAfterMs ?? 1000, 10))
+    }
+  }
+}
+
 /** Runs phase (d); see the module comment. */
 export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
   const { pool, operator } = deps
@@ -88,12 +101,13 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
   const cpu0 = deps.controllerCpu()
   const t0 = sharedNow()
   let generation = before.generation
-  for (const node of drainedNodes(deps.names, deps.drain)) generation = await operator.drain(node, true)
-  const requestsS = (sharedNow() - t0) / 1000
+  for (const node of drainedNodes(deps.names, deps.drain)) generation = await drainOne(operator, node)
+  const lastDrainAt = sharedNow()
+  const requestsS = (lastDrainAt - t0) / 1000
   deps.log(`  (d) drain: ${deps.drain} nodes drained in ${requestsS.toFixed(1)} s, generation ${before.generation} -> ${generation}`)
   let s = await pool.status()
   let lastProgress = 0
-  while (!done(s, generation) && sharedNow() - t0 < TIMEOUT_MS) {
+  while (!done(s, generation) && sharedNow() - lastDrainAt < TIMEOUT_MS) {
     if (sharedNow() - lastProgress >= 1000) {
       lastProgress = sharedNow()
       const c = (k: string) => (s.counters[k] ?? 0) - (s0.counters[k] ?? 0)
