@@ -2,7 +2,7 @@
 // the options, phase d's choice of nodes and count of moves, and a light node's shard book.
 import t from 'tap'
 import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
-import { changedOwners, drainedNodes } from '../../bench/fleet/scale/drain-phase.js'
+import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
 import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
@@ -74,6 +74,7 @@ t.test('phase d drains nodes spread over the fleet and counts shards that change
   const plan = (nodes: [string, number, number][]) => ({ generation: 1, total_shards: 8, unassigned: 0, nodes: nodes.map(([node_id, range_start, range_count]) => ({ node_id, capacity: 8, draining: false, range_start, range_count })) })
   t.equal(changedOwners(plan([['a', 0, 4], ['b', 4, 4]]), plan([['a', 0, 5], ['b', 5, 3]])), 1)
   t.equal(changedOwners(plan([['a', 0, 4], ['b', 4, 4]]), plan([['a', 0, 0], ['b', 0, 8]])), 4)
+  t.same(rangeFill(plan([['a', 0, 8], ['b', 8, 0]])), { full: 1, minCount: 0, maxCount: 8 })
 })
 
 t.test("a light node's shard book: stops what a plan takes away (its session to deposit), claims what it adds", async (t) => {

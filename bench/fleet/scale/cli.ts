@@ -39,6 +39,7 @@ function reportDrain(d: DrainFigures, planner: string): void {
   const verdict = d.grants === 0 ? 'MEETS' : 'MISSES'
   const running = d.allRunningS === null ? `NOT within 180 s of the last drain (${d.missingAtEnd} shards not running then)` : `${d.allRunningS.toFixed(1)} s after the first drain`
   out(`  (d) drain          ${d.drained} nodes drained one request after another in ${d.requestsS.toFixed(1)} s (planner ${planner}), generation ${d.fromGeneration} -> ${d.toGeneration}; ${d.changedOwner} shards changed owner`)
+  out(`                     before the drains ${d.before.full} nodes held a full range (range = capacity), ranges of ${d.before.minCount} to ${d.before.maxCount} shards`)
   out(`                     Identify grants ${d.grants} (${verdict} the goal: 0), resumes ${d.resumes}; every moved shard running again ${running}`)
   out(`                     ${d.shardsStopped} shards stopped, ${d.sessionsDeposited} sessions deposited in ${d.depositCheckins} check-ins (${d.depositsRefused} refused), ${d.sessionsDeposited - d.resumes} never handed out (still held at the end, or dropped at the TTL); ${d.wrongSessions} resumes with another shard's session`)
   out(`                     claims answered handoff_pending ${d.handoffPending}, bucket_busy ${d.bucketBusy}, not_owner ${d.notOwner}, failed ${d.claimFailures}; controller CPU ${d.controllerCpuS.toFixed(1)} s, load generator ${d.generatorCpuS.toFixed(1)} s`)

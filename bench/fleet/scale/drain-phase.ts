@@ -20,6 +20,8 @@ export interface DrainFigures {
   readonly toGeneration: number
   /** Shards whose owner differs between the plans before the first drain and after the last. */
   readonly changedOwner: number
+  /** The plan before the drains: nodes whose range fills their capacity, and the smallest and largest range. */
+  readonly before: { readonly full: number; readonly minCount: number; readonly maxCount: number }
   /** Claims granted during the phase: with a deposited session (RESUME) or an ordinary Identify grant. */
   readonly resumes: number
   readonly grants: number
@@ -61,6 +63,13 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 /** `count` nodes spread evenly over `names` (the middle of each of `count` equal slices). */
 export function drainedNodes(names: readonly string[], count: number): string[] {
   return Array.from({ length: count }, (_, i) => names[Math.floor(((i + 0.5) * names.length) / count)]!)
+}
+
+/** How full the plan's ranges are: a stable plan after a cold join may hold many full nodes, and a leaver's shards then travel past them. */
+export function rangeFill(plan: OperatorPlan): DrainFigures['before'] {
+  const counts = plan.nodes.filter((n) => !n.draining).map((n) => n.range_count)
+  const full = plan.nodes.filter((n) => !n.draining && n.range_count === n.capacity).length
+  return { full, minCount: counts.length === 0 ? 0 : Math.min(...counts), maxCount: counts.length === 0 ? 0 : Math.max(...counts) }
 }
 
 /** How many shards changed owner between two plans. */
@@ -131,6 +140,7 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
     fromGeneration: before.generation,
     toGeneration: generation,
     changedOwner: changedOwners(before, after),
+    before: rangeFill(before),
     resumes: diff('claim_resume'),
     grants: diff('claim_identify'),
     handoffPending: diff('claim_handoff_pending'),
