@@ -9,7 +9,7 @@ export class BenchUsageError extends Error {
 
 export const BENCH_HELP = `Usage: npm run bench:fleet -- [options]
 
-The fleet benchmark: light nodes (the agent's cadence and wire format, no shards) against a real
+The fleet benchmark: light nodes (the agent's cadence and wire format; shards only in phase d) against a real
 controller child process. Measures (a) the cold join, (c) the steady state, (b) a kill -9 and restart,
 and (d) a drain: an operator drains --drain nodes; nodes that lose shards stop them and deposit their
 sessions, nodes that gain shards claim them (counted: resumes against Identify grants).
@@ -22,7 +22,7 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
   --join-spread s      nodes start within this many seconds (0: all at once, a fleet powered on)
   --steady s           length of each steady-state window (30)
   --pki DIR            keep the PKI and bundles in DIR and reuse them next time (issuing 10,000 takes minutes)
-  --cpu-prof DIR       profile the restarted controller (node --cpu-prof) and summarize the profile
+  --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
   --json FILE          also write the figures as JSON
   -h, --help           this text`
 
