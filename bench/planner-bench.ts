@@ -1,12 +1,14 @@
 /**
  * `npm run bench -- --only moves` (alias `planner`): one drain and one join under each planner (SPEC
  * "Planner choice") for the fleets of issue 19 — N = 100 / 1,000 / 10,000 nodes, S = 1,024 / 16,384 /
- * 65,536, capacity 16 / 32 / 8: main-thread ms per re-plan through the Controller (planner, owner
- * table, diff, handoffs) and the shards that changed owner.
+ * 65,536, capacity 16 / 32 / 8: main-thread ms per re-plan through the bare Controller (planner, owner
+ * table, diff, handoffs) and the shards that changed owner; then the same changes through the real
+ * service and journaled file store until the answer is durable (moves-service-bench.ts).
  */
 import { Controller } from '../src/core/controller.js'
 import type { PlannerName } from '../src/core/planner.js'
 import type { ControllerSettings } from '../src/core/types.js'
+import { serviceMoves, type ServiceChangeFigures, type Spread } from './moves-service-bench.js'
 
 /** The fleets measured: nodes, total shards, capacity of each node. */
 const FLEETS = [
@@ -58,8 +60,18 @@ function timed(controller: Controller, totalShards: number, change: (round: numb
   return { ms: ms / ROUNDS, moves: moves / ROUNDS }
 }
 
-/** Prints one line per fleet, planner and change. */
+const fleetLabel = ({ nodes, totalShards, capacity }: Fleet) => `N=${String(nodes).padEnd(6)} S=${String(totalShards).padEnd(6)} cap=${String(capacity).padEnd(3)}`
+const ms = (v: number, width = 6) => v.toFixed(2).padStart(width)
+const spreadText = (s: Spread) => `median ${ms(s.median)}  mean ${ms(s.mean)}  worst ${ms(s.worst)} ms`
+
+function serviceLine(planner: PlannerName, what: string, fleet: Fleet, f: ServiceChangeFigures): string {
+  const compacted = `${f.compactions} of ${ROUNDS} compacted the journal`
+  return `service ${planner.padEnd(10)} ${what.padEnd(5)} ${fleetLabel(fleet)} main thread ${spreadText(f.mainThread)}; sync part median ${ms(f.sync.median, 5)} ms; until durable median ${ms(f.durable.median, 5)} ms wall; ${f.moves.toFixed(1)} shards moved, ${compacted}`
+}
+
+/** Prints one line per fleet, planner and change: the bare Controller's re-plan, then the service's. */
 export async function runPlannerBench(log: (line: string) => void): Promise<void> {
+  log(`# moves by planner (node ${process.version}; mean of ${ROUNDS} rounds; service lines: main-thread event-loop active time from the call until the answer is durable, target <= 5 ms at N=10,000)`)
   for (const fleet of FLEETS) {
     const { nodes, totalShards, capacity } = fleet
     for (const planner of ['contiguous', 'stable'] as const) {
@@ -72,9 +84,14 @@ export async function runPlannerBench(log: (line: string) => void): Promise<void
         controller.settle()
       })
       const line = (what: string, r: { ms: number; moves: number }) =>
-        `planner ${planner.padEnd(10)} ${what.padEnd(5)} N=${String(nodes).padEnd(6)} S=${String(totalShards).padEnd(6)} cap=${String(capacity).padEnd(3)} ${r.ms.toFixed(2).padStart(7)} ms ${r.moves.toFixed(1).padStart(8)} shards moved`
+        `planner ${planner.padEnd(10)} ${what.padEnd(5)} ${fleetLabel(fleet)} ${r.ms.toFixed(2).padStart(7)} ms ${r.moves.toFixed(1).padStart(8)} shards moved`
       log(line('drain', drain))
       log(line('join', join))
+    }
+    for (const planner of ['contiguous', 'stable'] as const) {
+      const service = await serviceMoves(planner, fleet, ROUNDS, nodeId)
+      log(serviceLine(planner, 'drain', fleet, service.drain))
+      log(serviceLine(planner, 'join', fleet, service.join))
     }
   }
 }

@@ -26,6 +26,18 @@ export interface OperatorIdentity {
 
 const TIMEOUT_MS = 10_000
 
+/** An answer other than 200 to an operator request (e.g. 429 `rate_limited`, with its `retry_after_ms`). */
+export class OperatorRefused extends Error {
+  override readonly name = 'OperatorRefused'
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly retryAfterMs: number | null,
+  ) {
+    super(message)
+  }
+}
+
 /** An answer and the port that gave it. */
 interface Answer {
   readonly status: number
@@ -53,10 +65,13 @@ export class OperatorClient {
     return planSchema.parse(body)
   }
 
-  /** `POST /v1/nodes/:id/drain`; resolves with the new generation. */
+  /** `POST /v1/nodes/:id/drain`; resolves with the new generation, rejects with OperatorRefused on another answer. */
   async drain(nodeId: string, draining: boolean): Promise<number> {
     const { status, body } = await this.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, { draining })
-    if (status !== 200) throw new Error(`drain ${nodeId} answered ${status}: ${JSON.stringify(body).slice(0, 200)}`)
+    if (status !== 200) {
+      const retryAfterMs = (body as { retry_after_ms?: unknown } | null)?.retry_after_ms
+      throw new OperatorRefused(`drain ${nodeId} answered ${status}: ${JSON.stringify(body).slice(0, 200)}`, status, typeof retryAfterMs === 'number' ? retryAfterMs : null)
+    }
     return z.object({ generation: z.number().int() }).parse(body).generation
   }
 

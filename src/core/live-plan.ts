@@ -223,13 +223,18 @@ export class LivePlan {
     const oldStarts = this.rangeStarts
     const oldCounts = this.rangeCounts
     const oldFresh = this.freshFlags
+    let kept = 0
+    for (let i = 0; i < oldOrder.length; i++) if (removed[i] !== 1) kept += 1
+    const size = kept + fresh.length
     const order: string[] = []
     const records: NodeRecord[] = []
-    const ids: number[] = []
+    // Typed arrays of the final size, written in place: pushing numbers and converting cost ~1 ms a join at N = 10,000.
+    const ids = new Int32Array(size)
     // The current ranges follow their nodes into the new order (what the planner plans from).
-    const starts: number[] = []
-    const counts: number[] = []
-    const joinedFlags: number[] = []
+    const starts = new Int32Array(size)
+    const counts = new Int32Array(size)
+    const joinedFlags = new Uint8Array(size)
+    let at = 0
     let j = 0
     for (let i = 0; i <= oldOrder.length; i++) {
       const next = i < oldOrder.length ? oldOrder[i]! : null
@@ -237,27 +242,27 @@ export class LivePlan {
         const nodeId = fresh[j++]!
         order.push(nodeId)
         records.push(this.live.get(nodeId)!)
-        ids.push(this.nodes.idOf(nodeId))
-        starts.push(0)
-        counts.push(0)
-        joinedFlags.push(1)
+        ids[at] = this.nodes.idOf(nodeId)
+        joinedFlags[at] = 1 // starts and counts stay 0
+        at += 1
       }
       if (next === null || removed[i] === 1) continue
       order.push(next)
       records.push(oldRecords[i]!)
-      ids.push(oldIds[i]!)
-      starts.push(oldStarts[i] ?? 0)
-      counts.push(oldCounts[i] ?? 0)
-      joinedFlags.push(oldFresh[i] ?? 0)
+      ids[at] = oldIds[i]!
+      starts[at] = oldStarts[i] ?? 0
+      counts[at] = oldCounts[i] ?? 0
+      joinedFlags[at] = oldFresh[i] ?? 0
+      at += 1
     }
     this.orderNames = order
     this.orderRecords = records
-    this.orderIds = Int32Array.from(ids)
-    this.rangeStarts = Int32Array.from(starts)
-    this.rangeCounts = Int32Array.from(counts)
-    this.freshFlags = Uint8Array.from(joinedFlags)
+    this.orderIds = ids
+    this.rangeStarts = starts
+    this.rangeCounts = counts
+    this.freshFlags = joinedFlags
     const positions = new Int32Array(this.nodes.size).fill(-1)
-    for (let at = 0; at < ids.length; at++) positions[ids[at]!] = at
+    for (let k = 0; k < size; k++) positions[ids[k]!] = k
     this.positionById = positions
     this.joined = []
     this.orderStale = false

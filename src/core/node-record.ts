@@ -65,7 +65,22 @@ export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord
 
 /** The persisted form of a record; `range` only under the stable planner (the contiguous one recomputes it). */
 export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedNode {
-  const node: PersistedNode = {
+  if (range === undefined) {
+    return {
+      nodeId: record.nodeId,
+      capacity: record.capacity,
+      reportedGeneration: record.reportedGeneration,
+      certSerial: record.certSerial,
+      certNotBefore: record.certNotBefore,
+      readyShards: record.readyShards,
+      startingShards: record.startingShards,
+      backoffShards: record.backoffShards,
+      fatalShards: record.fatalShards,
+    }
+  }
+  // One literal (range last, as before), not a spread of the one above: a spread per node made a
+  // stable-planner snapshot at N = 10,000 cost ~20 ms of a compaction.
+  return {
     nodeId: record.nodeId,
     capacity: record.capacity,
     reportedGeneration: record.reportedGeneration,
@@ -75,8 +90,8 @@ export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedN
     startingShards: record.startingShards,
     backoffShards: record.backoffShards,
     fatalShards: record.fatalShards,
+    range: [range.rangeStart, range.rangeCount],
   }
-  return range === undefined ? node : { ...node, range: [range.rangeStart, range.rangeCount] }
 }
 
 /** The operator's view of a record (GET /v1/plan). */

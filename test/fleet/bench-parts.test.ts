@@ -1,7 +1,11 @@
-// Pure parts of the fleet benchmark: the profile summary's windows and categories, the source addresses.
+// Pure parts of the fleet benchmark: the profile summary's windows and categories, the source addresses,
+// the options, phase d's choice of nodes and count of moves, and a light node's shard book.
 import t from 'tap'
+import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
+import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
+import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
 import { takeFrame } from '../../bench/http-frames.js'
 
 t.test('a profile is summarized by self time within a window, by category and by function', async (t) => {
@@ -47,4 +51,57 @@ t.test('the load generators read one answer at a time off the raw socket bytes',
   t.equal(takeFrame(two.subarray(0, first.body.byteOffset - two.byteOffset + 3)), null, 'an incomplete body waits too')
   const bad = takeFrame(Buffer.from('HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n', 'latin1'))
   t.match(bad, Error, 'an answer without Content-Length is an error')
+})
+
+t.test('bench:fleet options: --planner and --drain (1 % of the fleet by default, at least 1; 0 skips phase d)', async (t) => {
+  t.match(parseBenchArgs([]), { planner: 'contiguous', drain: 100, nodes: 10_000 })
+  t.match(parseBenchArgs(['--nodes', '1000', '--shards', '16384', '--capacity', '32']), { drain: 10 })
+  t.match(parseBenchArgs(['--nodes', '40']), { drain: 1 }, 'at least one node')
+  t.match(parseBenchArgs(['--nodes', '40', '--drain', '0', '--planner', 'stable']), { drain: 0, planner: 'stable' })
+  t.match(parseBenchArgs(['--drain', '7']), { drain: 7 })
+  t.throws(() => parseBenchArgs(['--planner', 'random']), BenchUsageError)
+  t.throws(() => parseBenchArgs(['--nodes', '5', '--drain', '5']), /leave at least one node/)
+  t.throws(() => parseBenchArgs(['--drain', '-1']), BenchUsageError)
+  t.throws(() => parseBenchArgs(['--drain', '1.5']), BenchUsageError)
+  t.equal(parseBenchArgs(['--help']), null)
+})
+
+t.test('phase d drains nodes spread over the fleet and counts shards that changed owner', async (t) => {
+  const names = Array.from({ length: 10 }, (_, i) => `n${i}`)
+  t.same(drainedNodes(names, 1), ['n5'])
+  t.same(drainedNodes(names, 2), ['n2', 'n7'])
+  t.equal(new Set(drainedNodes(names, 10)).size, 10)
+  const plan = (nodes: [string, number, number][]) => ({ generation: 1, total_shards: 8, unassigned: 0, nodes: nodes.map(([node_id, range_start, range_count]) => ({ node_id, capacity: 8, draining: false, range_start, range_count })) })
+  t.equal(changedOwners(plan([['a', 0, 4], ['b', 4, 4]]), plan([['a', 0, 5], ['b', 5, 3]])), 1)
+  t.equal(changedOwners(plan([['a', 0, 4], ['b', 4, 4]]), plan([['a', 0, 0], ['b', 0, 8]])), 4)
+  t.same(rangeFill(plan([['a', 0, 8], ['b', 8, 0]])), { full: 1, minCount: 0, maxCount: 8 })
+})
+
+t.test("a light node's shard book: stops what a plan takes away (its session to deposit), claims what it adds", async (t) => {
+  const book = new ShardBook('n1')
+  book.begin(0, 4)
+  t.equal(book.runningCount, 4)
+  t.equal(book.applyPlan(2, 4), 2, 'shards 0 and 1 stop')
+  const deposits = book.pendingDeposits()
+  t.same(deposits.map((d) => d.shard_id), [0, 1])
+  t.match(deposits[0], { session_id: /^b0nn1k\d+$/, sequence: 1, resume_url: BENCH_RESUME_URL })
+  t.equal(book.missing(2, 4), 2, 'shards 4 and 5 are wanted')
+  t.same(book.nextClaim(100, 16), { shard: 4 })
+  book.waitHandoff(4, 100, 25_000)
+  t.same(book.nextClaim(100, 16), { shard: 5 }, 'a handoff wait holds that shard only')
+  t.ok(book.granted(5, 100, 16, { session_id: 'b5nn0k3', sequence: 40 }), "a resume of this shard's session")
+  t.notOk(book.granted(4, 1200, 16, { session_id: 'b1nn0k3', sequence: 1 }), "another shard's session is noticed")
+  t.equal(book.missing(2, 4), 0)
+  book.depositsDone(deposits)
+  t.equal(book.depositCount, 0)
+  // An Identify grant holds its bucket for the Identify interval; a resume does not.
+  book.applyPlan(2, 40)
+  t.ok(book.granted(6, 2000, 16, null))
+  const next = book.nextClaim(2000, 16)
+  t.same(next, { shard: 7 })
+  t.equal(book.applyPlan(6, 17), 4, 'a range of 6..22 stops 2..5')
+  for (let s = 7; s < 22; s++) book.granted(s, 2000, 16, { session_id: `b${s}nx`, sequence: 1 })
+  t.same(book.nextClaim(2000, 16), { at: 2000 + IDENTIFY_INTERVAL_MS }, "shard 22 waits for bucket 6's Identify interval")
+  t.equal(book.applyPlan(6, 1), 15, 'a plan that keeps only shard 6 stops 7..21')
+  t.equal(book.pendingDeposits().length, 19, 'every stopped session waits for the release check-in')
 })

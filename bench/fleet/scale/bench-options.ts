@@ -9,16 +9,20 @@ export class BenchUsageError extends Error {
 
 export const BENCH_HELP = `Usage: npm run bench:fleet -- [options]
 
-The fleet benchmark: light nodes (the agent's cadence and wire format, no shards) against a real
-controller child process. Measures (a) the cold join, (c) the steady state, (b) a kill -9 and restart.
+The fleet benchmark: light nodes (the agent's cadence and wire format; shards only in phase d) against a real
+controller child process. Measures (a) the cold join, (c) the steady state, (b) a kill -9 and restart,
+and (d) a drain: an operator drains --drain nodes; nodes that lose shards stop them and deposit their
+sessions, nodes that gain shards claim them (counted: resumes against Identify grants).
 
   --nodes N            nodes (10000), capacity --capacity each (8)
   --shards S           total shards (65536); --max-concurrency M (16); --lease s (30)
+  --planner P          the controller's planner: contiguous (the default) or stable
+  --drain n            nodes drained in phase (d) (default 1 % of --nodes, at least 1; 0: no phase d)
   --workers n          load-generator processes (1)
   --join-spread s      nodes start within this many seconds (0: all at once, a fleet powered on)
   --steady s           length of each steady-state window (30)
   --pki DIR            keep the PKI and bundles in DIR and reuse them next time (issuing 10,000 takes minutes)
-  --cpu-prof DIR       profile the restarted controller (node --cpu-prof) and summarize the profile
+  --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
   --json FILE          also write the figures as JSON
   -h, --help           this text`
 
@@ -29,6 +33,8 @@ const schema = z
     capacity: z.coerce.number().int().min(1).max(128).default(8),
     'max-concurrency': z.coerce.number().int().min(1).max(65_536).default(16),
     lease: z.coerce.number().int().min(3).max(3600).default(30),
+    planner: z.enum(['contiguous', 'stable']).default('contiguous'),
+    drain: z.coerce.number().int().min(0).optional(),
     workers: z.coerce.number().int().min(1).max(16).default(1),
     'join-spread': z.coerce.number().min(0).max(3600).default(0),
     steady: z.coerce.number().min(1).max(3600).default(30),
@@ -38,10 +44,10 @@ const schema = z
   })
   .strict()
 
-/** The validated flags. */
-export type BenchOptions = z.infer<typeof schema>
+/** The validated flags (`drain` resolved to a count). */
+export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'workers', 'join-spread', 'steady', 'pki', 'cpu-prof', 'json'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'join-spread', 'steady', 'pki', 'cpu-prof', 'json'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
@@ -61,5 +67,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
   }
   const o = parsed.data
   if (o['max-concurrency'] > 1 && o.shards % o['max-concurrency'] !== 0) throw new BenchUsageError('--shards must be a multiple of --max-concurrency')
-  return o
+  const drain = o.drain ?? Math.max(1, Math.round(o.nodes / 100))
+  if (drain >= o.nodes) throw new BenchUsageError(`--drain must leave at least one node undrained (below --nodes ${o.nodes})`)
+  return { ...o, drain }
 }

@@ -5,6 +5,7 @@
 import { writeFile } from 'node:fs/promises'
 import { handleInterrupts } from '../interrupt.js'
 import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
+import type { DrainFigures } from './drain-phase.js'
 import { runFleetBench, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
 
@@ -13,7 +14,7 @@ const out = (line: string) => process.stdout.write(`${line}\n`)
 function report(f: BenchFigures): void {
   const o = f.options
   const s = (v: number | null, digits = 1) => (v === null ? '-' : `${v.toFixed(digits)} s`)
-  out(`fleet bench: ${o.nodes} nodes of capacity ${o.capacity}, ${o.shards} shards, max_concurrency ${o['max-concurrency']}, lease ${o.lease} s; ${o.workers} load-generator process(es); load average ${f.loadAverage.start.toFixed(2)} at the start, ${f.loadAverage.end.toFixed(2)} at the end`)
+  out(`fleet bench: ${o.nodes} nodes of capacity ${o.capacity}, ${o.shards} shards, max_concurrency ${o['max-concurrency']}, lease ${o.lease} s, planner ${o.planner}; ${o.workers} load-generator process(es); load average ${f.loadAverage.start.toFixed(2)} at the start, ${f.loadAverage.end.toFixed(2)} at the end`)
   const c = f.coldJoin
   out(`  (a) cold join      every node joined after ${s(c.allJoinedS)}; plan stable (generation ${c.generation}) and every node holding its range after ${s(c.stableS)}`)
   out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failed(c.counters)}`)
@@ -25,11 +26,23 @@ function report(f: BenchFigures): void {
   out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed`)
+  if (f.drain !== null) reportDrain(f.drain, o.planner)
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
     for (const line of formatProfile('restart (kill -9 to the last renewal)', f.profile.restart)) out(line)
     for (const line of formatProfile('steady state after the restart', f.profile.steady)) out(line)
+    if (f.profile.drain !== null) for (const line of formatProfile('drain (first drain request to every moved shard running)', f.profile.drain)) out(line)
   }
+}
+
+function reportDrain(d: DrainFigures, planner: string): void {
+  const verdict = d.grants === 0 ? 'MEETS' : 'MISSES'
+  const running = d.allRunningS === null ? `NOT within 180 s of the last drain (${d.missingAtEnd} shards not running then)` : `${d.allRunningS.toFixed(1)} s after the first drain`
+  out(`  (d) drain          ${d.drained} nodes drained one request after another in ${d.requestsS.toFixed(1)} s (planner ${planner}), generation ${d.fromGeneration} -> ${d.toGeneration}; ${d.changedOwner} shards changed owner`)
+  out(`                     before the drains ${d.before.full} nodes held a full range (range = capacity), ranges of ${d.before.minCount} to ${d.before.maxCount} shards`)
+  out(`                     Identify grants ${d.grants} (${verdict} the goal: 0), resumes ${d.resumes}; every moved shard running again ${running}`)
+  out(`                     ${d.shardsStopped} shards stopped, ${d.sessionsDeposited} sessions deposited in ${d.depositCheckins} check-ins (${d.depositsRefused} refused), ${d.sessionsDeposited - d.resumes} never handed out (still held at the end, or dropped at the TTL); ${d.wrongSessions} resumes with another shard's session`)
+  out(`                     claims answered handoff_pending ${d.handoffPending}, bucket_busy ${d.bucketBusy}, not_owner ${d.notOwner}, failed ${d.claimFailures}; controller CPU ${d.controllerCpuS.toFixed(1)} s, load generator ${d.generatorCpuS.toFixed(1)} s`)
 }
 
 function failed(counters: Record<string, number>): number {

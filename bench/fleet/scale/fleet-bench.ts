@@ -2,7 +2,8 @@
  * The fleet benchmark (issue 12 item 5): N light nodes (light-node.ts) in load-generator processes against
  * the real controller in a child process. Phases: (a) cold join from an empty state, (c) a steady-state
  * window, (b) kill -9 of the steady controller and a start on the same state, then a second steady
- * window (the one profiled with --cpu-prof, together with the restart).
+ * window (the one profiled with --cpu-prof, together with the restart), then (d) a drain of --drain nodes
+ * with session handoff (drain-phase.ts), on the same restarted controller (profiled too).
  */
 import { rmSync } from 'node:fs'
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
@@ -11,9 +12,11 @@ import { join, resolve } from 'node:path'
 import { ControllerChild } from '../controller-process.js'
 import { controllerFiles, makeFleetPki, reuseFleetPki, type FleetPki } from '../fleet-pki.js'
 import { onInterrupt } from '../interrupt.js'
+import { OperatorClient } from '../operator-client.js'
 import { nodeName } from '../scenario.js'
 import { sharedNow } from '../shared-clock.js'
 import type { BenchOptions } from './bench-options.js'
+import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { LoadPool } from './load-pool.js'
 import type { LoadNodeSpec, LoadStatus } from './load-protocol.js'
 import { loadAverage, sampleProcess, type ProcSample } from './proc-stats.js'
@@ -27,7 +30,9 @@ export interface BenchFigures {
   readonly steady: SteadyFigures
   readonly restart: RestartBenchFigures
   readonly steadyAfterRestart: SteadyFigures
-  readonly profile: { readonly file: string; readonly restart: ProfileSummary; readonly steady: ProfileSummary } | null
+  /** Phase (d); null with --drain 0. */
+  readonly drain: DrainFigures | null
+  readonly profile: { readonly file: string; readonly restart: ProfileSummary; readonly steady: ProfileSummary; readonly drain: ProfileSummary | null } | null
 }
 
 /** A steady-state window. */
@@ -115,10 +120,12 @@ export async function runFleetBench(opts: BenchOptions, log: (line: string) => v
     const steady = await steadyPhase(bench)
     const restart = await restartPhase(bench)
     const after = await steadyPhase(bench)
+    const drain = opts.drain === 0 ? null : await timedDrain(bench, names, pki)
     await pool.stop()
     await controller.stop() // SIGTERM: a profiled controller writes its profile now
-    const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after)
-    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, profile }
+    const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after, drain)
+    const figures = { coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, drain: drain?.figures ?? null }
+    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ...figures, profile }
   } finally {
     unregister()
     pool.kill()
@@ -139,6 +146,9 @@ function benchConfig(opts: BenchOptions, pki: FleetPki, run: string): Record<str
     total_shards: opts.shards,
     max_concurrency: opts['max-concurrency'],
     lease_seconds: opts.lease,
+    planner: opts.planner,
+    // The light nodes deposit sessions resuming at wss://gateway.discord.gg (phase d); these are the defaults, spelled out.
+    session_handoff: { allowed_hosts: ['gateway.discord.gg', '*.discord.gg'], ttl_seconds: 60 },
   }
 }
 
@@ -245,11 +255,34 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
 
-/** The newest profile in `dir`, summarized over the restart (kill to every node renewed) and the steady window after it. */
-async function readProfile(dir: string, restart: Window, steady: Window): Promise<BenchFigures['profile']> {
+/** Phase (d) with its window on the shared timeline (for the profile). */
+async function timedDrain(bench: Bench, names: readonly string[], pki: FleetPki): Promise<Window & { figures: DrainFigures }> {
+  const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => [bench.controller.port])
+  const from = sharedNow()
+  const figures = await drainPhase({
+    names,
+    drain: bench.opts.drain,
+    pool: bench.pool,
+    operator,
+    controllerCpu: () => sample(bench).cpuSeconds,
+    log: bench.log,
+    progress: bench.progress,
+  })
+  const f = figures
+  bench.log(`  (d) drain: ${f.resumes} resumed, ${f.grants} Identify grants; every moved shard running again ${f.allRunningS?.toFixed(1) ?? '-'} s after the first drain`)
+  return { figures, from, to: sharedNow() }
+}
+
+/** The newest profile in `dir`, summarized over the restart (kill to every node renewed), the steady window after it and the drain. */
+async function readProfile(dir: string, restart: Window, steady: Window, drain: Window | null): Promise<BenchFigures['profile']> {
   const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
   if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
   const file = join(resolve(dir), files[files.length - 1]!)
   const raw = JSON.parse(await readFile(file, 'utf8')) as unknown
-  return { file, restart: summarizeProfile(raw, restart.from, restart.to), steady: summarizeProfile(raw, steady.from, steady.to) }
+  return {
+    file,
+    restart: summarizeProfile(raw, restart.from, restart.to),
+    steady: summarizeProfile(raw, steady.from, steady.to),
+    drain: drain === null ? null : summarizeProfile(raw, drain.from, drain.to),
+  }
 }

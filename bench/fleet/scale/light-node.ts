@@ -1,21 +1,29 @@
 /**
  * A light node for the 10,000-node benchmark: the agent's check-in cadence (src/agent/cadence.ts: every
  * lease/3 ±10 %, retries after 0.5, 1, 2 ... s) and wire format on a raw keep-alive mTLS connection, but
- * no plan verification, Identify claims or shards: those cost the node's own CPU in a real fleet, not the
- * controller's, and here every node shares the machine with the controller. It reports the generation
- * it was given, as an agent running no shard would (each plan is applied at once).
+ * no plan verification and, outside the drain phase, no Identify claims or shards: those cost the node's
+ * own CPU in a real fleet, not the controller's, and here every node shares the machine with the
+ * controller. It reports the generation it was given, as an agent running no shard would (each plan is
+ * applied at once).
+ *
+ * While moves are tracked (the drain phase, `track(true)`) it runs its range's shards as a ShardBook: a
+ * plan that takes running shards away stops them and reports at once, depositing their sessions (SPEC
+ * "Session handoff"), as the agent does after its stops; shards it gains are claimed one at a time
+ * (POST /v1/identify, the agent's request budget and handoff probing) and run once granted.
  */
 import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
+import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
 import { sharedNow } from '../shared-clock.js'
-import { RawConnection } from './raw-connection.js'
+import { RawConnection, type RawReply } from './raw-connection.js'
+import { ShardBook, type DepositEntry } from './shard-book.js'
 
 /** What every light node of a worker shares. */
 export interface LightNodeShared {
   readonly port: number
-  /** Counts an outcome; `sample` is a message kept once per name for the report. */
-  readonly count: (name: string, sample?: string) => void
+  /** Counts an outcome (by 1, or by `by`); `sample` is a message kept once per name for the report. */
+  readonly count: (name: string, sample?: string, by?: number) => void
 }
 
 /** A node's view after its first answer following the mark (just before a kill -9). */
@@ -29,6 +37,13 @@ export interface MarkOutcome {
   readonly late: boolean
 }
 
+/** An Identify claim's 200 answer (SPEC "Identify claims", "Session handoff"). */
+type IdentifyAnswer =
+  | { readonly granted: true; readonly mode: 'identify' | 'resume'; readonly session?: { readonly session_id: string; readonly sequence: number } }
+  | { readonly granted: false; readonly reason: 'bucket_busy' | 'handoff_pending' | 'daily_limit'; readonly retry_after_ms: number }
+
+type ErrorAnswer = { error?: string; message?: string; retry_after_ms?: number }
+
 /** One simulated node; see the module comment. */
 export class LightNode {
   generation: number | null = null
@@ -38,6 +53,9 @@ export class LightNode {
   rangeCount = 0
   firstAnswerAt: number | null = null
   lastAnswerAt: number | null = null
+  /** While tracking: when a claim was last granted. */
+  lastClaimAt: number | null = null
+  private maxConcurrency = 1
   private leaseMs: number | null = null
   private lastRenewalSentAt: number | null = null
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number } | null = null
@@ -48,6 +66,15 @@ export class LightNode {
   private readonly cadence = new CheckinCadence(Math.random)
   private timer: NodeJS.Timeout | null = null
   private stopped = false
+  private checkinInFlight = false
+  private checkinAgain = false
+  /** Requests go one at a time over the one connection (check-ins and claims alike). */
+  private chain: Promise<unknown> = Promise.resolve()
+  private tracking = false
+  private readonly book: ShardBook
+  private budget = new RequestBudget(DEFAULT_REQUEST_BUDGET.perSecond, DEFAULT_REQUEST_BUDGET.burst, sharedNow)
+  private claimInFlight = false
+  private claimTimer: NodeJS.Timeout | null = null
 
   constructor(
     readonly name: string,
@@ -55,7 +82,9 @@ export class LightNode {
     private readonly context: SecureContext,
     private readonly localAddress: string,
     private readonly shared: LightNodeShared,
-  ) {}
+  ) {
+    this.book = new ShardBook(name.replace(/[^A-Za-z0-9]/g, ''))
+  }
 
   /** Starts checking in after `delayMs`. */
   start(delayMs: number): void {
@@ -66,6 +95,7 @@ export class LightNode {
   stop(): void {
     this.stopped = true
     if (this.timer !== null) clearTimeout(this.timer)
+    if (this.claimTimer !== null) clearTimeout(this.claimTimer)
     this.conn?.close()
   }
 
@@ -78,48 +108,121 @@ export class LightNode {
     this.markOutcome = null
   }
 
+  /** Tracks moves from now, with every shard of the current range running (true), or forgets them (false). */
+  track(on: boolean): void {
+    this.tracking = on
+    this.lastClaimAt = null
+    if (this.claimTimer !== null) clearTimeout(this.claimTimer)
+    if (on) this.book.begin(this.rangeStart, this.rangeCount)
+    else this.book.clear()
+  }
+
+  /** While tracking: shards of the range that do not run, and sessions not deposited yet. */
+  moves(): { missing: number; deposits: number } {
+    return this.tracking ? { missing: this.book.missing(this.rangeStart, this.rangeCount), deposits: this.book.depositCount } : { missing: 0, deposits: 0 }
+  }
+
   private schedule(ms: number): void {
     if (this.stopped) return
+    if (this.timer !== null) clearTimeout(this.timer)
     this.timer = setTimeout(() => void this.checkIn(), ms)
   }
 
-  private request(): Buffer {
+  /** Checks in now, or right after the check-in in flight. */
+  private checkInSoon(): void {
+    if (this.checkinInFlight) this.checkinAgain = true
+    else this.schedule(0)
+  }
+
+  private timeoutMs(): number {
+    return Math.min(10_000, (this.leaseMs ?? 30_000) / 3)
+  }
+
+  /** Sends one request (built when its turn comes) after the ones before it; opens the connection if needed. */
+  private exchange(build: () => Buffer): Promise<RawReply> {
+    const run = async (): Promise<RawReply> => {
+      const timeoutMs = this.timeoutMs()
+      try {
+        if (this.conn === null || this.conn.dead) {
+          this.conn = await RawConnection.open({
+            port: this.shared.port,
+            context: this.context,
+            localAddress: this.localAddress,
+            timeoutMs,
+            session: this.session,
+            onSession: (session) => void (this.session = session),
+          })
+          this.shared.count('handshakes')
+          if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+        }
+        return await this.conn.send(build(), timeoutMs)
+      } catch (err) {
+        this.conn?.close()
+        this.conn = null
+        throw err
+      }
+    }
+    const reply = this.chain.then(run, run)
+    this.chain = reply.catch(() => undefined)
+    return reply
+  }
+
+  private post(path: string, body: string): Buffer {
+    return Buffer.from(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, 'latin1')
+  }
+
+  private checkinRequest(deposits: readonly DepositEntry[]): Buffer {
     const generation = this.generation === null ? '' : `,"generation":${this.generation}`
-    const body = `{"node_id":"${this.name}","capacity":${this.capacity},"ready_shards":${Math.min(this.rangeCount, 128)},"starting_shards":0,"backoff_shards":0,"fatal_shards":0${generation}}`
-    return Buffer.from(`POST /v1/checkin HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, 'latin1')
+    const ready = this.tracking ? this.book.runningCount : this.rangeCount
+    const starting = this.tracking ? this.book.wantedCount : 0
+    const sessions = deposits.length === 0 ? '' : `,"sessions":${JSON.stringify(deposits)}`
+    return this.post('/v1/checkin', `{"node_id":"${this.name}","capacity":${this.capacity},"ready_shards":${Math.min(ready, 128)},"starting_shards":${Math.min(starting, 128)},"backoff_shards":0,"fatal_shards":0${generation}${sessions}}`)
   }
 
   private async checkIn(): Promise<void> {
+    this.checkinInFlight = true
+    const delay = await this.checkInOnce()
+    this.checkinInFlight = false
+    this.schedule(this.checkinAgain ? 0 : delay)
+    this.checkinAgain = false
+  }
+
+  /** One check-in; returns the delay before the next. */
+  private async checkInOnce(): Promise<number> {
     const sentAt = sharedNow()
-    const timeoutMs = Math.min(10_000, (this.leaseMs ?? 30_000) / 3)
+    this.budget.spend() // as the agent: a check-in never waits for the budget, but counts against it
+    let carried: DepositEntry[] = []
     try {
-      if (this.conn === null || this.conn.dead) {
-        this.conn = await RawConnection.open({
-          port: this.shared.port,
-          context: this.context,
-          localAddress: this.localAddress,
-          timeoutMs,
-          session: this.session,
-          onSession: (session) => void (this.session = session),
-        })
-        this.shared.count('handshakes')
-        if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+      const reply = await this.exchange(() => {
+        carried = this.tracking ? this.book.pendingDeposits() : []
+        return this.checkinRequest(carried)
+      })
+      if (reply.status === 200) {
+        if (carried.length > 0) {
+          this.book.depositsDone(carried)
+          this.shared.count('deposit_checkins')
+          this.shared.count('sessions_deposited', undefined, carried.length)
+        }
+        return this.accept(reply.body, sentAt)
       }
-      const reply = await this.conn.send(this.request(), timeoutMs)
-      if (reply.status === 200) return this.accept(reply.body, sentAt)
-      const error = JSON.parse(reply.body.toString('utf8')) as { error?: string; message?: string; retry_after_ms?: number }
+      const error = JSON.parse(reply.body.toString('utf8')) as ErrorAnswer
+      if (reply.status === 400 && carried.length > 0) {
+        // A refused deposit refuses the whole check-in: its sessions are dropped, the check-in goes again without them.
+        this.book.depositsDone(carried)
+        this.shared.count('deposit_refused', error.message)
+        return 0
+      }
       this.shared.count(`status_${reply.status}_${error.error ?? ''}`, error.message)
-      this.schedule(reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.cadence.retry())
+      return reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.cadence.retry()
     } catch (err) {
-      this.conn?.close()
-      this.conn = null
       this.shared.count(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
-      this.schedule(this.cadence.retry())
+      return this.cadence.retry()
     }
   }
 
-  private accept(body: Buffer, sentAt: number): void {
-    const answer = JSON.parse(body.toString('utf8')) as { generation: number; range_start: number; range_count: number; lease_seconds: number }
+  /** Takes a 200 answer; returns the delay before the next check-in (0: stopped shards, report at once). */
+  private accept(body: Buffer, sentAt: number): number {
+    const answer = JSON.parse(body.toString('utf8')) as { generation: number; range_start: number; range_count: number; lease_seconds: number; max_concurrency: number }
     const now = sharedNow()
     this.shared.count('checkins')
     this.leaseMs = answer.lease_seconds * 1000
@@ -128,11 +231,78 @@ export class LightNode {
     this.generation = answer.generation
     this.rangeStart = answer.range_start
     this.rangeCount = answer.range_count
+    this.maxConcurrency = answer.max_concurrency
     this.lastRenewalSentAt = sentAt
     this.firstAnswerAt ??= now
     this.lastAnswerAt = now
     if (this.mark !== null && this.markOutcome === null) this.markOutcome = this.judgeMark(now)
-    this.schedule(this.cadence.next())
+    const next = this.cadence.next()
+    if (!this.tracking) return next
+    const stopped = this.book.applyPlan(this.rangeStart, this.rangeCount)
+    this.pumpClaims()
+    if (stopped === 0) return next
+    this.shared.count('shards_stopped', undefined, stopped)
+    return 0
+  }
+
+  /** Sends the next due claim (one in flight at a time), or wakes up when one is due. */
+  private pumpClaims(): void {
+    if (!this.tracking || this.stopped || this.claimInFlight) return
+    if (this.claimTimer !== null) clearTimeout(this.claimTimer)
+    const now = sharedNow()
+    const next = this.book.nextClaim(now, this.maxConcurrency)
+    if (next === null) return
+    const wait = 'at' in next ? next.at - now : this.budget.take()
+    if (wait > 0) {
+      this.claimTimer = setTimeout(() => this.pumpClaims(), wait)
+      return
+    }
+    this.claimInFlight = true
+    void this.claim((next as { shard: number }).shard).then(() => {
+      this.claimInFlight = false
+      this.pumpClaims()
+    })
+  }
+
+  /** One Identify claim; never throws. */
+  private async claim(shard: number): Promise<void> {
+    let reply: RawReply
+    try {
+      reply = await this.exchange(() => this.post('/v1/identify', `{"node_id":"${this.name}","shard_id":${shard}}`))
+    } catch (err) {
+      this.shared.count(`claim_error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
+      this.book.backOff(shard, sharedNow(), 1000)
+      return
+    }
+    const now = sharedNow()
+    if (!this.tracking) return
+    if (reply.status !== 200) return this.claimRefused(shard, reply, now)
+    const answer = JSON.parse(reply.body.toString('utf8')) as IdentifyAnswer
+    if (answer.granted) {
+      const resumed = answer.mode === 'resume' ? (answer.session ?? null) : null
+      this.shared.count(resumed === null ? 'claim_identify' : 'claim_resume')
+      if (!this.book.granted(shard, now, this.maxConcurrency, resumed)) this.shared.count('resume_wrong_shard')
+      this.lastClaimAt = now
+    } else if (answer.reason === 'handoff_pending') {
+      this.shared.count('claim_handoff_pending')
+      this.book.waitHandoff(shard, now, answer.retry_after_ms)
+    } else {
+      this.shared.count(`claim_${answer.reason}`)
+      this.book.waitBucket(shard, now, answer.retry_after_ms, this.maxConcurrency)
+    }
+  }
+
+  private claimRefused(shard: number, reply: RawReply, now: number): void {
+    const error = JSON.parse(reply.body.toString('utf8')) as ErrorAnswer
+    if (reply.status === 403 && error.error === 'not_owner') {
+      // The controller's plan moved on: learn it now, as the agent does.
+      this.shared.count('claim_not_owner')
+      this.book.drop(shard)
+      this.checkInSoon()
+      return
+    }
+    this.shared.count(`claim_status_${reply.status}_${error.error ?? ''}`, error.message)
+    this.book.backOff(shard, now, reply.status === 429 ? (error.retry_after_ms ?? 1000) : 1000)
   }
 
   private judgeMark(now: number): MarkOutcome {

@@ -53,6 +53,11 @@ export class LoadPool {
     await Promise.all(this.children.map((c) => ask(c, { type: 'mark' }, 'marked')))
   }
 
+  /** Every node tracks moves from now (the drain phase), or stops tracking them. */
+  async track(on: boolean): Promise<void> {
+    await Promise.all(this.children.map((c) => ask(c, { type: 'track', on }, 'tracked')))
+  }
+
   /** The statuses of every process, added up. */
   async status(): Promise<LoadStatus> {
     const all = await Promise.all(this.children.map((c) => ask(c, { type: 'status' }, 'status')))
@@ -102,6 +107,9 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLate: sum(all.map((s) => s.markLate)),
     markLastAt: maxOrNull(all.map((s) => s.markLastAt)),
     shardsHeld: sum(all.map((s) => s.shardsHeld)),
+    movesMissing: sum(all.map((s) => s.movesMissing)),
+    movesDeposits: sum(all.map((s) => s.movesDeposits)),
+    lastClaimAt: maxOrNull(all.map((s) => s.lastClaimAt)),
     counters,
     cpuSeconds: sum(all.map((s) => s.cpuSeconds)),
   }

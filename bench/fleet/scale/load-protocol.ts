@@ -14,6 +14,8 @@ export type ToLoad =
   | { readonly type: 'start'; readonly spreadMs: number }
   | { readonly type: 'status' }
   | { readonly type: 'mark' }
+  /** Moves tracked from now (the drain phase: shards run, are stopped with a deposit, claimed), or no more. */
+  | { readonly type: 'track'; readonly on: boolean }
   | { readonly type: 'stop' }
 
 /** A load generator's figures at one moment (times on the shared monotonic clock). */
@@ -35,6 +37,10 @@ export interface LoadStatus {
   readonly markLastAt: number | null
   /** Shards in the ranges the nodes hold. */
   readonly shardsHeld: number
+  /** While moves are tracked: shards of the nodes' ranges that do not run, sessions not deposited yet, the last grant's time. */
+  readonly movesMissing: number
+  readonly movesDeposits: number
+  readonly lastClaimAt: number | null
   readonly counters: Readonly<Record<string, number>>
   /** CPU seconds of this process so far. */
   readonly cpuSeconds: number
@@ -46,4 +52,5 @@ export type FromLoad =
   | { readonly type: 'started' }
   | { readonly type: 'status'; readonly status: LoadStatus }
   | { readonly type: 'marked' }
+  | { readonly type: 'tracked' }
   | { readonly type: 'stopped' }

@@ -12,8 +12,8 @@ import type { FromLoad, LoadStatus, ToLoad } from './load-protocol.js'
 let nodes: LightNode[] = []
 const counters: Record<string, number> = {}
 const samples: Record<string, string> = {}
-const count = (name: string, sample?: string) => {
-  counters[name] = (counters[name] ?? 0) + 1
+const count = (name: string, sample?: string, by = 1) => {
+  counters[name] = (counters[name] ?? 0) + by
   if (sample !== undefined && samples[name] === undefined) {
     samples[name] = sample.slice(0, 200)
     process.stderr.write(`load generator: first ${name}: ${samples[name]}\n`)
@@ -45,6 +45,7 @@ function status(): LoadStatus {
   const atMax = nodes.filter((n) => n.generation !== null && n.generation === maxGeneration)
   const marked = nodes.map((n) => n.markOutcome).filter((o) => o !== null)
   const cpu = process.cpuUsage()
+  const moves = nodes.map((n) => n.moves())
   return {
     nodes: nodes.length,
     answered: nodes.filter((n) => n.firstAnswerAt !== null).length,
@@ -59,6 +60,9 @@ function status(): LoadStatus {
     markLate: marked.filter((o) => o.late).length,
     markLastAt: maxOf(marked.map((o) => o.at)),
     shardsHeld: nodes.reduce((sum, n) => sum + n.rangeCount, 0),
+    movesMissing: moves.reduce((sum, m) => sum + m.missing, 0),
+    movesDeposits: moves.reduce((sum, m) => sum + m.deposits, 0),
+    lastClaimAt: maxOf(nodes.map((n) => n.lastClaimAt)),
     counters: { ...counters },
     cpuSeconds: (cpu.user + cpu.system) / 1e6,
   }
@@ -77,6 +81,9 @@ process.on('message', (message: ToLoad) => {
     case 'mark':
       for (const n of nodes) n.setMark()
       return send({ type: 'marked' })
+    case 'track':
+      for (const n of nodes) n.track(message.on)
+      return send({ type: 'tracked' })
     case 'stop':
       for (const n of nodes) n.stop()
       send({ type: 'stopped' })
