@@ -147,9 +147,12 @@ export class PlanManager {
     if (plan === null) return
     const generation = plan.generation
     const resharded = stops.some(([, why]) => why === 'reshard')
-    // Only a shard this plan gave to another node hands its session on (not one dropped with authority).
+    // Only a shard this plan gave to another node hands its session on (not one dropped with authority),
+    // and only a session of this plan's shard count: one started under other values belongs to them.
     const keep = (id: number, why: StopReason) =>
-      why === 'plan' && !plan.assigned.includes(id) ? (value: unknown) => this.deps.keepSession(id, value, generation) : undefined
+      why === 'plan' && !plan.assigned.includes(id) && !startedUnderOtherValues(runner.sessionValues(id), plan)
+        ? (value: unknown) => this.deps.keepSession(id, value, generation)
+        : undefined
     void Promise.all(stops.map(([id, why]) => runner.stop(id, why, keep(id, why)))).then((results) => {
       if (!results.every(Boolean)) return // a stop failed: it is retried at the next reconcile
       const newer = this.applied === null || generation > this.applied

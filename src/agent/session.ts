@@ -6,6 +6,7 @@
  * session ID is a credential for the bot's session and must not reach a log.
  */
 import { z } from 'zod'
+import { parseResumeUrl } from '../core/resume-url.js'
 
 /** A Discord gateway session another connection may RESUME. */
 export interface ResumableSession {
@@ -18,23 +19,14 @@ export interface ResumableSession {
 }
 
 const SESSION_ID = /^[A-Za-z0-9]{1,128}$/
-const MAX_RESUME_URL_CHARS = 256
-
-/** Why `value` cannot be a resume URL by the rules every controller applies, or null. */
+/**
+ * Why `value` cannot be a resume URL by the rules every controller applies (all but its allowed
+ * hosts), or null: the controller's own check, so that the agent never sends what would refuse a
+ * whole check-in, and never starts a shard on a URL a controller would not have handed out.
+ */
 export function resumeUrlShapeProblem(value: string): string | null {
-  if (value.length > MAX_RESUME_URL_CHARS) return `must be at most ${MAX_RESUME_URL_CHARS} characters`
-  // The URL parser drops tabs and newlines and reads "\" as "/": accept only text that means what it says.
-  if (!/^[\x21-\x5b\x5d-\x7e]+$/.test(value)) return 'must be printable ASCII without spaces or backslashes'
-  let url: URL
-  try {
-    url = new URL(value)
-  } catch {
-    return 'is not a URL'
-  }
-  if (url.protocol !== 'wss:' && url.protocol !== 'ws:') return 'must be a wss:// URL'
-  if (url.username !== '' || url.password !== '') return 'must not carry a user name or password'
-  if (url.pathname !== '/' || value.includes('?') || value.includes('#')) return 'must be scheme, host and port only (no path, query or fragment)'
-  return null
+  const parsed = parseResumeUrl(value)
+  return 'problem' in parsed ? parsed.problem : null
 }
 
 const sequenceSchema = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER)

@@ -37,6 +37,17 @@ function startEnvironment(resume: ResumableSession | null): NodeJS.ProcessEnv {
   return { PXE_START_MODE: 'resume', PXE_RESUME_SESSION_ID: resume.sessionId, PXE_RESUME_SEQUENCE: String(resume.sequence), PXE_RESUME_URL: resume.resumeUrl }
 }
 
+/** The session ID a command's last stdout line names, valid or not (to mask it in what is logged), or undefined. */
+function reportedSessionId(stdout: string): string | undefined {
+  try {
+    const value: unknown = JSON.parse(stdout.trimEnd().split('\n').at(-1) ?? '')
+    const id = typeof value === 'object' && value !== null ? (value as { session_id?: unknown }).session_id : undefined
+    return typeof id === 'string' && id.length > 0 ? id : undefined
+  } catch {
+    return undefined
+  }
+}
+
 /** The session a stop command printed as its last line of stdout, or undefined (anything else is no session). */
 function sessionFromOutput(stdout: string, logger: Logger, shardId: number): ResumableSession | undefined {
   const last = stdout.trimEnd().split('\n').at(-1)?.trim() ?? ''
@@ -53,12 +64,16 @@ function sessionFromOutput(stdout: string, logger: Logger, shardId: number): Res
   return undefined
 }
 
-/** The output for a log or an error: lines that may carry a session withheld, the resumed session ID masked. */
-function redact(output: string, ctx: ShardContext | ShardStopContext): string {
+/**
+ * The output for a log or an error: lines that may carry a session withheld, and every session ID
+ * known here masked wherever it appears (the resumed one, and the one a stop command reported).
+ */
+function redact(output: string, ctx: ShardContext | ShardStopContext, reported: string | undefined): string {
   const lines = output.split('\n').map((line) => (/session_id|sessionId/.test(line) ? WITHHELD : line))
-  const text = lines.join('\n')
-  const id = 'resume' in ctx ? ctx.resume?.sessionId : undefined
-  return id === undefined ? text : text.split(id).join('<session_id>')
+  let text = lines.join('\n')
+  const resumed = 'resume' in ctx ? ctx.resume?.sessionId : undefined
+  for (const id of [resumed, reported]) if (id !== undefined) text = text.split(id).join('<session_id>')
+  return text
 }
 
 /**
@@ -116,10 +131,11 @@ export function runShardCommand(
     })
     child.once('close', (code, signal) => {
       done()
-      const tail = redact(output, ctx).trim().slice(-500)
+      const session = code === 0 && killedBecause === null && event === 'stop' ? sessionFromOutput(stdout, logger, ctx.shardId) : undefined
+      const tail = redact(output, ctx, session?.sessionId ?? reportedSessionId(stdout)).trim().slice(-500)
       if (code === 0 && killedBecause === null) {
         logger.debug({ shard_id: ctx.shardId, event, output: tail || undefined }, 'shard command done')
-        resolve(event === 'stop' ? sessionFromOutput(stdout, logger, ctx.shardId) : undefined)
+        resolve(session)
         return
       }
       if (code === EXIT_RESUME_REFUSED && killedBecause === null && event === 'start' && 'resume' in ctx && ctx.resume !== null) {

@@ -19,7 +19,7 @@ import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
 import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
-import { DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
+import { canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { assertDepositAccepted } from './session-deposit.js'
 import { SessionVault } from './session-vault.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
@@ -171,7 +171,8 @@ export class Controller {
     this.live.set(record.nodeId, record)
     if (changed || existing === undefined) this.touchNode(record.nodeId)
     for (const entry of deposit) {
-      this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: entry.resume_url })
+      // held as rebuilt from its parts: the next owner never sees the depositor's own spelling
+      this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
       this.events.push({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: this.gen })
     }
     return { rotated, previousSerial }

@@ -11,6 +11,7 @@
  * resumably and returns the session with the last sequence delivered; any other stop closes with 1000.
  */
 import type { ShardContext, ShardStopContext, StopResult } from '../agent/index.js'
+import { SharedGatewayInfo } from './gateway-info.js'
 import { ShardConnection, type DispatchPayload, type PassThroughOptions } from './shard-connection.js'
 
 export type { DispatchPayload, PassThroughOptions } from './shard-connection.js'
@@ -30,15 +31,33 @@ export interface DiscordjsShardsOptions {
   readonly onDispatch: (shardId: number, payload: DispatchPayload) => void
   /** @discordjs/ws's debug lines, per shard (default: dropped). */
   readonly onDebug?: (shardId: number, message: string) => void
+  /**
+   * The grant a start comes with pays for its first IDENTIFY only if that IDENTIFY goes out within this
+   * many ms of the start (default 500); later, a fresh grant is claimed first. Set it to the
+   * controller's `identify_interval_ms` − 5000: the controller spaces a bucket's grants that far apart,
+   * Discord counts 5 s between the IDENTIFYs it receives.
+   */
+  readonly maxGrantAgeMs?: number
+  /** How long GET /gateway/bot's answer is shared by the node's shards (ms, default 30000). */
+  readonly gatewayInfoTtlMs?: number
 }
+
+/** Defaults of the optional numbers. */
+export const DISCORDJS_DEFAULTS = { maxGrantAgeMs: 500, gatewayInfoTtlMs: 30_000 } as const
 
 export class DiscordjsShards {
   private readonly running = new Map<number, ShardConnection>()
+  private readonly gateway: SharedGatewayInfo
 
   constructor(private readonly options: DiscordjsShardsOptions) {
     if (typeof options.token !== 'string' || options.token.length === 0) throw new TypeError('DiscordjsShards: token must be a non-empty string')
     if (!Number.isSafeInteger(options.intents) || options.intents < 0) throw new TypeError('DiscordjsShards: intents must be a non-negative integer')
     if (typeof options.onDispatch !== 'function') throw new TypeError('DiscordjsShards: onDispatch must be a function')
+    for (const key of ['maxGrantAgeMs', 'gatewayInfoTtlMs'] as const) {
+      const value = options[key]
+      if (value !== undefined && (!Number.isSafeInteger(value) || value < 0)) throw new TypeError(`DiscordjsShards: ${key} must be a non-negative integer (ms)`)
+    }
+    this.gateway = new SharedGatewayInfo(options.gatewayInfoTtlMs ?? DISCORDJS_DEFAULTS.gatewayInfoTtlMs)
   }
 
   /** The shards running now (connected, or connecting under a start or a reconnect). */
@@ -60,6 +79,9 @@ export class DiscordjsShards {
       claimIdentify: (signal) => ctx.claimFreshIdentify({ signal }),
       onDispatch,
       ...(onDebug === undefined ? {} : { onDebug }),
+      gateway: this.gateway,
+      maxGrantAgeMs: this.options.maxGrantAgeMs ?? DISCORDJS_DEFAULTS.maxGrantAgeMs,
+      now: () => performance.now(),
     })
     this.running.set(ctx.shardId, connection)
     try {

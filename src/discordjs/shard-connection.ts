@@ -6,7 +6,8 @@
  * so a stop that lands in that pause would otherwise be followed by a new connection (two sessions on
  * one shard), and events already received must not reach the bot after its stop has been decided.
  */
-import { WebSocketManager, WebSocketShardEvents, type CreateWebSocketManagerOptions, type ManagerShardEventsMap, type SessionInfo } from '@discordjs/ws'
+import { SimpleShardingStrategy, WebSocketManager, WebSocketShardEvents, type CreateWebSocketManagerOptions, type ManagerShardEventsMap, type SessionInfo } from '@discordjs/ws'
+import type { SharedGatewayInfo } from './gateway-info.js'
 import type { ResumableSession } from '../agent/index.js'
 
 /** What the adapter passes through to every manager (the shard-specific fields are its own). */
@@ -52,6 +53,16 @@ export interface ShardConnectionOptions {
   readonly claimIdentify: (signal: AbortSignal) => Promise<void>
   readonly onDispatch: (shardId: number, payload: DispatchPayload) => void
   readonly onDebug?: (shardId: number, message: string) => void
+  /** GET /gateway/bot, shared by the node's shards. */
+  readonly gateway: SharedGatewayInfo
+  /**
+   * The start's grant pays for the first IDENTIFY only if that goes out within this long of the start
+   * (ms); later, it claims a fresh grant. A grant sent on late could land within Discord's 5 s of the
+   * bucket's next grant, which the controller spaces `identify_interval_ms` after this one.
+   */
+  readonly maxGrantAgeMs: number
+  /** The clock of maxGrantAgeMs (ms, monotonic). */
+  readonly now: () => number
 }
 
 /** Resolves never: where a stopped shard's reconnect attempt is parked (see the file comment). */
@@ -75,6 +86,7 @@ export class ShardConnection {
   private stopped = false
   /** The first IDENTIFY of a start without a session is covered by the grant the start came with. */
   private startGrantUnused: boolean
+  private readonly startedAt: number
   private readonly closedFatally: Promise<number>
 
   constructor(private readonly options: ShardConnectionOptions) {
@@ -82,6 +94,7 @@ export class ShardConnection {
     this.session = resume === null ? null : { sessionId: resume.sessionId, sequence: resume.sequence, resumeURL: resume.resumeUrl, shardId, shardCount: totalShards }
     this.delivered = resume === null ? null : resume.sequence
     this.startGrantUnused = resume === null
+    this.startedAt = options.now()
     this.manager = new WebSocketManager({
       ...options.wsOptions,
       token: options.token,
@@ -93,7 +106,10 @@ export class ShardConnection {
         if (!this.stopped) this.session = info
       },
       buildIdentifyThrottler: () => ({ waitForIdentify: (_id, signal) => this.waitForIdentify(signal) }),
+      // The stop relies on this strategy's behaviour (one shard, its socket): a caller's own is not taken.
+      buildStrategy: (manager) => new SimpleShardingStrategy(manager),
     })
+    options.gateway.install(this.manager)
     this.manager.on(WebSocketShardEvents.Dispatch, (payload, id) => {
       if (this.stopped) return // received after the stop was decided: the next owner's RESUME replays it
       this.delivered = payload.s
@@ -157,7 +173,8 @@ export class ShardConnection {
     if (this.stopped) return untilAborted(signal)
     if (this.startGrantUnused) {
       this.startGrantUnused = false
-      return
+      if (this.options.now() - this.startedAt <= this.options.maxGrantAgeMs) return
+      this.options.onDebug?.(this.options.shardId, 'the start grant is too old for this IDENTIFY: claiming a fresh one')
     }
     try {
       await this.options.claimIdentify(signal)

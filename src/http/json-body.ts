@@ -32,6 +32,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
 /** 413 for a check-in over 4 KiB that deposits no sessions (its route admits 64 KiB for those that do). */
 export function assertCheckinBodySize(body: unknown, bytes: number): void {
   if (bytes <= BODY_LIMIT_BYTES) return
-  if (typeof body === 'object' && body !== null && Object.hasOwn(body, 'sessions')) return
+  // Only a check-in that really deposits (a non-empty list) gets the larger limit, not one that names the key.
+  if (typeof body === 'object' && body !== null && Array.isArray((body as { sessions?: unknown }).sessions) && (body as { sessions: unknown[] }).sessions.length > 0) return
   throw new AppError('payload_too_large', `the check-in body is larger than ${BODY_LIMIT_BYTES} bytes (${SESSIONS_BODY_LIMIT_BYTES} for one that carries sessions)`)
 }

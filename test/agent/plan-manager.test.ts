@@ -233,6 +233,16 @@ t.test('no session is handed on from a reshard, a fail-safe, a shutdown, or a st
   await late.clock.advance(10)
   t.same(late.stops.map((c) => c.reason), ['plan', 'plan'])
   t.same(late.kept, [], 'still assigned here')
+
+  // A plan of another shard count that also takes the shard away: the stop is a plan move, but the
+  // session belongs to the old count, so it must not travel.
+  const moved = setup({ session: SESSION })
+  moved.manager.accept(planOf(1, 0, 4, 30, 8, 8), 0)
+  await moved.clock.advance(10)
+  moved.manager.accept(planOf(2, 0, 2, 30, 16, 8), 1000)
+  await moved.clock.advance(10)
+  t.same(moved.stops.map((c) => [c.shardId, c.reason]), [[0, 'reshard'], [1, 'reshard'], [2, 'plan'], [3, 'plan']])
+  t.same(moved.kept, [], 'a session of the old shard count')
 })
 
 t.test('a resume grant starts the shard with the session', async (t) => {

@@ -1,6 +1,6 @@
 // Which resume URLs a deposit may carry (SPEC "Session handoff"), rule by rule.
 import t from 'tap'
-import { allowedHostProblem, DEFAULT_ALLOWED_RESUME_HOSTS, resumeUrlProblem } from '../../src/core/resume-url.js'
+import { allowedHostProblem, canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS, resumeUrlProblem } from '../../src/core/resume-url.js'
 
 t.test('the default list admits Discord gateway hosts over wss:// only', async (t) => {
   const hosts = DEFAULT_ALLOWED_RESUME_HOSTS
@@ -11,7 +11,7 @@ t.test('the default list admits Discord gateway hosts over wss:// only', async (
     ['wss://discord.gg', /does not admit/],
     ['wss://evildiscord.gg', /does not admit/],
     ['wss://discord.gg.evil.com', /does not admit/],
-    ['wss://gateway.discord.gg.', /does not admit/],
+    ['wss://gateway.discord.gg.', /plain host/],
     ['wss://127.0.0.1', /does not admit/],
     ['ws://gateway.discord.gg', /must be wss/],
     ['ws://127.0.0.1:80', /does not admit/],
@@ -46,4 +46,22 @@ t.test('allowed_hosts entries: names, IPv4, [::1], and wildcards of two labels o
   for (const bad of ['*', '*.gg', '**.discord.gg', '*.*.discord.gg', 'Discord.gg', 'gateway.discord.gg:443', 'wss://gateway.discord.gg', '', '-a.gg', 'a..gg', '::1', 'discord.gg.']) {
     t.type(allowedHostProblem(bad), 'string', JSON.stringify(bad))
   }
+})
+
+t.test('the host must be a plain name or an address, a port only on loopback, and the URL is handed out rebuilt', async (t) => {
+  const hosts = DEFAULT_ALLOWED_RESUME_HOSTS
+  // shell syntax and odd labels WHATWG URL lets through in a host: a start command may pass the URL to a shell
+  for (const bad of ['wss://$(touch${IFS}pwned).discord.gg', 'wss://`id`.discord.gg', "wss://a'b\".discord.gg", 'wss://a..discord.gg', 'wss://-x.discord.gg', 'wss://a;b.discord.gg', 'wss://a!b.discord.gg', 'wss://a*b.discord.gg']) {
+    t.match(resumeUrlProblem(bad, hosts), /plain host|printable|not a URL/, JSON.stringify(bad))
+  }
+  t.match(resumeUrlProblem('wss://gateway.discord.gg:0', hosts), /must not name a port/)
+  t.match(resumeUrlProblem('wss://gateway.discord.gg:8443', hosts), /must not name a port/)
+  t.equal(resumeUrlProblem('wss://gateway.discord.gg:443', hosts), null, "wss's own port is no port")
+  t.equal(canonicalResumeUrl('wss://gateway.discord.gg:443/'), 'wss://gateway.discord.gg')
+  t.equal(canonicalResumeUrl('wss://GATEWAY-us-east1-b.Discord.gg'), 'wss://gateway-us-east1-b.discord.gg')
+  t.equal(canonicalResumeUrl('wss://gateway%2Ediscord%2Egg'), 'wss://gateway.discord.gg', 'percent-encoding decoded by the parser: handed out plain')
+  t.equal(canonicalResumeUrl('ws://0x7f.0.0.1:80'), 'ws://127.0.0.1', 'an IPv4 spelling handed out canonical')
+  t.equal(canonicalResumeUrl('ws://127.0.0.1:4567'), 'ws://127.0.0.1:4567')
+  t.match(allowedHostProblem('*.0.0.1'), /host name/, 'a wildcard over addresses')
+  t.match(allowedHostProblem('a.123'), /host name/, 'a name whose last label is a number (an IPv4 form)')
 })

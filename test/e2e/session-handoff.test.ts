@@ -149,6 +149,10 @@ t.test('body limits: 64 KiB with sessions, 4 KiB without', async (t) => {
   t.equal(r2.status, 413, 'a check-in without sessions over 4 KiB')
   t.match(r2.json?.message, /larger than 4096 bytes \(65536 for one that carries sessions\)/)
   await unchanged(t, 'over 4 KiB without sessions')
+  const emptyList = JSON.stringify({ ...released, sessions: [] }).replace(/}$/, `${pad(5000)}}`)
+  const r4 = await send(nodeA, '/v1/checkin', { rawBody: emptyList })
+  t.equal(r4.status, 413, 'an empty sessions list does not earn the larger limit')
+  await unchanged(t, 'over 4 KiB with an empty sessions list')
   // 8 KiB with sessions (128 entries of long IDs need that much): accepted size, refused for its content here
   const big = { ...released, sessions: [session(40, { session_id: 'B'.repeat(128), resume_url: 'wss://evil.example.com' })] }
   const r3 = await send(nodeA, '/v1/checkin', { rawBody: JSON.stringify(big).replace(/}$/, `${pad(8000)}}`) })
