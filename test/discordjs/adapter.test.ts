@@ -91,6 +91,7 @@ t.test('cold start, drain by RESUME with exactly-once delivery, refused resume',
   await until('every shard READY on one node', () => a.shards.shardIds.length + b.shards.shardIds.length === 8 && e.sessions({ state: 'live' }).length === 8, 45_000)
   t.same(e.breaches, [], 'cold start: no bucket breach, no overlap')
   t.equal(e.stats.sessionsStarted.total, 8, 'one IDENTIFY per shard')
+  t.equal(e.stats.gatewayBotRequests, 2, "one GET /gateway/bot per node, shared by the node's shards")
 
   const aShards = a.shards.shardIds
   const identifiesBefore = e.stats.identifies.total
