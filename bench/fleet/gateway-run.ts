@@ -1,0 +1,175 @@
+/**
+ * The gateway side of a run with --gateway discordjs: the gateway emulator (test/support/gateway) in the
+ * orchestrator, the test events every agent's discord.js client delivered, IDENTIFYs and RESUMEs per
+ * phase, and at the end the emulator's own findings as figures and violations.
+ */
+import { startGatewayEmulator, type GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
+import type { EventRef } from '../../test/support/gateway/emulated-session.js'
+import type { FleetOptions } from './options.js'
+import type { Delivery, GatewayTarget } from './protocol.js'
+import type { Violation } from './violations.js'
+
+/** What the emulator counted during one phase of the run (joining, churn, settling). */
+export interface GatewayPhaseFigures {
+  readonly phase: string
+  /** IDENTIFY payloads received (sessionsStarted: those that started a session). */
+  readonly identifies: number
+  readonly sessionsStarted: number
+  readonly resumes: number
+  readonly refusedResumes: number
+}
+
+/** The gateway's part of the summary. */
+export interface GatewayFigures {
+  readonly eventsPerSecond: number
+  readonly phases: readonly GatewayPhaseFigures[]
+  readonly total: GatewayPhaseFigures
+  /** Every breach the emulator recorded, by kind (bucket, session_start_limit, overlap, guild_overlap, heartbeat_miss, ...). */
+  readonly breaches: Record<string, number>
+  readonly sessions: number
+  readonly delivery: {
+    /** Test events the sessions produced, and entries received that matched one. */
+    readonly expected: number
+    readonly delivered: number
+    /** Events a client should have received and none did (see judgeLost). */
+    readonly lost: number
+    /** Events produced after the last one delivered of a session that ended without a successor: nobody could receive them. */
+    readonly undeliverable: number
+    readonly duplicated: number
+    readonly unknown: number
+  }
+}
+
+/** How long the run waits after pausing the emulator's events for the last ones to reach the orchestrator (workers flush every 100 ms). */
+const DRAIN_MS = 1500
+
+type Snapshot = Omit<GatewayPhaseFigures, 'phase'>
+
+/** The emulator of one run and what its agents delivered. */
+export class GatewayRun {
+  private readonly deliveries: Delivery[] = []
+  private readonly phases: GatewayPhaseFigures[] = []
+  private phase = 'joining'
+  private mark: Snapshot
+
+  private constructor(readonly emulator: GatewayEmulator, private readonly eventsPerSecond: number) {
+    this.mark = this.snapshot()
+  }
+
+  /**
+   * Starts the emulator for a run: Discord's shard count, buckets and 5 s window; the session start
+   * budget is the controller's daily one (a breach then means the controller let too many through); a
+   * resume window of at least 60 s, so that a handed-over session waits for its new owner.
+   */
+  static async start(opts: FleetOptions): Promise<GatewayRun> {
+    const emulator = await startGatewayEmulator({
+      shardCount: opts.shards,
+      maxConcurrency: opts.maxConcurrency,
+      sessionStartLimit: { total: opts.dailyLimit },
+      eventsPerSecond: opts.gatewayEventsPerSecond,
+      resumeWindowMs: Math.max(60_000, 4 * opts.leaseS * 1000),
+    })
+    return new GatewayRun(emulator, opts.gatewayEventsPerSecond)
+  }
+
+  /** What the workers need to connect. */
+  get target(): GatewayTarget {
+    return { url: this.emulator.url, apiUrl: this.emulator.apiUrl, token: this.emulator.token }
+  }
+
+  /** Adds the test events a worker's agents delivered. */
+  addDeliveries(deliveries: readonly Delivery[]): void {
+    for (const d of deliveries) this.deliveries.push(d)
+  }
+
+  /** Ends the current phase (its counts are taken now) and begins `next`. */
+  enter(next: string): void {
+    const now = this.snapshot()
+    this.phases.push({ phase: this.phase, ...difference(now, this.mark) })
+    this.phase = next
+    this.mark = now
+  }
+
+  /**
+   * The end of the run, before the agents stop: no more events, a wait for the last deliveries, then
+   * the figures and the violations (bucket, overlap and session-start-limit breaches, lost and
+   * duplicated events).
+   */
+  async finish(): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
+    const e = this.emulator
+    e.pauseEvents()
+    await new Promise((r) => setTimeout(r, DRAIN_MS))
+    this.enter('stopping')
+    const breaches: Record<string, number> = {}
+    for (const b of e.breaches) breaches[b.kind] = (breaches[b.kind] ?? 0) + 1
+    const report = e.checkDelivery(this.deliveries.map(([sessionId, n]) => ({ sessionId, n })))
+    const lost = judgeLost(report.lost, e, this.deliveries)
+    const figures: GatewayFigures = {
+      eventsPerSecond: this.eventsPerSecond,
+      phases: this.phases,
+      total: { phase: 'total', ...difference(this.snapshot(), { identifies: 0, sessionsStarted: 0, resumes: 0, refusedResumes: 0 }) },
+      breaches,
+      sessions: e.sessions().length,
+      delivery: {
+        expected: report.expected,
+        delivered: report.delivered,
+        lost: lost.length,
+        undeliverable: report.lost.length - lost.length,
+        duplicated: report.duplicated.length,
+        unknown: report.unknown.length,
+      },
+    }
+    return { figures, violations: gatewayViolations(e, lost, report.duplicated) }
+  }
+
+  stop(): Promise<void> {
+    return this.emulator.stop()
+  }
+
+  private snapshot(): Snapshot {
+    const s = this.emulator.stats
+    return { identifies: s.identifies.total, sessionsStarted: s.sessionsStarted.total, resumes: s.resumes.total, refusedResumes: s.refusedResumes.total }
+  }
+}
+
+function difference(a: Snapshot, b: Snapshot): Snapshot {
+  return { identifies: a.identifies - b.identifies, sessionsStarted: a.sessionsStarted - b.sessionsStarted, resumes: a.resumes - b.resumes, refusedResumes: a.refusedResumes - b.refusedResumes }
+}
+
+/**
+ * Which undelivered events count as lost. A session still live at the end (after the events paused
+ * and the drain wait) must have delivered every event: a live owner, the original or a successor
+ * that RESUMEd, should have received all of them, replays included. A session that is over — ended by
+ * a 1000 close after a non-plan stop (a fail-safe, a leave, a reshard), expired or invalidated (a
+ * frozen node's, a refused resume's), or left resumable with nobody resuming it — legitimately misses
+ * what it produced after the last event any node received: its owner stopped and no successor took it
+ * on. checkDelivery cannot tell these apart, so below that last delivered event every gap is still a
+ * loss (a replay that skipped events, an adapter that dropped one), above it nothing is. What this
+ * cannot see: a successor that RESUMEd and then delivered nothing before the session ended.
+ */
+function judgeLost(undelivered: readonly EventRef[], e: GatewayEmulator, deliveries: readonly Delivery[]): EventRef[] {
+  const lastDelivered = new Map<string, number>()
+  for (const [sessionId, n] of deliveries) lastDelivered.set(sessionId, Math.max(n, lastDelivered.get(sessionId) ?? 0))
+  const live = new Set(e.sessions({ state: 'live' }).map((s) => s.id))
+  return undelivered.filter((ev) => live.has(ev.sessionId) || ev.n < (lastDelivered.get(ev.sessionId) ?? 0))
+}
+
+/** The emulator's findings that fail the run. Heartbeat misses (a paused process) and protocol closes are reported, not counted. */
+function gatewayViolations(e: GatewayEmulator, lost: readonly EventRef[], duplicated: readonly (EventRef & { times: number })[]): Violation[] {
+  const out: Violation[] = []
+  for (const b of e.breaches) {
+    if (b.kind === 'bucket') out.push({ kind: 'gateway_bucket', detail: b.detail })
+    else if (b.kind === 'overlap' || b.kind === 'guild_overlap') out.push({ kind: 'gateway_overlap', detail: `${b.kind}: ${b.detail}` })
+    else if (b.kind === 'session_start_limit') out.push({ kind: 'gateway_session_limit', detail: b.detail })
+  }
+  // One violation per session (an adapter that drops a replay drops many events of one session).
+  for (const [id, events] of bySession(lost)) out.push({ kind: 'events_lost', detail: `${events.length} test events of session ${id} (shard ${events[0]!.shardId}/${events[0]!.numShards}) never delivered, the first n ${events[0]!.n}` })
+  for (const [id, events] of bySession(duplicated)) out.push({ kind: 'events_duplicated', detail: `${events.length} test events of session ${id} (shard ${events[0]!.shardId}/${events[0]!.numShards}) delivered more than once, the first n ${events[0]!.n} ${events[0]!.times} times` })
+  return out
+}
+
+function bySession<T extends EventRef>(events: readonly T[]): Map<string, T[]> {
+  const map = new Map<string, T[]>()
+  for (const ev of events) map.set(ev.sessionId, [...(map.get(ev.sessionId) ?? []), ev])
+  return map
+}
