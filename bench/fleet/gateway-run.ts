@@ -3,6 +3,7 @@
  * orchestrator, the test events every agent's discord.js client delivered, IDENTIFYs and RESUMEs per
  * phase, and at the end the emulator's own findings as figures and violations.
  */
+import { writeFile } from 'node:fs/promises'
 import { startGatewayEmulator, type GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
 import type { EventRef } from '../../test/support/gateway/emulated-session.js'
 import type { FleetOptions } from './options.js'
@@ -35,6 +36,8 @@ export interface GatewayFigures {
     readonly lost: number
     /** Events produced after the last one delivered of a session that ended without a successor: nobody could receive them. */
     readonly undeliverable: number
+    /** The same by how the session ended (`client closed 1000`, `not resumed within 60000 ms`, ..., or `resumable` when still waiting). */
+    readonly undeliverableBy: Record<string, number>
     readonly duplicated: number
     readonly unknown: number
   }
@@ -95,7 +98,7 @@ export class GatewayRun {
    * the figures and the violations (bucket, overlap and session-start-limit breaches, lost and
    * duplicated events).
    */
-  async finish(): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
+  async finish(dumpPath: string | null = null): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
     const e = this.emulator
     e.pauseEvents()
     await new Promise((r) => setTimeout(r, DRAIN_MS))
@@ -103,7 +106,15 @@ export class GatewayRun {
     const breaches: Record<string, number> = {}
     for (const b of e.breaches) breaches[b.kind] = (breaches[b.kind] ?? 0) + 1
     const report = e.checkDelivery(this.deliveries.map(([sessionId, n]) => ({ sessionId, n })))
-    const lost = judgeLost(report.lost, e, this.deliveries)
+    const lost = judgeLost(report.lost, new Set(e.sessions({ state: 'live' }).map((s) => s.id)), this.deliveries)
+    const lostSet = new Set(lost)
+    const undeliverableBy: Record<string, number> = {}
+    for (const ev of report.lost) {
+      if (lostSet.has(ev)) continue
+      const session = e.session(ev.sessionId)
+      const why = session?.endReason ?? (session?.state === 'disconnected' ? 'resumable' : String(session?.state))
+      undeliverableBy[why] = (undeliverableBy[why] ?? 0) + 1
+    }
     const figures: GatewayFigures = {
       eventsPerSecond: this.eventsPerSecond,
       phases: this.phases,
@@ -115,11 +126,22 @@ export class GatewayRun {
         delivered: report.delivered,
         lost: lost.length,
         undeliverable: report.lost.length - lost.length,
+        undeliverableBy,
         duplicated: report.duplicated.length,
         unknown: report.unknown.length,
       },
     }
+    if (dumpPath !== null) await this.dump(dumpPath)
     return { figures, violations: gatewayViolations(e, lost, report.duplicated) }
+  }
+
+  /** What the emulator saw (for --keep): every session without its dispatches, every IDENTIFY, RESUME and breach. */
+  private async dump(path: string): Promise<void> {
+    const e = this.emulator
+    const last = new Map<string, number>()
+    for (const [id, n] of this.deliveries) last.set(id, Math.max(n, last.get(id) ?? 0))
+    const sessions = e.sessions().map(({ dispatches: _d, events, ...s }) => ({ ...s, events: events.length, lastDelivered: last.get(s.id) ?? 0 }))
+    await writeFile(path, `${JSON.stringify({ sessions, identifies: e.identifies, resumes: e.resumes, breaches: e.breaches }, null, 1)}\n`)
   }
 
   stop(): Promise<void> {
@@ -147,10 +169,9 @@ function difference(a: Snapshot, b: Snapshot): Snapshot {
  * loss (a replay that skipped events, an adapter that dropped one), above it nothing is. What this
  * cannot see: a successor that RESUMEd and then delivered nothing before the session ended.
  */
-function judgeLost(undelivered: readonly EventRef[], e: GatewayEmulator, deliveries: readonly Delivery[]): EventRef[] {
+export function judgeLost(undelivered: readonly EventRef[], live: ReadonlySet<string>, deliveries: readonly Delivery[]): EventRef[] {
   const lastDelivered = new Map<string, number>()
   for (const [sessionId, n] of deliveries) lastDelivered.set(sessionId, Math.max(n, lastDelivered.get(sessionId) ?? 0))
-  const live = new Set(e.sessions({ state: 'live' }).map((s) => s.id))
   return undelivered.filter((ev) => live.has(ev.sessionId) || ev.n < (lastDelivered.get(ev.sessionId) ?? 0))
 }
 

@@ -195,7 +195,7 @@ async function simulate(run: Run): Promise<FleetSummary> {
     const convergedAt = await settle(run)
     run.phase = 'stopping'
     // Before the agents stop: their stops end every session (1000), which says nothing of the delivery.
-    const gateway = (await run.gateway?.finish()) ?? null
+    const gateway = (await run.gateway?.finish(opts.keep ? join(run.root, 'gateway.json') : null)) ?? null
     await run.pool.shutdown()
     const endT = sharedNow()
     await run.controller.stop()

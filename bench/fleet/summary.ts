@@ -94,6 +94,6 @@ function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
     ...g.phases.map((p) => row(`  ${p.phase}`, counts(p))),
     row('  total', counts(g.total)),
     row('  emulator breaches', breaches),
-    row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor)`),
+    row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor${d.undeliverable === 0 ? '' : `: ${Object.entries(d.undeliverableBy).map(([k, v]) => `${k} ${v}`).join(', ')}`})`),
   ]
 }
