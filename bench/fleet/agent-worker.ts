@@ -19,7 +19,7 @@ import { PinnedKeys } from '../../src/agent/pinned-keys.js'
 import type { ShardStopContext } from '../../src/agent/shard-runner.js'
 import { gatewayShardCallbacks } from './gateway-shards.js'
 import { PartitionProxy } from './partition-proxy.js'
-import type { Delivery, FleetRecord, FromWorker, ToWorker } from './protocol.js'
+import type { Delivery, FleetRecord, FromWorker, SessionOwner, ToWorker } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
 
 type Init = Extract<ToWorker, { type: 'init' }>
@@ -28,6 +28,7 @@ const FLUSH_MS = 100
 const agents = new Map<string, NodeAgent>()
 let pending: FleetRecord[] = []
 let deliveries: Delivery[] = []
+let owners: SessionOwner[] = []
 let init: Init | null = null
 let pinned: PinnedKeys | null = null
 // one per controller URL: a partition must cut every replica off, or the agent just fails over to another
@@ -39,10 +40,11 @@ function send(message: FromWorker): void {
 }
 
 function flush(): void {
-  if (pending.length === 0 && deliveries.length === 0) return
-  send({ type: 'records', records: pending, ...(deliveries.length === 0 ? {} : { deliveries }) })
+  if (pending.length === 0 && deliveries.length === 0 && owners.length === 0) return
+  send({ type: 'records', records: pending, ...(deliveries.length === 0 ? {} : { deliveries }), ...(owners.length === 0 ? {} : { owners }) })
   pending = []
   deliveries = []
+  owners = []
 }
 
 /** The agent's own shard_started/shard_stopped repeat the callbacks; the callbacks are the record. */
@@ -97,7 +99,7 @@ function shardCallbacks(name: string): Pick<ConstructorParameters<typeof NodeAge
   const { gateway, slowStopMs } = init!
   if (gateway === null) return recordingCallbacks(name)
   // The arrays are swapped on every flush: push to the current ones.
-  const callbacks = gatewayShardCallbacks({ node: name, gateway, slowStopMs, sleepOrAbort, record: (r) => pending.push(r), deliver: (d) => deliveries.push(d) })
+  const callbacks = gatewayShardCallbacks({ node: name, gateway, slowStopMs, sleepOrAbort, record: (r) => pending.push(r), deliver: (d) => deliveries.push(d), own: (o) => owners.push(o) })
   return { onStart: (ctx) => callbacks.onStart(ctx), onStop: (ctx) => callbacks.onStop(ctx) }
 }
 

@@ -6,8 +6,11 @@
 import { writeFile } from 'node:fs/promises'
 import { startGatewayEmulator, type GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
 import type { EventRef } from '../../test/support/gateway/emulated-session.js'
+import type { Breach } from '../../test/support/gateway/emulator-records.js'
+import type { Revocation } from './check-overlaps.js'
 import type { FleetOptions } from './options.js'
-import type { Delivery, GatewayTarget } from './protocol.js'
+import type { Delivery, GatewayTarget, SessionOwner } from './protocol.js'
+import { sharedNow } from './shared-clock.js'
 import type { Violation } from './violations.js'
 
 /** What the emulator counted during one phase of the run (joining, churn, settling). */
@@ -27,6 +30,8 @@ export interface GatewayFigures {
   readonly total: GatewayPhaseFigures
   /** Every breach the emulator recorded, by kind (bucket, session_start_limit, overlap, guild_overlap, heartbeat_miss, ...). */
   readonly breaches: Record<string, number>
+  /** Overlaps (of the above) in which a revoked node still ran the earlier session: allowed by SPEC "Handoff safety", not counted. */
+  readonly revokedOverlaps: number
   readonly sessions: number
   readonly delivery: {
     /** Test events the sessions produced, and entries received that matched one. */
@@ -51,11 +56,17 @@ type Snapshot = Omit<GatewayPhaseFigures, 'phase'>
 /** The emulator of one run and what its agents delivered. */
 export class GatewayRun {
   private readonly deliveries: Delivery[] = []
+  private readonly owners = new Map<string, Set<string>>()
   private readonly phases: GatewayPhaseFigures[] = []
   private phase = 'joining'
   private mark: Snapshot
 
-  private constructor(readonly emulator: GatewayEmulator, private readonly eventsPerSecond: number) {
+  private constructor(
+    readonly emulator: GatewayEmulator,
+    private readonly eventsPerSecond: number,
+    /** The emulator's time 0 on the shared timeline (its breaches' `at` count from it; within a few ms). */
+    private readonly t0: number,
+  ) {
     this.mark = this.snapshot()
   }
 
@@ -65,6 +76,7 @@ export class GatewayRun {
    * resume window of at least 60 s, so that a handed-over session waits for its new owner.
    */
   static async start(opts: FleetOptions): Promise<GatewayRun> {
+    const t0 = sharedNow()
     const emulator = await startGatewayEmulator({
       shardCount: opts.shards,
       maxConcurrency: opts.maxConcurrency,
@@ -72,7 +84,7 @@ export class GatewayRun {
       eventsPerSecond: opts.gatewayEventsPerSecond,
       resumeWindowMs: Math.max(60_000, 4 * opts.leaseS * 1000),
     })
-    return new GatewayRun(emulator, opts.gatewayEventsPerSecond)
+    return new GatewayRun(emulator, opts.gatewayEventsPerSecond, t0)
   }
 
   /** What the workers need to connect. */
@@ -83,6 +95,15 @@ export class GatewayRun {
   /** Adds the test events a worker's agents delivered. */
   addDeliveries(deliveries: readonly Delivery[]): void {
     for (const d of deliveries) this.deliveries.push(d)
+  }
+
+  /** Notes which node ran which session. */
+  addOwners(owners: readonly SessionOwner[]): void {
+    for (const [sessionId, node] of owners) {
+      const set = this.owners.get(sessionId) ?? new Set<string>()
+      set.add(node)
+      this.owners.set(sessionId, set)
+    }
   }
 
   /** Ends the current phase (its counts are taken now) and begins `next`. */
@@ -98,7 +119,7 @@ export class GatewayRun {
    * the figures and the violations (bucket, overlap and session-start-limit breaches, lost and
    * duplicated events).
    */
-  async finish(dumpPath: string | null = null): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
+  async finish(revocations: readonly Revocation[], dumpPath: string | null = null): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
     const e = this.emulator
     e.pauseEvents()
     await new Promise((r) => setTimeout(r, DRAIN_MS))
@@ -106,6 +127,7 @@ export class GatewayRun {
     const breaches: Record<string, number> = {}
     for (const b of e.breaches) breaches[b.kind] = (breaches[b.kind] ?? 0) + 1
     const report = e.checkDelivery(this.deliveries.map(([sessionId, n]) => ({ sessionId, n })))
+    const { counted, revoked } = splitOverlaps(e.breaches, revocations, this.owners, this.t0)
     const lost = judgeLost(report.lost, new Set(e.sessions({ state: 'live' }).map((s) => s.id)), this.deliveries)
     const lostSet = new Set(lost)
     const undeliverableBy: Record<string, number> = {}
@@ -120,6 +142,7 @@ export class GatewayRun {
       phases: this.phases,
       total: { phase: 'total', ...difference(this.snapshot(), { identifies: 0, sessionsStarted: 0, resumes: 0, refusedResumes: 0 }) },
       breaches,
+      revokedOverlaps: revoked,
       sessions: e.sessions().length,
       delivery: {
         expected: report.expected,
@@ -132,7 +155,7 @@ export class GatewayRun {
       },
     }
     if (dumpPath !== null) await this.dump(dumpPath)
-    return { figures, violations: gatewayViolations(e, lost, report.duplicated) }
+    return { figures, violations: gatewayViolations(counted, lost, report.duplicated) }
   }
 
   /** What the emulator saw (for --keep): every session without its dispatches, every IDENTIFY, RESUME and breach. */
@@ -140,7 +163,7 @@ export class GatewayRun {
     const e = this.emulator
     const last = new Map<string, number>()
     for (const [id, n] of this.deliveries) last.set(id, Math.max(n, last.get(id) ?? 0))
-    const sessions = e.sessions().map(({ dispatches: _d, events, ...s }) => ({ ...s, events: events.length, lastDelivered: last.get(s.id) ?? 0 }))
+    const sessions = e.sessions().map(({ dispatches: _d, events, ...s }) => ({ ...s, events: events.length, lastDelivered: last.get(s.id) ?? 0, nodes: [...(this.owners.get(s.id) ?? [])] }))
     await writeFile(path, `${JSON.stringify({ sessions, identifies: e.identifies, resumes: e.resumes, breaches: e.breaches }, null, 1)}\n`)
   }
 
@@ -175,10 +198,30 @@ export function judgeLost(undelivered: readonly EventRef[], live: ReadonlySet<st
   return undelivered.filter((ev) => live.has(ev.sessionId) || ev.n < (lastDelivered.get(ev.sessionId) ?? 0))
 }
 
+/**
+ * The breaches that count, and how many overlaps a revocation allows: as the simulator's own check
+ * (check-overlaps.ts) has it, an overlap in which one session was run by a node revoked before the
+ * overlap and the other by another node. The revoked node must still stop soon (revoked_kept_running).
+ * `owners`: the nodes that ran each session; `t0`: the emulator's time 0 on the shared timeline.
+ */
+export function splitOverlaps(breaches: readonly Breach[], revocations: readonly Revocation[], owners: ReadonlyMap<string, ReadonlySet<string>>, t0: number): { counted: Breach[]; revoked: number } {
+  const revokedAt = new Map(revocations.map((r) => [r.node, r.requestedAt]))
+  const nodesOf = (id: string) => [...(owners.get(id) ?? [])]
+  const allowed = (b: Breach) => {
+    if (b.kind !== 'overlap' && b.kind !== 'guild_overlap') return false
+    const [x, y] = b.kind === 'overlap' ? b.sessionIds : [b.a.sessionId, b.b.sessionId]
+    const at = t0 + b.at
+    const revokedIn = (id: string, other: string) => nodesOf(id).some((n) => (revokedAt.get(n) ?? Infinity) <= at && nodesOf(other).some((m) => m !== n))
+    return revokedIn(x, y) || revokedIn(y, x)
+  }
+  const counted = breaches.filter((b) => !allowed(b))
+  return { counted, revoked: breaches.length - counted.length }
+}
+
 /** The emulator's findings that fail the run. Heartbeat misses (a paused process) and protocol closes are reported, not counted. */
-function gatewayViolations(e: GatewayEmulator, lost: readonly EventRef[], duplicated: readonly (EventRef & { times: number })[]): Violation[] {
+function gatewayViolations(breaches: readonly Breach[], lost: readonly EventRef[], duplicated: readonly (EventRef & { times: number })[]): Violation[] {
   const out: Violation[] = []
-  for (const b of e.breaches) {
+  for (const b of breaches) {
     if (b.kind === 'bucket') out.push({ kind: 'gateway_bucket', detail: b.detail })
     else if (b.kind === 'overlap' || b.kind === 'guild_overlap') out.push({ kind: 'gateway_overlap', detail: `${b.kind}: ${b.detail}` })
     else if (b.kind === 'session_start_limit') out.push({ kind: 'gateway_session_limit', detail: b.detail })

@@ -8,7 +8,7 @@ import { REST } from '@discordjs/rest'
 import type { ShardContext, ShardStopContext, StopResult } from '../../src/agent/shard-runner.js'
 import { DiscordjsShards } from '../../src/discordjs/index.js'
 import { deliveryEntry } from '../../test/support/gateway/delivery-check.js'
-import type { Delivery, FleetRecord, GatewayTarget } from './protocol.js'
+import type { Delivery, FleetRecord, GatewayTarget, SessionOwner } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
 
 /** The emulator's default dispatch name for its numbered test events. */
@@ -20,6 +20,8 @@ export interface GatewayShardsDeps {
   readonly gateway: GatewayTarget
   readonly record: (record: FleetRecord) => void
   readonly deliver: (delivery: Delivery) => void
+  /** A session this node runs (so that the orchestrator can tell whose sessions the emulator found overlapping). */
+  readonly own: (owner: SessionOwner) => void
   /** A stop waits this long (or until the agent aborts it) before the adapter closes the session (0: at once). */
   readonly slowStopMs: number
   readonly sleepOrAbort: (ms: number, signal: AbortSignal) => Promise<boolean>
@@ -33,6 +35,8 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
     intents: 0,
     wsOptions: { rest: new REST({ api: gateway.apiUrl }).setToken(gateway.token) },
     onDispatch: (shardId, payload) => {
+      const ready = payload.t === 'READY' ? (payload.d as { session_id?: unknown } | null)?.session_id : undefined
+      if (typeof ready === 'string') deps.own([ready, node])
       const entry = deliveryEntry(shardId, payload, TEST_EVENT)
       if (entry?.sessionId !== undefined && entry.n !== undefined) deps.deliver([entry.sessionId, entry.n])
     },
@@ -49,6 +53,7 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
         running.set(ctx.shardId, ctx.totalShards)
         record({ t: sharedNow(), node, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
       }
+      if (ctx.resume !== null) deps.own([ctx.resume.sessionId, node])
       const calledAt = sharedNow()
       try {
         await shards.onStart(ctx)

@@ -21,6 +21,9 @@ export type FleetRecord =
 /** One test event an agent's gateway client delivered (--gateway discordjs): the emulator's session ID and `n`. */
 export type Delivery = readonly [sessionId: string, n: number]
 
+/** A gateway session a node ran (READY, or a handed-over session it RESUMEd): the emulator's session ID and the node. */
+export type SessionOwner = readonly [sessionId: string, node: string]
+
 /** Where the agents' discord.js clients connect (--gateway discordjs): the emulator in the orchestrator. */
 export interface GatewayTarget {
   readonly url: string
@@ -53,7 +56,7 @@ export type ToWorker =
 /** What a worker tells the orchestrator. */
 export type FromWorker =
   | { readonly type: 'ready' }
-  | { readonly type: 'records'; readonly records: readonly FleetRecord[]; readonly deliveries?: readonly Delivery[] }
+  | { readonly type: 'records'; readonly records: readonly FleetRecord[]; readonly deliveries?: readonly Delivery[]; readonly owners?: readonly SessionOwner[] }
   | { readonly type: 'started'; readonly name: string }
   | { readonly type: 'stopped'; readonly name: string }
   | { readonly type: 'failed'; readonly name: string; readonly message: string }

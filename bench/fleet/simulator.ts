@@ -143,9 +143,10 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
       out.info(`fleet: gateway emulator at ${gateway.target.url} (${opts.shards} shards, max_concurrency ${opts.maxConcurrency}, ${opts.gatewayEventsPerSecond} events/s a session); the agents run the discord.js adapter`)
     }
     const g = gateway
-    pool = new WorkerPool(scenario.processes, (records, deliveries) => {
+    pool = new WorkerPool(scenario.processes, (records, deliveries, owners) => {
       ledger.add(records)
       g?.addDeliveries(deliveries)
+      g?.addOwners(owners)
     }, (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
     // A partitioned node's process puts a proxy in front of the controller and has slow stop callbacks.
     const extras = new Map(scenario.partitionProcesses.map((p) => [p, { slowStopMs: opts.slowStopMs, partitionable: true }]))
@@ -195,7 +196,7 @@ async function simulate(run: Run): Promise<FleetSummary> {
     const convergedAt = await settle(run)
     run.phase = 'stopping'
     // Before the agents stop: their stops end every session (1000), which says nothing of the delivery.
-    const gateway = (await run.gateway?.finish(opts.keep ? join(run.root, 'gateway.json') : null)) ?? null
+    const gateway = (await run.gateway?.finish(run.churn.revocations, opts.keep ? join(run.root, 'gateway.json') : null)) ?? null
     await run.pool.shutdown()
     const endT = sharedNow()
     await run.controller.stop()

@@ -93,7 +93,7 @@ function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
     row('gateway (discord.js adapter)', `${g.sessions} sessions, ${g.eventsPerSecond} test events/s each; ${resumeGrants} handed-over sessions granted to their new owner`),
     ...g.phases.map((p) => row(`  ${p.phase}`, counts(p))),
     row('  total', counts(g.total)),
-    row('  emulator breaches', breaches),
+    row('  emulator breaches', `${breaches}${g.revokedOverlaps === 0 ? '' : ` (${g.revokedOverlaps} overlaps after a revocation, not counted)`}`),
     row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor${d.undeliverable === 0 ? '' : `: ${Object.entries(d.undeliverableBy).map(([k, v]) => `${k} ${v}`).join(', ')}`})`),
   ]
 }

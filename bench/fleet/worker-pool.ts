@@ -2,7 +2,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from './interrupt.js'
-import type { Delivery, FleetRecord, FromWorker, GatewayTarget, ToWorker } from './protocol.js'
+import type { Delivery, FleetRecord, FromWorker, GatewayTarget, SessionOwner, ToWorker } from './protocol.js'
 
 const WORKER = fileURLToPath(new URL('./agent-worker.js', import.meta.url))
 
@@ -24,8 +24,8 @@ export interface WorkerExtras {
 
 const PLAIN: WorkerExtras = { slowStopMs: 0, partitionable: false }
 
-/** Receives each batch a worker sends: its records, and the test events its gateway clients delivered. */
-export type OnRecords = (records: readonly FleetRecord[], deliveries: readonly Delivery[]) => void
+/** Receives each batch a worker sends: its records, the test events its gateway clients delivered, the sessions they ran. */
+export type OnRecords = (records: readonly FleetRecord[], deliveries: readonly Delivery[], owners: readonly SessionOwner[]) => void
 
 type Waiter = { resolve(): void; reject(err: Error): void }
 
@@ -39,7 +39,7 @@ class Worker {
     // stdout is not used; stderr stays visible (a worker's crash must be seen).
     this.child = fork(WORKER, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
     this.child.on('message', (message: FromWorker) => {
-      if (message.type === 'records') onRecords(message.records, message.deliveries ?? [])
+      if (message.type === 'records') onRecords(message.records, message.deliveries ?? [], message.owners ?? [])
       else this.settle(message)
     })
     this.child.once('exit', (code, signal) => {
