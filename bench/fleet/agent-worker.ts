@@ -6,6 +6,9 @@
  * A worker may hold partition proxies (partition-proxy.ts) in front of the controller (each HA replica) for its agents,
  * and give them slow stop callbacks: a stop then takes `slowStopMs`, or ends when the agent aborts it
  * (its stop timeout), and is recorded when it really ends — the shard ran until then.
+ *
+ * With --gateway discordjs (`init.gateway`) the shards run in the discord.js adapter against the gateway
+ * emulator (gateway-shards.ts), and the test events they deliver go to the orchestrator with the records.
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -14,8 +17,9 @@ import { identityFromPem } from '../../src/agent/identity.js'
 import { NodeAgent } from '../../src/agent/node-agent.js'
 import { PinnedKeys } from '../../src/agent/pinned-keys.js'
 import type { ShardStopContext } from '../../src/agent/shard-runner.js'
+import { gatewayShardCallbacks } from './gateway-shards.js'
 import { PartitionProxy } from './partition-proxy.js'
-import type { FleetRecord, FromWorker, ToWorker } from './protocol.js'
+import type { Delivery, FleetRecord, FromWorker, SessionOwner, ToWorker } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
 
 type Init = Extract<ToWorker, { type: 'init' }>
@@ -23,6 +27,8 @@ type Init = Extract<ToWorker, { type: 'init' }>
 const FLUSH_MS = 100
 const agents = new Map<string, NodeAgent>()
 let pending: FleetRecord[] = []
+let deliveries: Delivery[] = []
+let owners: SessionOwner[] = []
 let init: Init | null = null
 let pinned: PinnedKeys | null = null
 // one per controller URL: a partition must cut every replica off, or the agent just fails over to another
@@ -34,9 +40,11 @@ function send(message: FromWorker): void {
 }
 
 function flush(): void {
-  if (pending.length === 0) return
-  send({ type: 'records', records: pending })
+  if (pending.length === 0 && deliveries.length === 0 && owners.length === 0) return
+  send({ type: 'records', records: pending, ...(deliveries.length === 0 ? {} : { deliveries }), ...(owners.length === 0 ? {} : { owners }) })
   pending = []
+  deliveries = []
+  owners = []
 }
 
 /** The agent's own shard_started/shard_stopped repeat the callbacks; the callbacks are the record. */
@@ -70,26 +78,41 @@ async function slowStop(name: string, ctx: ShardStopContext, running: Map<number
   pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason, calledAt, aborted })
 }
 
-async function startAgent(name: string, capacity: number, bundleDir: string): Promise<void> {
-  const { ca, identifyIntervalMs, slowStopMs } = init!
-  const [cert, key] = await Promise.all([readFile(join(bundleDir, 'cert.pem'), 'utf8'), readFile(join(bundleDir, 'key.pem'), 'utf8')])
-  const identity = await identityFromPem({ cert, key, ca, jwks: pinned! })
+/** The recording callbacks (no gateway client): a shard runs the moment its start is called, and (unless slow) stops the moment its stop is. */
+function recordingCallbacks(name: string): Pick<ConstructorParameters<typeof NodeAgent>[0], 'onStart' | 'onStop'> {
   const running = new Map<number, number>() // shard → count, as this node's sessions stand
-  const agent = new NodeAgent({
-    identity,
-    controllers,
-    capacity,
-    identifyIntervalMs,
-    // The simulated shard runs the moment the callback is called, and (unless slow) stops the moment its stop is.
+  return {
     onStart: (ctx) => {
       running.set(ctx.shardId, ctx.totalShards)
       pending.push({ t: sharedNow(), node: name, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
     },
     onStop: (ctx) => {
-      if (slowStopMs > 0) return slowStop(name, ctx, running)
+      if (init!.slowStopMs > 0) return slowStop(name, ctx, running)
       running.delete(ctx.shardId)
       pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason })
     },
+  }
+}
+
+/** The agent's shard callbacks: recording only, or the discord.js adapter against the emulator. */
+function shardCallbacks(name: string): Pick<ConstructorParameters<typeof NodeAgent>[0], 'onStart' | 'onStop'> {
+  const { gateway, slowStopMs } = init!
+  if (gateway === null) return recordingCallbacks(name)
+  // The arrays are swapped on every flush: push to the current ones.
+  const callbacks = gatewayShardCallbacks({ node: name, gateway, slowStopMs, sleepOrAbort, record: (r) => pending.push(r), deliver: (d) => deliveries.push(d), own: (o) => owners.push(o) })
+  return { onStart: (ctx) => callbacks.onStart(ctx), onStop: (ctx) => callbacks.onStop(ctx) }
+}
+
+async function startAgent(name: string, capacity: number, bundleDir: string): Promise<void> {
+  const { ca, identifyIntervalMs } = init!
+  const [cert, key] = await Promise.all([readFile(join(bundleDir, 'cert.pem'), 'utf8'), readFile(join(bundleDir, 'key.pem'), 'utf8')])
+  const identity = await identityFromPem({ cert, key, ca, jwks: pinned! })
+  const agent = new NodeAgent({
+    identity,
+    controllers,
+    capacity,
+    identifyIntervalMs,
+    ...shardCallbacks(name),
     onEvent: (event) => {
       if (worthRecording(event)) pending.push({ t: sharedNow(), node: name, kind: 'event', event })
     },

@@ -90,7 +90,9 @@ export class FleetLedger {
         this.count('plans_accepted')
         return
       case 'claim':
-        if (event.outcome.kind === 'granted') this.grants.push({ t, node, shard: event.shardId, generation: event.outcome.generation })
+        // A handed-over session's grant (mode resume) spends no Identify: the controller audits no identify_granted for it.
+        if (event.outcome.kind === 'granted' && event.outcome.mode === 'identify') this.grants.push({ t, node, shard: event.shardId, generation: event.outcome.generation })
+        if (event.outcome.kind === 'granted' && event.outcome.mode === 'resume') this.count('claim:granted_resume')
         this.count(`claim:${event.outcome.kind === 'wait' ? event.outcome.reason : event.outcome.kind}`)
         return
       case 'plan_refused':

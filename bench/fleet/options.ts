@@ -25,10 +25,20 @@ export interface FleetOptions {
   readonly slowStopMs: number
   /** Two controller replicas on a real etcd (HA) instead of one controller with a state folder. */
   readonly ha: boolean
+  /** What the agents' shard callbacks run: recording only (`none`), or the discord.js adapter against the gateway emulator. */
+  readonly gateway: GatewayMode
+  /** Numbered test events each emulated session produces per second (with `gateway: 'discordjs'`). */
+  readonly gatewayEventsPerSecond: number
   readonly json: string | null
   readonly keep: boolean
   readonly progress: boolean
 }
+
+/** `--gateway`: the shard callbacks record only, or run DiscordjsShards against the gateway emulator. */
+export type GatewayMode = 'none' | 'discordjs'
+
+/** With the discord.js adapter the controller spaces grants at least this far apart (connect time before IDENTIFY). */
+export const DISCORDJS_MIN_INTERVAL_MS = 5500
 
 /** How many events of each kind the churn schedule holds. */
 export interface ChurnCounts {
@@ -60,7 +70,8 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
   --duration s             length of the churn phase (30)
   --seed n                 churn schedule seed (random; printed)
   --lease s                controller lease_seconds (8)
-  --identify-interval-ms   controller identify_interval_ms, >= 5000 (5100)
+  --identify-interval-ms   controller identify_interval_ms, >= 5000 (5100; with --gateway discordjs
+                           >= 5500, default 5500: slack for connect time between a grant and its IDENTIFY)
   --capacity c             every node's capacity (a seeded mix of ceil(S / N) and one more)
   --daily-limit n          controller daily_identify_limit (10 x S)
   --joins --leaves --drains --pauses --restarts --revocations --reshards --partitions n
@@ -72,6 +83,12 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
   --ha                     two controller replicas on a real 1-member etcd (mutual TLS) instead of one
                            controller with a state folder; needs the etcd binary (ETCD_BIN, or PATH)
   --takeovers n            kill -9 of the leading replica, started again as a follower (0; --ha only)
+  --gateway none|discordjs none: the shard callbacks only record (default); discordjs: every agent runs
+                           its shards with the discord.js adapter (src/discordjs) against the gateway
+                           emulator (test/support/gateway) in this process, and the summary adds its
+                           IDENTIFYs and RESUMEs per phase, breaches and exactly-once delivery
+  --gateway-events-per-second n
+                           test events per emulated session per second (2; --gateway discordjs)
   --per-process n          agents per worker process (250); each paused or partitioned agent has its own
   --settle-timeout s       how long the fleet may take to converge after the churn (derived)
   --wake-grace-ms ms       time a woken agent has to stop shards it lost while frozen (500)
@@ -90,7 +107,7 @@ const flagsSchema = z
     duration: z.coerce.number().min(1).max(86_400).default(30),
     seed: z.coerce.number().int().min(0).max(0xffffffff).optional(),
     lease: z.coerce.number().int().min(3).max(3600).default(8),
-    'identify-interval-ms': z.coerce.number().int().min(5000).max(60_000).default(5100),
+    'identify-interval-ms': z.coerce.number().int().min(5000).max(60_000).optional(),
     capacity: z.coerce.number().int().min(1).max(128).optional(),
     'daily-limit': z.coerce.number().int().min(1).max(1_000_000).optional(),
     joins: count(10_000).optional(),
@@ -110,11 +127,13 @@ const flagsSchema = z
     json: z.string().min(1).optional(),
     keep: z.boolean().default(false),
     ha: z.boolean().default(false),
+    gateway: z.enum(['none', 'discordjs']).default('none'),
+    'gateway-events-per-second': z.coerce.number().min(0).max(100).optional(),
     'no-progress': z.boolean().default(false),
   })
   .strict()
 
-const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'takeovers', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json'] as const
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'takeovers', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json', 'gateway', 'gateway-events-per-second'] as const
 
 /** Parses argv (without node and script); null means --help was asked for. Throws UsageError. */
 export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
@@ -162,6 +181,12 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
   const reserved = churn.joins + churn.leaves + churn.revocations + churn.pauses + churn.partitions
   if (reserved > nodes - 2) throw new UsageError(`joins + leaves + revocations + pauses + partitions (${reserved}) must leave at least 2 of the ${nodes} nodes untouched`)
   const mc = f['max-concurrency']
+  const gateway = f.gateway
+  const interval = f['identify-interval-ms'] ?? (gateway === 'discordjs' ? DISCORDJS_MIN_INTERVAL_MS : 5100)
+  if (gateway === 'discordjs' && interval < DISCORDJS_MIN_INTERVAL_MS) {
+    throw new UsageError(`--identify-interval-ms (${interval}) must be >= ${DISCORDJS_MIN_INTERVAL_MS} with --gateway discordjs (slack for the connect time between a grant and its IDENTIFY)`)
+  }
+  if (gateway === 'none' && f['gateway-events-per-second'] !== undefined) throw new UsageError('--gateway-events-per-second needs --gateway discordjs')
   // Doubling, as a growing bot does (the capacities are made for the larger count); halving at the limit.
   const reshardTo = f['reshard-to'] ?? (2 * f.shards <= 65_536 ? 2 * f.shards : f.shards / 2)
   if (reshardTo === f.shards) throw new UsageError(`--reshard-to (${reshardTo}) must differ from --shards`)
@@ -170,7 +195,7 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
   const slowStopMs = f['slow-stop-ms'] ?? Math.round(0.75 * defaultStopTimeoutMs(f.lease * 1000))
   // A cold start needs one Identify interval per shard of a bucket; then leases for the stragglers.
   const perBucket = Math.ceil((f.reshards > 0 ? Math.max(f.shards, reshardTo) : f.shards) / mc)
-  const settle = f['settle-timeout'] ?? Math.max(60, Math.ceil((perBucket * f['identify-interval-ms'] * 1.5) / 1000 + 2 * f.lease))
+  const settle = f['settle-timeout'] ?? Math.max(60, Math.ceil((perBucket * interval * 1.5) / 1000 + 2 * f.lease))
   return {
     nodes,
     shards: f.shards,
@@ -178,7 +203,7 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     durationS: f.duration,
     seed: f.seed ?? Math.floor(Math.random() * 0xffffffff),
     leaseS: f.lease,
-    identifyIntervalMs: f['identify-interval-ms'],
+    identifyIntervalMs: interval,
     capacity: f.capacity ?? null,
     dailyLimit: f['daily-limit'] ?? Math.min(1_000_000, 10 * f.shards),
     churn,
@@ -188,6 +213,8 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     reshardTo,
     slowStopMs,
     ha: f.ha,
+    gateway,
+    gatewayEventsPerSecond: f['gateway-events-per-second'] ?? 2,
     json: f.json ?? null,
     keep: f.keep,
     progress: !f['no-progress'],

@@ -18,6 +18,20 @@ export type FleetRecord =
     }
   | { readonly t: number; readonly node: string; readonly kind: 'event'; readonly event: AgentEvent }
 
+/** One test event an agent's gateway client delivered (--gateway discordjs): the emulator's session ID and `n`. */
+export type Delivery = readonly [sessionId: string, n: number]
+
+/** A gateway session a node ran (READY, or a handed-over session it RESUMEd): the emulator's session ID and the node. */
+export type SessionOwner = readonly [sessionId: string, node: string]
+
+/** Where the agents' discord.js clients connect (--gateway discordjs): the emulator in the orchestrator. */
+export interface GatewayTarget {
+  readonly url: string
+  /** The `api` option of @discordjs/rest's REST (GET /gateway/bot). */
+  readonly apiUrl: string
+  readonly token: string
+}
+
 /** What the orchestrator tells a worker. */
 export type ToWorker =
   | {
@@ -30,6 +44,8 @@ export type ToWorker =
       readonly slowStopMs: number
       /** Put a partition proxy in front of every controller URL (the agents use the proxies). */
       readonly partitionable: boolean
+      /** Run every shard with DiscordjsShards against this gateway; null: the callbacks only record. */
+      readonly gateway: GatewayTarget | null
     }
   | { readonly type: 'start'; readonly name: string; readonly capacity: number; readonly bundleDir: string }
   | { readonly type: 'stop'; readonly name: string }
@@ -40,7 +56,7 @@ export type ToWorker =
 /** What a worker tells the orchestrator. */
 export type FromWorker =
   | { readonly type: 'ready' }
-  | { readonly type: 'records'; readonly records: readonly FleetRecord[] }
+  | { readonly type: 'records'; readonly records: readonly FleetRecord[]; readonly deliveries?: readonly Delivery[]; readonly owners?: readonly SessionOwner[] }
   | { readonly type: 'started'; readonly name: string }
   | { readonly type: 'stopped'; readonly name: string }
   | { readonly type: 'failed'; readonly name: string; readonly message: string }

@@ -17,6 +17,7 @@ import { ControllerSet } from './controller-set.js'
 import { judgeConvergence } from './convergence.js'
 import { partitionFigures, reshardFigures } from './event-figures.js'
 import { controllerFiles, makeFleetPki, type FleetPki } from './fleet-pki.js'
+import { GatewayRun, type GatewayFigures } from './gateway-run.js'
 import { onInterrupt } from './interrupt.js'
 import { FleetLedger } from './ledger.js'
 import { moveFigures, percentile, restartFigures } from './metrics.js'
@@ -78,6 +79,8 @@ function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string, files: Rep
     // simulated node connects from 127.0.0.1 (the agent has no source-address option), where production
     // nodes each have their own address: the per-address cap is raised to the fleet, the total cap stays.
     max_connections_per_address: opts.nodes + 64,
+    // The emulator's resume URLs are ws://127.0.0.1:port: deposits of them must be accepted.
+    ...(opts.gateway === 'discordjs' ? { session_handoff: { allowed_hosts: ['127.0.0.1'], ttl_seconds: 60 } } : {}),
   }
 }
 
@@ -96,6 +99,8 @@ interface Run {
   readonly pool: WorkerPool
   readonly operator: OperatorClient
   readonly churn: ChurnRunner
+  /** The gateway emulator (--gateway discordjs), or null. */
+  readonly gateway: GatewayRun | null
   phase: string
 }
 
@@ -106,6 +111,7 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
   let controller: ControllerSet | null = null
   let etcd: EtcdMembers | null = null
   let pool: WorkerPool | null = null
+  let gateway: GatewayRun | null = null
   const unregister = onInterrupt(() => {
     if (!opts.keep) rmSync(root, { recursive: true, force: true })
   })
@@ -132,12 +138,21 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
       ),
     )
     await controller.start()
-    pool = new WorkerPool(scenario.processes, (records) => ledger.add(records), (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
+    if (opts.gateway === 'discordjs') {
+      gateway = await GatewayRun.start(opts)
+      out.info(`fleet: gateway emulator at ${gateway.target.url} (${opts.shards} shards, max_concurrency ${opts.maxConcurrency}, ${opts.gatewayEventsPerSecond} events/s a session); the agents run the discord.js adapter`)
+    }
+    const g = gateway
+    pool = new WorkerPool(scenario.processes, (records, deliveries, owners) => {
+      ledger.add(records)
+      g?.addDeliveries(deliveries)
+      g?.addOwners(owners)
+    }, (i, code) => violations.push({ kind: 'process_failed', detail: `agent worker ${i} exited (${code})` }))
     // A partitioned node's process puts a proxy in front of the controller and has slow stop callbacks.
     const extras = new Map(scenario.partitionProcesses.map((p) => [p, { slowStopMs: opts.slowStopMs, partitionable: true }]))
     // The agents' controller list: replica 1, then replica 2 (they fail over on a connection error or a 503).
     const controllers = controller.ports.map((port) => `https://127.0.0.1:${port}`)
-    await pool.init({ controllers, ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs }, extras)
+    await pool.init({ controllers, ca: pki.ca, jwks: pki.jwks, identifyIntervalMs: opts.identifyIntervalMs, gateway: gateway?.target ?? null }, extras)
     const c = controller
     const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => c.ports)
     // HA: the agents start once a replica leads, so that the cold start is not a string of 503s.
@@ -149,11 +164,12 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
     const churn = new ChurnRunner({
       pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
-    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, phase: 'joining' }
+    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, gateway, phase: 'joining' }
     return await simulate(run)
   } finally {
     unregister()
     pool?.kill()
+    await gateway?.stop()
     await controller?.close()
     await etcd?.close()
     if (opts.keep) out.info(`fleet: run folder kept: ${root} (it holds private keys: delete it when done)`)
@@ -169,25 +185,33 @@ async function simulate(run: Run): Promise<FleetSummary> {
   }, 1000)
   try {
     await mapChunked(scenario.nodes.filter((n) => n.initial), 100, (n) => churn.startNode(n.name))
-    run.phase = 'churn'
+    enterPhase(run, 'churn')
     for (const event of scenario.events) {
       await sleep(startedAt + event.at - sharedNow())
       await churn.run(event)
     }
     await churn.allThawed()
-    run.phase = 'settling'
+    enterPhase(run, 'settling')
     const churnEnd = sharedNow()
     const convergedAt = await settle(run)
     run.phase = 'stopping'
+    // Before the agents stop: their stops end every session (1000), which says nothing of the delivery.
+    const gateway = (await run.gateway?.finish(run.churn.revocations, opts.keep ? join(run.root, 'gateway.json') : null)) ?? null
     await run.pool.shutdown()
     const endT = sharedNow()
     await run.controller.stop()
     // Every record, one JSON line each, for a look at what the checks judged (the folder is kept anyway).
     if (opts.keep) await writeFile(join(run.root, 'records.jsonl'), run.ledger.records.map((r) => JSON.stringify(r)).join('\n') + '\n')
-    return await summarize(run, startedAt, endT, convergedAt === null ? null : (convergedAt - churnEnd) / 1000)
+    return await summarize(run, startedAt, endT, convergedAt === null ? null : (convergedAt - churnEnd) / 1000, gateway)
   } finally {
     clearInterval(ticker)
   }
+}
+
+/** Begins a phase of the run (the gateway's counts are kept per phase). */
+function enterPhase(run: Run, phase: string): void {
+  run.phase = phase
+  run.gateway?.enter(phase)
 }
 
 /** Polls until the fleet converges or the settle timeout passes; returns when it converged, or null. */
@@ -214,7 +238,7 @@ async function settle(run: Run): Promise<number | null> {
   return null
 }
 
-async function summarize(run: Run, startedAt: number, endT: number, convergedAfterS: number | null): Promise<FleetSummary> {
+async function summarize(run: Run, startedAt: number, endT: number, convergedAfterS: number | null, gateway: { figures: GatewayFigures; violations: Violation[] } | null): Promise<FleetSummary> {
   const { opts, ledger, churn } = run
   const leaseMs = opts.leaseS * 1000
   const overlaps = checkOverlaps({ records: ledger.records, freezes: churn.freezes, revocations: churn.revocations, endT, wakeGraceMs: opts.wakeGraceMs, leaseMs })
@@ -223,7 +247,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
   const texts = await Promise.all(run.auditLogs.map((path) => readFile(path, 'utf8').catch(() => '')))
   const audited = texts.flatMap((text) => readAuditGrants(text))
   const grants = checkGrants({ audited, received: ledger.grants, intervalMs: opts.identifyIntervalMs, maxConcurrency: opts.maxConcurrency, dailyLimit: opts.dailyLimit })
-  const violations = [...run.violations, ...overlaps.violations, ...grants.violations, ...eventViolations(ledger)]
+  const violations = [...run.violations, ...overlaps.violations, ...grants.violations, ...eventViolations(ledger), ...(gateway?.violations ?? [])]
   const moves = moveFigures(ledger.records)
   const revokedMs = overlaps.revokedOverlaps.map((o) => o.ms)
   const liveAtEnd = new Set(churn.expectedLive().map((n) => n.name))
@@ -258,6 +282,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
       dailyLimit: opts.dailyLimit,
       intervalMs: opts.identifyIntervalMs,
     },
+    gateway: gateway?.figures ?? null,
     violationsByKind: countByKind(violations),
     violations: violations.slice(0, 50),
     notes: run.notes,

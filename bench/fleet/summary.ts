@@ -1,8 +1,9 @@
 /** The end-of-run summary: one JSON-able object, and the table printed from it. */
 import type { PauseFigures, RevocationFigures } from './check-overlaps.js'
 import type { PartitionFigures, ReshardFigures } from './event-figures.js'
+import type { GatewayFigures } from './gateway-run.js'
 import type { RestartFigures } from './metrics.js'
-import { VIOLATION_KINDS, type Violation, type ViolationKind } from './violations.js'
+import { GATEWAY_VIOLATION_KINDS, VIOLATION_KINDS, type Violation, type ViolationKind } from './violations.js'
 
 /** Everything a run reports. */
 export interface FleetSummary {
@@ -40,6 +41,8 @@ export interface FleetSummary {
     readonly dailyLimit: number
     readonly intervalMs: number
   }
+  /** The gateway emulator's figures (--gateway discordjs), or null. */
+  readonly gateway: GatewayFigures | null
   readonly violationsByKind: Record<ViolationKind, number>
   /** The first violations in full. */
   readonly violations: readonly Violation[]
@@ -71,11 +74,26 @@ export function formatSummary(s: FleetSummary): string[] {
     ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
     ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards as the CLI started, the last stopped ${ms(r.lastStopMs)} after that`)),
     row('overlaps after a revocation', `${s.revokedOverlaps.count} (allowed by SPEC "Handoff safety"; longest ${ms(s.revokedOverlaps.maxMs)})`),
+    ...(s.gateway === null ? [] : gatewayLines(s.gateway, c('claim:granted_resume'))),
     row('converged', s.convergedAfterS === null ? 'NO' : `${s.convergedAfterS.toFixed(1)} s after the churn`),
     `  violations: ${total}`,
-    ...VIOLATION_KINDS.map((k) => `    ${k.padEnd(24)} ${s.violationsByKind[k]}`),
+    ...VIOLATION_KINDS.filter((k) => s.gateway !== null || !GATEWAY_VIOLATION_KINDS.has(k)).map((k) => `    ${k.padEnd(24)} ${s.violationsByKind[k]}`),
     ...s.violations.slice(0, 20).map((v) => `  ! ${v.kind}: ${v.detail}`),
     ...s.notes.map((n) => `  note: ${n}`),
   ]
   return lines
+}
+
+/** The gateway's rows: IDENTIFYs and RESUMEs per phase, breaches by kind, delivery. */
+function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
+  const counts = (p: GatewayFigures['total']) => `IDENTIFY ${p.identifies} (sessions started ${p.sessionsStarted}), RESUME ${p.resumes} (refused ${p.refusedResumes})`
+  const breaches = Object.entries(g.breaches).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'
+  const d = g.delivery
+  return [
+    row('gateway (discord.js adapter)', `${g.sessions} sessions, ${g.eventsPerSecond} test events/s each; ${resumeGrants} handed-over sessions granted to their new owner`),
+    ...g.phases.map((p) => row(`  ${p.phase}`, counts(p))),
+    row('  total', counts(g.total)),
+    row('  emulator breaches', `${breaches}${g.revokedOverlaps === 0 ? '' : ` (${g.revokedOverlaps} overlaps after a revocation, not counted)`}`),
+    row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor${d.undeliverable === 0 ? '' : `: ${Object.entries(d.undeliverableBy).map(([k, v]) => `${k} ${v}`).join(', ')}`})`),
+  ]
 }

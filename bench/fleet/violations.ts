@@ -15,7 +15,16 @@ export const VIOLATION_KINDS = [
   'restart_moved',
   'not_converged',
   'process_failed',
+  // --gateway discordjs: the gateway emulator's findings (gateway-run.ts)
+  'gateway_bucket',
+  'gateway_overlap',
+  'gateway_session_limit',
+  'events_lost',
+  'events_duplicated',
 ] as const
+
+/** The kinds only a run with --gateway discordjs can find (the summary table lists them only then). */
+export const GATEWAY_VIOLATION_KINDS: ReadonlySet<string> = new Set(['gateway_bucket', 'gateway_overlap', 'gateway_session_limit', 'events_lost', 'events_duplicated'])
 
 /** One kind of violation. */
 export type ViolationKind = (typeof VIOLATION_KINDS)[number]

@@ -2,7 +2,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from './interrupt.js'
-import type { FleetRecord, FromWorker, ToWorker } from './protocol.js'
+import type { Delivery, FleetRecord, FromWorker, GatewayTarget, SessionOwner, ToWorker } from './protocol.js'
 
 const WORKER = fileURLToPath(new URL('./agent-worker.js', import.meta.url))
 
@@ -12,6 +12,8 @@ export interface WorkerInit {
   readonly ca: string
   readonly jwks: unknown
   readonly identifyIntervalMs: number
+  /** The gateway the agents' discord.js clients use, or null (the callbacks only record). */
+  readonly gateway: GatewayTarget | null
 }
 
 /** What only some workers get: slow stops and a partition proxy (for a slow-stop partition). */
@@ -22,6 +24,9 @@ export interface WorkerExtras {
 
 const PLAIN: WorkerExtras = { slowStopMs: 0, partitionable: false }
 
+/** Receives each batch a worker sends: its records, the test events its gateway clients delivered, the sessions they ran. */
+export type OnRecords = (records: readonly FleetRecord[], deliveries: readonly Delivery[], owners: readonly SessionOwner[]) => void
+
 type Waiter = { resolve(): void; reject(err: Error): void }
 
 /** One worker process. */
@@ -30,11 +35,11 @@ class Worker {
   private readonly waiters = new Map<string, Waiter>()
   exited = false
 
-  constructor(readonly index: number, onRecords: (records: readonly FleetRecord[]) => void, onExit: (index: number, code: number | string) => void) {
+  constructor(readonly index: number, onRecords: OnRecords, onExit: (index: number, code: number | string) => void) {
     // stdout is not used; stderr stays visible (a worker's crash must be seen).
     this.child = fork(WORKER, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
     this.child.on('message', (message: FromWorker) => {
-      if (message.type === 'records') onRecords(message.records)
+      if (message.type === 'records') onRecords(message.records, message.deliveries ?? [], message.owners ?? [])
       else this.settle(message)
     })
     this.child.once('exit', (code, signal) => {
@@ -70,7 +75,7 @@ export class WorkerPool {
   private closing = false
   private readonly unregister = onInterrupt(() => this.kill())
 
-  constructor(count: number, onRecords: (records: readonly FleetRecord[]) => void, onUnexpectedExit: (index: number, code: number | string) => void) {
+  constructor(count: number, onRecords: OnRecords, onUnexpectedExit: (index: number, code: number | string) => void) {
     for (let i = 0; i < count; i++) {
       this.workers.push(new Worker(i, onRecords, (index, code) => {
         if (!this.closing) onUnexpectedExit(index, code)

@@ -18,6 +18,16 @@ t.test('flags: defaults, derived values, and clear refusals', async (t) => {
   refused(['--shards', '64', '--reshard-to', '64'], /must differ/)
   refused(['--nodes', 'many'], /--nodes/)
   refused(['--bogus'], /bogus/)
+  t.match(o, { gateway: 'none' }, 'the recording callbacks by default')
+})
+
+t.test('--gateway discordjs: a 5.5 s identify interval by default and at least; the event rate only with it', async (t) => {
+  t.match(parseFleetArgs(['--gateway', 'discordjs'])!, { gateway: 'discordjs', identifyIntervalMs: 5500, gatewayEventsPerSecond: 2 })
+  t.match(parseFleetArgs(['--gateway', 'discordjs', '--identify-interval-ms', '6000', '--gateway-events-per-second', '5'])!, { identifyIntervalMs: 6000, gatewayEventsPerSecond: 5 })
+  const refused = (args: string[], message: RegExp) => t.throws(() => parseFleetArgs(args), { name: UsageError.name, message })
+  refused(['--gateway', 'discordjs', '--identify-interval-ms', '5100'], /must be >= 5500 with --gateway discordjs/)
+  refused(['--gateway-events-per-second', '5'], /needs --gateway discordjs/)
+  refused(['--gateway', 'eris'], /--gateway/)
 })
 
 t.test('the scenario follows the seed; each role has its own nodes; a paused or partitioned node has a process of its own', async (t) => {
