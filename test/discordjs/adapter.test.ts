@@ -67,24 +67,31 @@ const audit = (dir: string) =>
     .split('\n')
     .map((l) => JSON.parse(l) as { event: string; node_id?: string; shard_id?: number })
 
-t.test('cold start, drain by RESUME with exactly-once delivery, refused resume', async (t) => {
+t.test('cold start; a drain by RESUME with 0 IDENTIFY, every event exactly once; an undrain with a refused resume', async (t) => {
   const e = await startGatewayEmulator({ shardCount: 8, maxConcurrency: 4, eventsPerSecond: 20, resumeWindowMs: 60_000 })
   const dir = join(root, 'drain')
   const ctl = await controllerIn(pki, dir, SETTINGS)
-  // The session of the first shard node-a hands over is refused when its new owner RESUMEs it (Discord
-  // drops sessions, e.g. after a long pause): that owner must fall back to an IDENTIFY the controller grants.
+  // Armed for the undrain: the first session node-b hands back is refused when node-a RESUMEs it (Discord
+  // drops sessions, e.g. after a long pause), so node-a must fall back to an IDENTIFY the controller grants.
+  let refuseNext = false
   let refused: { shardId: number; sessionId: string } | null = null
-  const a = node(e, idA, urlOf(ctl.port), 8, (shardId, session) => {
-    if (refused !== null || session === null) return
+  const a = node(e, idA, urlOf(ctl.port), 8)
+  const b = node(e, idB, urlOf(ctl.port), 8, (shardId, session) => {
+    if (!refuseNext || refused !== null || session === null) return
     refused = { shardId, sessionId: session.sessionId }
     e.invalidateSession(session.sessionId)
   })
-  const b = node(e, idB, urlOf(ctl.port), 8)
   t.teardown(async () => {
     await Promise.all([a.agent.stop(), b.agent.stop()])
     await ctl.running.stop()
     await e.stop()
   })
+  const settle = async () => {
+    // let events flow on the moved sessions for a moment, then stop producing and let the last ones arrive
+    await new Promise((r) => setTimeout(r, 500))
+    e.pauseEvents()
+    await new Promise((r) => setTimeout(r, 300))
+  }
 
   await a.agent.start()
   await b.agent.start()
@@ -93,43 +100,52 @@ t.test('cold start, drain by RESUME with exactly-once delivery, refused resume',
   t.equal(e.stats.sessionsStarted.total, 8, 'one IDENTIFY per shard')
   t.equal(e.stats.gatewayBotRequests, 2, "one GET /gateway/bot per node, shared by the node's shards")
 
+  // The drain: every shard of node-a moves to node-b by RESUME.
   const aShards = a.shards.shardIds
-  const identifiesBefore = e.stats.identifies.total
+  const identifiesBeforeDrain = e.stats.identifies.total
   t.equal((await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: true } })).status, 200)
   a.agent.checkInNow()
   await until('node-b runs every shard', () => b.shards.shardIds.length === 8 && a.shards.shardIds.length === 0, 45_000)
   await e.waitFor(() => e.sessions({ state: 'live' }).length === 8, { timeoutMs: 20_000, what: '8 live sessions' })
-  // let events flow on the moved sessions for a moment, then stop producing and let the last ones arrive
-  await new Promise((r) => setTimeout(r, 500))
-  e.pauseEvents()
-  await new Promise((r) => setTimeout(r, 300))
+  await settle()
+  t.same(e.breaches, [], 'the drain: no bucket breach, no overlap')
+  t.equal(e.stats.identifies.total - identifiesBeforeDrain, 0, 'the drain: 0 IDENTIFY')
+  t.equal(e.resumes.filter((r) => r.outcome === 'resumed').length, aShards.length, 'every moved shard RESUMEd')
+  const drainReport = e.checkDelivery([...a.received, ...b.received])
+  t.ok(drainReport.expected > 100, `${drainReport.expected} test events produced`)
+  t.same(drainReport.lost, [], 'the drain: no event lost')
+  t.same(drainReport.duplicated, [], 'the drain: no event delivered twice')
+  t.same(drainReport.unknown, [])
+  t.same(audit(dir).filter((l) => l.event === 'session_handed').map((l) => l.shard_id).sort(), [...aShards].sort(), 'the controller handed every moved shard its session')
 
-  t.same(e.breaches, [], 'no bucket breach, no overlap, nothing else')
-  if (refused === null) throw new Error('node-a deposited no session')
+  // The undrain: node-a takes its share back; one of the sessions it is handed is refused.
+  e.resumeEvents()
+  refuseNext = true
+  const identifiesBeforeUndrain = e.stats.identifies.total
+  t.equal((await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: false } })).status, 200)
+  b.agent.checkInNow()
+  await until('both nodes run shards again', () => a.shards.shardIds.length > 0 && a.shards.shardIds.length + b.shards.shardIds.length === 8 && e.sessions({ state: 'live' }).length === 8, 45_000)
+  await settle()
+  t.same(e.breaches, [], 'the undrain: no bucket breach, no overlap')
+  if (refused === null) throw new Error('node-b handed back no session')
   const { shardId: refusedShard, sessionId: refusedId } = refused as { shardId: number; sessionId: string }
-  const moved = aShards.length
-  const resumed = e.resumes.filter((r) => r.outcome === 'resumed')
-  t.equal(resumed.length, moved - 1, 'every moved shard but the invalidated one RESUMEd')
   t.match(e.resumes.filter((r) => r.outcome === 'refused'), [{ sessionId: refusedId, reason: 'invalidated' }], 'the refused resume')
-  t.equal(e.stats.identifies.total - identifiesBefore, 1, 'one IDENTIFY during the drain: the refused resume')
-  const lines = audit(dir)
-  t.same(lines.filter((l) => l.event === 'session_handed').map((l) => l.shard_id).sort(), [...aShards].sort(), 'the controller handed every moved shard its session')
-  t.equal(lines.filter((l) => l.event === 'identify_granted' && l.node_id === 'node-b' && l.shard_id === refusedShard).length, 1, 'the fallback IDENTIFY was granted by the controller')
-  // Every session but the refused one: every event exactly once, across the move. The refused one ended
-  // with node-a's stop (what came after was never delivered: Discord, too, drops a session it refuses).
+  t.equal(e.stats.identifies.total - identifiesBeforeUndrain, 1, 'the undrain: one IDENTIFY, for the refused resume')
+  t.equal(audit(dir).filter((l) => l.event === 'identify_granted' && l.node_id === 'node-a' && l.shard_id === refusedShard).length, 2, "node-a's fallback IDENTIFY of that shard was granted by the controller (its first was at the cold start)")
+  // Every session but the refused one: every event exactly once across both moves. The refused one ended
+  // with node-b's stop (what came after was never delivered: Discord, too, drops a session it refuses).
   const received = [...a.received, ...b.received]
   const kept = e.sessions().map((s) => s.id).filter((id) => id !== refusedId)
   const report = e.checkDelivery(received.filter((r) => r.sessionId !== refusedId), { sessionIds: kept })
-  t.ok(report.expected > 100, `${report.expected} test events produced`)
   t.same(report.lost, [], 'no event lost')
   t.same(report.duplicated, [], 'no event delivered twice')
   t.same(report.unknown, [])
   t.same(e.checkDelivery(received.filter((r) => r.sessionId === refusedId), { sessionIds: [refusedId] }).duplicated, [], 'nor twice from the refused session')
 
-  // A stop for any other reason than a plan move (here the agent's shutdown) ends the sessions (close 1000).
+  // A stop for any other reason than a plan move (here the agents' shutdown) ends the sessions (close 1000).
   const live = e.sessions({ state: 'live' }).map((s) => s.id)
-  await b.agent.stop()
-  t.same(b.shards.shardIds, [], 'node-b runs nothing')
-  t.same(live.map((id) => e.session(id)?.state), live.map(() => 'ended'), 'every session node-b ran has ended: closed with 1000, not resumable')
+  await Promise.all([a.agent.stop(), b.agent.stop()])
+  t.same([...a.shards.shardIds, ...b.shards.shardIds], [], 'nothing runs')
+  t.same(live.map((id) => e.session(id)?.state), live.map(() => 'ended'), 'every session has ended: closed with 1000, not resumable')
   t.same(e.breaches, [])
 })
