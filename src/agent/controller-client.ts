@@ -20,6 +20,8 @@ export interface ControllerReply {
   readonly errorMessage: string | null
   /** From `retry_after_ms` or `Retry-After` (429), else null. */
   readonly retryAfterMs: number | null
+  /** The shard whose deposited session made the controller refuse a check-in, or null. */
+  readonly refusedShardId: number | null
   readonly url: string
 }
 
@@ -229,6 +231,7 @@ export class ControllerClient {
       errorCode: error?.success ? error.data.error : null,
       errorMessage: error?.success ? error.data.message.slice(0, 200) : null,
       retryAfterMs: status === 429 ? retryAfterOf(res, body) : null,
+      refusedShardId: error?.success ? (error.data.refused_shard_id ?? null) : null,
       url,
     }
   }

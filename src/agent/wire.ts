@@ -36,7 +36,12 @@ export const identifyReplySchema = z.union([
     .strict(),
 ])
 
-/** Every error answer: `{error, message}`, plus `retry_after_ms` on 429. */
+/** Every error answer: `{error, message}`, plus `retry_after_ms` on 429 and `refused_shard_id` on a refused deposit. */
 export const errorReplySchema = z
-  .object({ error: z.string().max(64), message: z.string().max(2048), retry_after_ms: int(0, Number.MAX_SAFE_INTEGER).optional() })
+  .object({
+    error: z.string().max(64),
+    message: z.string().max(2048),
+    retry_after_ms: int(0, Number.MAX_SAFE_INTEGER).optional(),
+    refused_shard_id: int(0, 65535).optional(),
+  })
   .strict()

@@ -20,7 +20,9 @@ export class DepositRefused extends AppError {
     readonly shardId: number,
     message: string,
   ) {
-    super('invalid_request', message)
+    // The shard is named in the body too, so that a node can send the rest of its deposit again
+    // (an entry goes stale when the shard came back to it by a later plan before the release arrived).
+    super('invalid_request', message, { refused_shard_id: shardId })
   }
 }
 

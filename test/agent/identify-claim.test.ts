@@ -11,7 +11,7 @@ function stub(body: unknown) {
   const client = {
     post: async (_path: string, payload: unknown): Promise<ControllerReply> => {
       sent.push(payload)
-      return { status: 200, body, errorCode: null, errorMessage: null, retryAfterMs: null, url: 'https://c' }
+      return { status: 200, body, errorCode: null, errorMessage: null, retryAfterMs: null, refusedShardId: null, url: 'https://c' }
     },
   } as unknown as ControllerClient
   return { client, sent }

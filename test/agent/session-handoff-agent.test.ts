@@ -117,6 +117,25 @@ t.test('a 503 keeps the sessions for the retry; a 400 drops them and the same re
   t.notMatch(log.text(), 'no pending handoff', "the controller's message (which may quote input) is not logged")
 })
 
+t.test('a 400 naming one refused shard: the rest of the deposit goes once more, without it', async (t) => {
+  const answers = [{ status: 400, body: { error: 'invalid_request', message: 'sessions[1]: shard 2 has no pending handoff from this node', refused_shard_id: 2 } }]
+  const script: Script = { generation: 1, assigned: [0, 1, 2, 3], checkin: (body) => (body.sessions === undefined ? null : answers.shift() ?? null) }
+  const fake = await scripted(t, script)
+  const rec = new Recorder()
+  const agent = recordingAgent(rec, id, [urlOf(fake.port)], { onStop: () => SESSION })
+  t.teardown(() => agent.stop())
+  await agent.start()
+  await until('node-a runs 0..3', () => agent.status().running.length === 4)
+  Object.assign(script, { generation: 2, assigned: [0] })
+  agent.checkInNow()
+  await until('the rest was deposited', () => rec.events('node-a', 'sessions_deposited').length === 1)
+  const offers = checkins(fake).filter((b) => b.sessions !== undefined).map((b) => (b.sessions as { shard_id: number }[]).map((e) => e.shard_id))
+  t.same(offers, [[1, 2, 3], [1, 3]], 'the whole deposit, then the rest without the refused shard')
+  t.same(rec.events('node-a', 'sessions_refused')[0]!.event.shardIds, [1, 2, 3])
+  t.same(rec.events('node-a', 'sessions_deposited')[0]!.event.shardIds, [1, 3])
+  t.equal(agent.status().reportedGeneration, 2)
+})
+
 t.test('an invalid session from onStop is dropped with an event and never sent', async (t) => {
   const script: Script = { generation: 1, assigned: [0, 1] }
   const fake = await scripted(t, script)

@@ -137,6 +137,15 @@ t.test('every bad deposit refuses the whole check-in and changes nothing', async
   }
 })
 
+t.test('a refused deposit names the shard it refused (so the node can send the rest again)', async (t) => {
+  const res = await post(nodeA, '/v1/checkin', { ...released, sessions: [session(40), session(0), session(41)] })
+  t.equal(res.status, 400)
+  t.equal(res.json?.refused_shard_id, 0, 'shard 0: kept by node-a, no handoff to release')
+  await unchanged(t, 'a deposit with one kept shard')
+  const schema = await post(nodeA, '/v1/checkin', { ...released, sessions: [session(40, { sequence: -1 })] })
+  t.equal(schema.json?.refused_shard_id, undefined, 'a malformed entry names no shard (the body is refused by its schema)')
+})
+
 t.test('body limits: 64 KiB with sessions, 4 KiB without', async (t) => {
   const pad = (bytes: number) => ' '.repeat(bytes)
   const over64 = `{"node_id":"node-a","capacity":64,"ready_shards":0,"starting_shards":0,"backoff_shards":0,"fatal_shards":0,"generation":${moveGeneration},"sessions":[${JSON.stringify(session(40))}]${pad(65_536)}}`
