@@ -8,6 +8,7 @@ import type { ControllerSet } from './controller-set.js'
 import { revokeWithCli } from './fleet-pki.js'
 import type { FleetLedger } from './ledger.js'
 import type { OperatorClient, OperatorPlan } from './operator-client.js'
+import type { FleetRecord } from './protocol.js'
 import type { ChurnEvent, NodeSpec } from './scenario.js'
 import { sharedNow } from './shared-clock.js'
 import type { Violation } from './violations.js'
@@ -367,7 +368,10 @@ export class ChurnRunner {
     const after = await this.servedPlan()
     const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= upAt
     await waitFor(() => expected.every(renewed), this.deps.leaseMs)
-    const changedRenewals = expected.filter((n) => renewed(n) && !samePlan(before, n, this.deps.ledger.plans.get(n)!)).length
+    // Each node's FIRST plan after the restart is judged, not its latest: churn that goes on meanwhile
+    // (an expiry, a drain) may already have given it a newer one, which is no fault of the restart.
+    const firstAfter = firstPlansSince(this.deps.ledger.records, upAt)
+    const changedRenewals = expected.filter((n) => firstAfter.has(n) && !samePlan(before, n, firstAfter.get(n)!)).length
     const moved = movedShards(before, after)
     if (moved > 0 || before.generation !== after.generation || changedRenewals > 0) {
       const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan`
@@ -375,6 +379,17 @@ export class ChurnRunner {
     }
     return { generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals }
   }
+}
+
+/** Per node, the first plan it accepted at or after `since` (the records are in arrival order, not time order). */
+function firstPlansSince(records: readonly FleetRecord[], since: number): Map<string, { t: number; generation: number; assigned: readonly number[] }> {
+  const first = new Map<string, { t: number; generation: number; assigned: readonly number[] }>()
+  for (const record of records) {
+    if (record.kind !== 'event' || record.event.type !== 'plan_accepted' || record.t < since) continue
+    const seen = first.get(record.node)
+    if (seen === undefined || record.t < seen.t) first.set(record.node, { t: record.t, generation: record.event.generation, assigned: record.event.assigned })
+  }
+  return first
 }
 
 /** True when `accepted` is the node's range and generation in `plan`. */
