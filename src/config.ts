@@ -10,6 +10,7 @@ import type { ControllerSettings } from './core/types.js'
 import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
 import { isLoopbackHost } from './host.js'
 import { allowedHostProblem, DEFAULT_ALLOWED_RESUME_HOSTS } from './core/resume-url.js'
+import { DEFAULT_SESSION_TTL_SECONDS } from './core/session-vault.js'
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -37,7 +38,7 @@ const sessionHandoffSchema = z
       )
       .max(64)
       .default([...DEFAULT_ALLOWED_RESUME_HOSTS]),
-    ttl_seconds: int(1, 300).default(60),
+    ttl_seconds: int(1, 300).default(DEFAULT_SESSION_TTL_SECONDS),
   })
   .strict()
 
@@ -76,7 +77,7 @@ export const configFileSchema = z
     daily_identify_limit: int(1, 1_000_000).optional(),
     // SPEC "Planner choice": contiguous (the default) or stable; changing it between runs is a reshard.
     planner: z.enum(['contiguous', 'stable']).optional(),
-    session_handoff: sessionHandoffSchema.default({ allowed_hosts: [...DEFAULT_ALLOWED_RESUME_HOSTS], ttl_seconds: 60 }),
+    session_handoff: sessionHandoffSchema.default({ allowed_hosts: [...DEFAULT_ALLOWED_RESUME_HOSTS], ttl_seconds: DEFAULT_SESSION_TTL_SECONDS }),
     rate_limits: z
       .object({ node: bucketSchema.default(DEFAULT_RATE_LIMITS.node), operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator) })
       .strict()

@@ -21,7 +21,7 @@ import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './nod
 import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
 import { canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { assertDepositAccepted } from './session-deposit.js'
-import { SessionVault } from './session-vault.js'
+import { DEFAULT_SESSION_TTL_SECONDS, SessionVault } from './session-vault.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
@@ -31,9 +31,6 @@ import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutco
 export type { Registration } from './types.js'
 
 const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
-
-/** SPEC "Session handoff": how long a deposited session is held by default. */
-export const DEFAULT_SESSION_TTL_SECONDS = 60
 
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {

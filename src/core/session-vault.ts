@@ -5,6 +5,9 @@
  * Pure: the clock is a parameter.
  */
 
+/** SPEC "Session handoff": how long a deposited session is held unless `session_handoff.ttl_seconds` says otherwise. */
+export const DEFAULT_SESSION_TTL_SECONDS = 60
+
 /** What the next owner needs to RESUME a Discord session. */
 export interface HeldSession {
   readonly sessionId: string

@@ -127,13 +127,14 @@ export class ShardConnection {
 
   /** Connects; resolves once READY or RESUMED. Rejects on a fatal close code or when `signal` aborts. */
   async start(signal: AbortSignal): Promise<void> {
-    const aborted = new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason)
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true })
-    })
+    const aborted = untilAborted(signal)
     const fatal = this.closedFatally.then((code) => {
       throw new Error(`shard ${this.options.shardId}: the gateway closed with ${code}, which it does not recover from`)
     })
+    // Both may reject long after the race is over (a stop aborts the signal, Discord closes 4004 on a
+    // token reset): marked handled here, or such a late rejection would end the whole node's process.
+    aborted.catch(() => undefined)
+    fatal.catch(() => undefined)
     try {
       await Promise.race([this.manager.connect(), aborted, fatal])
     } catch (err) {
