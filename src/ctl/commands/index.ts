@@ -1,0 +1,19 @@
+/** Every pxe-ctl command, in the order the help lists them. */
+import type { CommandSpec } from '../command.js'
+import { contextInit } from './context-init.js'
+import { crlPush } from './crl-push.js'
+import { drain, undrain } from './drain.js'
+import { reshard } from './reshard.js'
+import { route } from './route.js'
+import { nodes, status } from './status.js'
+import { watch } from './watch.js'
+
+export const COMMANDS: readonly CommandSpec[] = [contextInit, status, nodes, drain, undrain, route, reshard, watch, crlPush]
+
+/** First words that need a second one (`context init`, `crl push`). */
+export const GROUPS: ReadonlySet<string> = new Set(COMMANDS.filter((c) => c.words.includes(' ')).map((c) => c.words.split(' ')[0]!))
+
+/** The command called by `words`, or undefined. */
+export function findCommand(words: string): CommandSpec | undefined {
+  return COMMANDS.find((c) => c.words === words)
+}

@@ -1,0 +1,124 @@
+/** pxe-ctl: dispatch, help, and the exit-status contract (0 success, 1 failed, 2 usage). Never throws. */
+import { ControllerApi } from './api.js'
+import { parseCommandLine, splitCommand } from './args.js'
+import { loadOperatorBundle } from './bundle.js'
+import { ControllerClient } from './client.js'
+import type { CommandSpec, GlobalOptions, RunContext } from './command.js'
+import { COMMANDS, GROUPS, findCommand } from './commands/index.js'
+import { contextPath, readContext } from './context-file.js'
+import { CtlError, EXIT, UsageError, shown } from './errors.js'
+import { commandHelp, mainHelp, usageOf } from './help.js'
+import type { Io } from './io.js'
+
+/** What main needs from the process (replaced in tests). */
+export interface MainDeps {
+  readonly io: Io
+  readonly env?: NodeJS.ProcessEnv
+  /** Registers the interrupt handler (SIGINT, SIGTERM); returns its removal. */
+  readonly onInterrupt?: (handler: () => void) => () => void
+}
+
+function processInterrupt(handler: () => void): () => void {
+  process.on('SIGINT', handler)
+  process.on('SIGTERM', handler)
+  return () => {
+    process.off('SIGINT', handler)
+    process.off('SIGTERM', handler)
+  }
+}
+
+/** Interruptible sleeps: the handler is registered at the first sleep only, so a plain command keeps Ctrl-C's default. */
+function interrupter(onInterrupt: NonNullable<MainDeps['onInterrupt']>) {
+  let interrupted = false
+  let remove: (() => void) | null = null
+  const sleepers = new Set<() => void>()
+  const fire = () => {
+    interrupted = true
+    for (const wake of sleepers) wake()
+  }
+  const sleep = (ms: number) =>
+    new Promise<boolean>((resolve) => {
+      if (remove === null) remove = onInterrupt(fire)
+      if (interrupted) return resolve(false)
+      const wake = () => (clearTimeout(timer), sleepers.delete(wake), resolve(false))
+      const timer = setTimeout(() => (sleepers.delete(wake), resolve(true)), ms)
+      sleepers.add(wake)
+    })
+  return { sleep, interrupted: () => interrupted, dispose: () => remove?.() }
+}
+
+function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv): () => Promise<ControllerApi> {
+  let api: Promise<ControllerApi> | null = null
+  return () =>
+    (api ??= (async () => {
+      const context = await readContext(contextPath(global.context, env))
+      const bundle = await loadOperatorBundle(context.bundleDir)
+      const verbose = global.verbose ? (line: string) => io.err(`pxe-ctl: ${line}`) : null
+      verbose?.(`context ${context.path}: operator ${bundle.name}, controllers ${context.controllers.join(', ')}`)
+      return new ControllerApi(new ControllerClient(context.controllers, bundle, global.requestTimeoutMs, verbose))
+    })())
+}
+
+/** `help`, `help CMD`, `--help` with no command: the help text, or null when argv asks for none. */
+function helpRequest(words: string[], rest: string[]): string | null {
+  if (words[0] === 'help') {
+    const topic = words.length > 1 ? words.slice(1).join(' ') : rest.find((a) => !a.startsWith('-'))
+    if (topic === undefined) return mainHelp()
+    const command = findCommand(topic) ?? COMMANDS.find((c) => c.words.startsWith(`${topic} `))
+    if (command === undefined) throw new UsageError(`no command ${shown(topic, 32)}; run "pxe-ctl --help" for the list`)
+    return commandHelp(command)
+  }
+  if (words.length === 0 && (rest.includes('--help') || rest.includes('-h'))) return mainHelp()
+  return null
+}
+
+function resolveCommand(words: string[]): CommandSpec {
+  if (words.length === 0) throw new UsageError('missing command; run "pxe-ctl --help" for the list')
+  const command = findCommand(words.join(' '))
+  if (command !== undefined) return command
+  if (GROUPS.has(words[0]!)) {
+    const subs = COMMANDS.filter((c) => c.words.startsWith(`${words[0]} `)).map((c) => c.words.split(' ')[1])
+    throw new UsageError(words.length === 1 ? `"${words[0]}" needs one of: ${subs.join(', ')}` : `unknown command "${words[0]} ${shown(words[1]!, 32).slice(1, -1)}" (one of: ${subs.join(', ')})`)
+  }
+  throw new UsageError(`unknown command ${shown(words[0]!, 32)}; run "pxe-ctl --help" for the list`)
+}
+
+/** Runs one pxe-ctl invocation and returns its exit status. */
+export async function main(argv: readonly string[], deps: MainDeps): Promise<number> {
+  const { io } = deps
+  const interrupts = interrupter(deps.onInterrupt ?? processInterrupt)
+  try {
+    const { words, rest } = splitCommand(argv, GROUPS)
+    const help = helpRequest(words, rest)
+    if (help !== null) return (io.out(help), EXIT.ok)
+    const command = resolveCommand(words)
+    const parsed = parseCommandLine(command, rest)
+    if (parsed.flags.help === true) return (io.out(commandHelp(command)), EXIT.ok)
+    const ctx: RunContext = {
+      io,
+      global: parsed.global,
+      api: apiLoader(parsed.global, io, deps.env ?? process.env),
+      sleep: interrupts.sleep,
+      interrupted: interrupts.interrupted,
+      now: Date.now,
+    }
+    await command.run(ctx, parsed)
+    return EXIT.ok
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`pxe-ctl: ${err.message}`)
+      const command = err.command === null ? undefined : findCommand(err.command)
+      io.err(command === undefined ? 'Run "pxe-ctl --help" for usage.' : `${usageOf(command)}\nRun "pxe-ctl ${command.words} --help" for more.`)
+      return EXIT.usage
+    }
+    if (err instanceof CtlError) {
+      io.err(`pxe-ctl: error: ${err.message}`)
+      return EXIT.failed
+    }
+    // A bug: say so in one line, without a stack that could carry paths or key material.
+    io.err(`pxe-ctl: internal error: ${err instanceof Error ? `${err.name}: ${err.message.slice(0, 300)}` : String(err)}`)
+    return EXIT.failed
+  } finally {
+    interrupts.dispose()
+  }
+}

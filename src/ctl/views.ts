@@ -1,0 +1,71 @@
+/** The plan as people read it: the status block (status, watch) and the node table (nodes, watch). */
+import { age, renderPairs, renderTable, shardRange } from './table.js'
+import type { Plan, PlanNode, ReshardState } from './wire.js'
+
+/** The reshard state in one line. */
+export function reshardLine(reshard: ReshardState | null | undefined): string {
+  if (reshard === undefined) return 'not reported by this controller'
+  if (reshard === null) return 'none'
+  const parts = [reshard.phase]
+  if (reshard.total_shards !== undefined) parts.push(`to ${reshard.total_shards} shards`)
+  if (reshard.generation !== undefined) parts.push(`generation ${reshard.generation}`)
+  if (reshard.waiting_nodes !== undefined) parts.push(`waiting for ${reshard.waiting_nodes} node${reshard.waiting_nodes === 1 ? '' : 's'}`)
+  return parts.join(', ')
+}
+
+function identifyLine(plan: Plan, now: number): string {
+  const id = plan.identify
+  if (id === undefined) return 'not reported by this controller'
+  if (id.daily_limit === null) return 'no daily limit'
+  const used = `${id.used_24h ?? '?'}/${id.daily_limit} used in 24h, ${id.remaining ?? '?'} remaining`
+  if (id.next_release_at === null) return `${used}, nothing to release`
+  const at = Date.parse(id.next_release_at)
+  return `${used}, next release ${id.next_release_at}${Number.isNaN(at) ? '' : ` (in ${age(at - now)})`}`
+}
+
+/** The status block: who leads, the plan's numbers, the budget, the reshard. */
+export function renderStatus(plan: Plan, controller: string, now: number): string {
+  const draining = plan.nodes.filter((n) => n.draining).length
+  const notLive = plan.drain_flags_not_live ?? []
+  const pairs: [string, string][] = [
+    ['controller', controller],
+    ['leader', plan.leader ?? 'not reported by this controller'],
+    ['generation', String(plan.generation)],
+    ['planner', plan.planner ?? 'not reported (contiguous before it was configurable)'],
+    ['shards', `${plan.total_shards} total, ${plan.unassigned} unassigned (max_concurrency ${plan.max_concurrency})`],
+    ['nodes', `${plan.nodes.length} live, ${draining} draining (lease ${plan.lease_seconds} s)`],
+    ['pending handoffs', plan.pending_handoffs === undefined ? 'not reported by this controller' : String(plan.pending_handoffs)],
+    ['identify budget', identifyLine(plan, now)],
+    ['reshard', reshardLine(plan.reshard)],
+  ]
+  if (notLive.length > 0) pairs.push(['drain flags', `${notLive.join(', ')} (not live: kept for when they join)`])
+  return renderPairs(pairs)
+}
+
+/** The flags of one node: why an operator should look at it. */
+export function nodeFlags(node: PlanNode, plan: Plan): string[] {
+  const flags: string[] = []
+  if (node.draining) flags.push('draining')
+  if (node.generation === null || node.generation < plan.generation) flags.push('stale-gen')
+  if ((node.pending_handoffs ?? 0) > 0) flags.push(`handoffs:${node.pending_handoffs}`)
+  if (node.fatal_shards > 0) flags.push('fatal')
+  if (node.range_count === 0 && !node.draining) flags.push('idle')
+  return flags
+}
+
+/** One row per node, then one line per drain flag of a node that is not live. */
+export function renderNodes(plan: Plan, now: number): string {
+  const rows = plan.nodes.map((n) => [
+    n.node_id,
+    shardRange(n.range_start, n.range_count),
+    String(n.range_count),
+    String(n.capacity),
+    `${n.ready_shards}/${n.starting_shards}/${n.backoff_shards}/${n.fatal_shards}`,
+    n.generation === null ? '-' : String(n.generation),
+    Number.isNaN(Date.parse(n.last_seen)) ? '?' : age(now - Date.parse(n.last_seen)),
+    nodeFlags(n, plan).join(',') || '-',
+  ])
+  const table = plan.nodes.length === 0 ? 'no live node' : renderTable(['NODE', 'RANGE', 'COUNT', 'CAP', 'READY/START/BACKOFF/FATAL', 'GEN', 'LAST SEEN', 'FLAGS'], rows, new Set([2, 3, 5, 6]))
+  const flagged = (plan.drain_flags_not_live ?? []).map((name) => `${name}: flagged for drain, not live (no check-in within the lease); the flag is kept for when it joins`)
+  return [table, ...flagged].join('\n')
+}
