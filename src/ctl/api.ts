@@ -24,15 +24,16 @@ export class Refused extends CtlError {
   }
 }
 
-/** The controller's refusal as an error: its code and message, and which controller said it. */
-export function refusal(answer: Answer): Refused {
+/** The controller's refusal as an error: its code and message, which controller said it, and a hint for a 403. */
+export function refusal(answer: Answer, forbiddenHint: string | null = null): Refused {
   const { error, message } = errorBody(answer.json)
   const what = error ?? `HTTP ${answer.status}`
-  return new Refused(`${what}: ${message ?? answer.text.slice(0, 200)} (from ${answer.controller})`, error, answer.status)
+  const hint = answer.status === 403 && forbiddenHint !== null ? `; ${forbiddenHint}` : ''
+  return new Refused(`${what}: ${message ?? answer.text.slice(0, 200)} (from ${answer.controller})${hint}`, error, answer.status)
 }
 
-function parsed<T>(answer: Answer, schema: z.ZodType<T>, what: string): Result<T> {
-  if (answer.status < 200 || answer.status > 299) throw refusal(answer)
+function parsed<T>(answer: Answer, schema: z.ZodType<T>, what: string, forbiddenHint: string | null): Result<T> {
+  if (answer.status < 200 || answer.status > 299) throw refusal(answer, forbiddenHint)
   const result = schema.safeParse(answer.json)
   if (!result.success) {
     const issue = result.error.issues[0]!
@@ -43,41 +44,45 @@ function parsed<T>(answer: Answer, schema: z.ZodType<T>, what: string): Result<T
 
 /** The calls pxe-ctl makes; nothing else of the controller is used. */
 export class ControllerApi {
-  constructor(readonly client: ControllerClient) {}
+  constructor(
+    readonly client: ControllerClient,
+    /** Added to a 403: why this bundle may be the wrong one (null for an operator bundle). */
+    private readonly forbiddenHint: string | null = null,
+  ) {}
 
   /** GET /v1/plan. */
   async plan(): Promise<Result<Plan>> {
-    return parsed(await this.client.request('GET', '/v1/plan'), planSchema, 'GET /v1/plan')
+    return parsed(await this.client.request('GET', '/v1/plan'), planSchema, 'GET /v1/plan', this.forbiddenHint)
   }
 
   /** POST /v1/nodes/:node_id/drain. */
   async setDraining(nodeId: string, draining: boolean): Promise<Result<DrainAnswer>> {
     const body: Body = { contentType: 'application/json', data: JSON.stringify({ draining }) }
-    return parsed(await this.client.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, body), drainAnswerSchema, 'the drain')
+    return parsed(await this.client.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, body), drainAnswerSchema, 'the drain', this.forbiddenHint)
   }
 
   /** GET /v1/route/:guild_id. */
   async route(guildId: string): Promise<Result<RouteAnswer>> {
-    return parsed(await this.client.request('GET', `/v1/route/${guildId}`), routeAnswerSchema, 'the route')
+    return parsed(await this.client.request('GET', `/v1/route/${guildId}`), routeAnswerSchema, 'the route', this.forbiddenHint)
   }
 
   /** POST /v1/reshard (202). */
   async startReshard(totalShards: number): Promise<Result<z.infer<typeof reshardAnswerSchema>>> {
     const body: Body = { contentType: 'application/json', data: JSON.stringify({ total_shards: totalShards }) }
-    return parsed(await this.client.request('POST', '/v1/reshard', body), reshardAnswerSchema, 'the reshard')
+    return parsed(await this.client.request('POST', '/v1/reshard', body), reshardAnswerSchema, 'the reshard', this.forbiddenHint)
   }
 
   /** DELETE /v1/reshard. */
   async abortReshard(): Promise<Answer> {
     const answer = await this.client.request('DELETE', '/v1/reshard')
-    if (answer.status < 200 || answer.status > 299) throw refusal(answer)
+    if (answer.status < 200 || answer.status > 299) throw refusal(answer, this.forbiddenHint)
     return answer
   }
 
   /** POST /v1/crl with a PEM CRL. */
   async pushCrl(pem: string): Promise<Answer> {
     const answer = await this.client.request('POST', '/v1/crl', { contentType: 'application/pkix-crl', data: pem })
-    if (answer.status < 200 || answer.status > 299) throw refusal(answer)
+    if (answer.status < 200 || answer.status > 299) throw refusal(answer, this.forbiddenHint)
     return answer
   }
 }

@@ -20,6 +20,8 @@ export interface OperatorBundle {
   /** The only certificate trusted for the controllers. */
   readonly ca: string
   readonly notAfter: Date
+  /** The certificate's OU (role): operator, unless the bundle was read without requiring it. */
+  readonly role: string | null
 }
 
 async function readBundleFile(dir: string, file: string): Promise<string> {
@@ -45,8 +47,12 @@ function subjectValue(subject: string, attr: string): string | null {
   return values.length === 1 ? values[0]!.slice(attr.length + 1) : null
 }
 
-/** Reads and checks an operator bundle folder; throws CtlError naming the first problem. */
-export async function loadOperatorBundle(dir: string, nowMs: number = Date.now()): Promise<OperatorBundle> {
+/**
+ * Reads and checks an operator bundle folder; throws CtlError naming the first problem. `requireOperator`
+ * false (a command's requests) lets another role through, so that the controller's own 403 is what the
+ * operator sees; `context init` requires it.
+ */
+export async function loadOperatorBundle(dir: string, requireOperator: boolean, nowMs: number = Date.now()): Promise<OperatorBundle> {
   const key = await readBundleFile(dir, 'key.pem')
   const keyMode = (await stat(join(dir, 'key.pem'))).mode & 0o777
   if ((keyMode & 0o077) !== 0) throw new CtlError(`bundle ${dir}: key.pem is accessible by group or others (mode ${keyMode.toString(8).padStart(4, '0')}); run chmod 600 on it`)
@@ -57,7 +63,7 @@ export async function loadOperatorBundle(dir: string, nowMs: number = Date.now()
   const name = subjectValue(cert.subject, 'CN')
   if (name === null || nameProblem(name) !== null) throw new CtlError(`bundle ${dir}: cert.pem has no valid CN`)
   const role = subjectValue(cert.subject, 'OU')
-  if (role !== 'operator') {
+  if (role !== 'operator' && requireOperator) {
     throw new CtlError(`bundle ${dir}: cert.pem is a ${role ?? 'role-less'} certificate of ${name}, not an operator one (issue one with "pxe-pki issue NAME --role operator")`)
   }
   if (!cert.checkIssued(ca) || !cert.verify(ca.publicKey)) throw new CtlError(`bundle ${dir}: cert.pem was not issued by the bundle's ca.pem`)
@@ -71,5 +77,5 @@ export async function loadOperatorBundle(dir: string, nowMs: number = Date.now()
   const notAfter = new Date(cert.validTo)
   if (nowMs > notAfter.getTime()) throw new CtlError(`bundle ${dir}: the certificate of ${name} expired at ${notAfter.toISOString()}`)
   if (nowMs < Date.parse(cert.validFrom)) throw new CtlError(`bundle ${dir}: the certificate of ${name} is valid only from ${new Date(cert.validFrom).toISOString()}`)
-  return { dir, name, cert: certPem, key, ca: caPem, notAfter }
+  return { dir, name, cert: certPem, key, ca: caPem, notAfter, role }
 }

@@ -52,10 +52,11 @@ function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv): () =>
   return () =>
     (api ??= (async () => {
       const context = await readContext(contextPath(global.context, env))
-      const bundle = await loadOperatorBundle(context.bundleDir)
+      const bundle = await loadOperatorBundle(context.bundleDir, false)
       const verbose = global.verbose ? (line: string) => io.err(`pxe-ctl: ${line}`) : null
       verbose?.(`context ${context.path}: operator ${bundle.name}, controllers ${context.controllers.join(', ')}`)
-      return new ControllerApi(new ControllerClient(context.controllers, bundle, global.requestTimeoutMs, verbose))
+      const roleHint = bundle.role === 'operator' ? null : `the bundle ${bundle.dir} holds a ${bundle.role ?? 'role-less'} certificate of ${bundle.name}; pxe-ctl needs an operator bundle ("pxe-pki issue NAME --role operator")`
+      return new ControllerApi(new ControllerClient(context.controllers, bundle, global.requestTimeoutMs, verbose), roleHint)
     })())
 }
 

@@ -43,7 +43,7 @@ Example:
     const bundleFlag = stringFlag(parsed, 'bundle')
     if (bundleFlag === undefined || bundleFlag === '') throw new UsageError('--bundle DIR is required', WORDS)
     const bundleDir = resolve(bundleFlag)
-    const bundle = await loadOperatorBundle(bundleDir)
+    const bundle = await loadOperatorBundle(bundleDir, true)
     const path = contextPath(ctx.global.context)
     const content = `${JSON.stringify({ controllers, bundle: bundleDir }, null, 2)}\n`
     try {
