@@ -1,0 +1,116 @@
+// pxe-ctl's read side against a real controller: status and nodes as aligned tables and as the
+// controller's JSON, with three nodes checked in (one draining) and a drain flag of a name that is not
+// live; route; reshard on a controller without live resharding; watch until SIGINT.
+import t from 'tap'
+import { request } from '../e2e/harness.js'
+import { startFleet, until } from './support.js'
+
+const fleet = await startFleet(t, { planner: 'stable' })
+const operator = await fleet.node('compaq-01') // any identity works for the route comparison
+for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32 })
+// Setup by the CLI itself (asserted in drain.test.ts); a top-level assertion would end the root test early.
+for (const args of [['drain', 'compaq-02'], ['drain', 'ghost-01', '--force']]) {
+  const res = await fleet.ctl(...args)
+  if (res.code !== 0) throw new Error(`${args.join(' ')}: ${res.stderr}`)
+}
+// Every node acknowledges the current plan, with some shards ready.
+const generation = (await fleet.plan()).generation
+for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32, generation, ready_shards: name === 'compaq-02' ? 0 : 30, starting_shards: name === 'compaq-02' ? 0 : 2 })
+
+t.test('status: one aligned block with every field of the SPEC', async (t) => {
+  const res = await fleet.ctl('status')
+  t.equal(res.code, 0, res.stderr)
+  t.equal(res.stderr, '')
+  const lines = res.stdout.trimEnd().split('\n')
+  const keys = lines.map((l) => l.split(/\s{2,}/)[0])
+  t.same(keys.slice(0, 9), ['controller', 'leader', 'generation', 'planner', 'shards', 'nodes', 'pending handoffs', 'identify budget', 'reshard'])
+  const valueColumn = lines.map((l) => l.search(/\s{2}\S/) + 2)
+  t.ok(lines.every((l, i) => l[valueColumn[0]! - 1] === ' ' && l.slice(0, valueColumn[0]).trim() === keys[i]), 'values start in one column')
+  t.match(res.stdout, `controller        ${fleet.url}`)
+  t.match(res.stdout, /^leader\s+test-controller$/m)
+  t.match(res.stdout, new RegExp(`^generation\\s+${generation}$`, 'm'))
+  t.match(res.stdout, /^shards\s+64 total, 0 unassigned \(max_concurrency 16\)$/m)
+  t.match(res.stdout, /^nodes\s+3 live, 1 draining \(lease 30 s\)$/m)
+  t.match(res.stdout, /^pending handoffs\s+(0|not reported by this controller)$/m)
+  t.match(res.stdout, /^identify budget\s+(no daily limit|not reported by this controller)$/m)
+  t.match(res.stdout, /^reshard\s+(none|not reported by this controller)$/m)
+
+  const json = await fleet.ctl('status', '-o', 'json')
+  t.equal(json.code, 0, json.stderr)
+  t.same(JSON.parse(json.stdout), await fleet.plan(), '-o json is the controller\'s plan as it sent it')
+})
+
+t.test('nodes: one row per node in byte order, aligned, with range, health, generation, age and flags', async (t) => {
+  const res = await fleet.ctl('nodes')
+  t.equal(res.code, 0, res.stderr)
+  const lines = res.stdout.trimEnd().split('\n')
+  t.match(lines[0], /^NODE\s+RANGE\s+COUNT\s+CAP\s+READY\/START\/BACKOFF\/FATAL\s+GEN\s+LAST SEEN\s+FLAGS$/)
+  const flagsAt = lines[0]!.indexOf('FLAGS')
+  const rows = lines.slice(1, 4)
+  t.same(rows.map((l) => l.split(/\s+/)[0]), ['compaq-01', 'compaq-02', 'dell-01'])
+  for (const row of rows) t.equal(row[flagsAt - 1], ' ', `FLAGS column aligned: ${row}`)
+  t.match(rows[0], new RegExp(`^compaq-01\\s+0-31\\s+32\\s+32\\s+30/2/0/0\\s+${generation}\\s+\\d+s\\s+-$`))
+  t.match(rows[1], new RegExp(`^compaq-02\\s+-\\s+0\\s+32\\s+0/0/0/0\\s+${generation}\\s+\\d+s\\s+draining$`))
+  t.match(rows[2], new RegExp(`^dell-01\\s+32-63\\s+32\\s+32\\s+30/2/0/0\\s+${generation}\\s+\\d+s\\s+-$`))
+  const plan = await fleet.plan()
+  if (plan.drain_flags_not_live !== undefined) t.match(lines[4], /^ghost-01: flagged for drain, not live/)
+
+  const json = await fleet.ctl('nodes', '-o', 'json')
+  t.equal(json.code, 0, json.stderr)
+  const parsed = JSON.parse(json.stdout)
+  t.same(parsed.nodes, plan.nodes)
+  t.equal(parsed.generation, plan.generation)
+})
+
+t.test('route: the shard and node of a guild, as the controller computes them', async (t) => {
+  const guild = String((19n << 22n) + 12345n)
+  const res = await fleet.ctl('route', guild)
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, new RegExp(`^guild\\s+${guild}$`, 'm'))
+  t.match(res.stdout, /^shard\s+19$/m)
+  t.match(res.stdout, /^node\s+compaq-01$/m)
+  const json = await fleet.ctl('route', guild, '-o', 'json')
+  const direct = await request(fleet.controller.port, fleet.pki.ca, operator, `/v1/route/${guild}`)
+  t.same(JSON.parse(json.stdout), direct.json)
+  for (const bad of ['012', '-1', '18446744073709551616', 'abc']) {
+    const refused = await fleet.ctl('route', bad)
+    t.equal(refused.code, 2, `${bad}: a usage error`)
+    t.match(refused.stderr, bad === '-1' ? /Unknown option '-1'/ : /must be a canonical decimal snowflake/)
+    t.match(refused.stderr, /usage: pxe-ctl route GUILD_ID/)
+  }
+})
+
+t.test('reshard on a controller without live resharding: "not supported", exit 1; status reads the plan', async (t) => {
+  for (const args of [['reshard', '128'], ['reshard', '128', '--wait'], ['reshard', 'abort']]) {
+    const res = await fleet.ctl(...args)
+    t.equal(res.code, 1, args.join(' '))
+    t.match(res.stderr, /^pxe-ctl: error: live resharding is not supported by this controller/, args.join(' '))
+  }
+  const status = await fleet.ctl('reshard', 'status')
+  t.equal(status.code, 0, status.stderr)
+  t.match(status.stdout, /^shards\s+64$/m)
+  t.match(status.stdout, /^reshard\s+(none|not reported by this controller)$/m)
+  for (const args of [['reshard', '0'], ['reshard', '65537'], ['reshard', 'many'], ['reshard', 'status', '--wait'], ['reshard', '128', '--timeout', '5']]) {
+    const res = await fleet.ctl(...args)
+    t.equal(res.code, 2, `${args.join(' ')}: usage error`)
+  }
+})
+
+t.test('watch: the status refreshed until SIGINT, then exit 0; -o json one plan per line', async (t) => {
+  const run = fleet.spawn('watch', '--interval', '0.3')
+  await until('two refreshes', () => (run.output().stdout.match(/^--- /gm) ?? []).length >= 2)
+  run.child.kill('SIGINT')
+  const res = await run.done
+  t.equal(res.code, 0, res.stderr)
+  t.equal(res.stderr, '')
+  t.notMatch(res.stdout, /\x1b\[/, 'no screen clearing or colour on a pipe')
+  t.match(res.stdout, /^generation\s+\d+$/m)
+  t.match(res.stdout, /^NODE\s+RANGE/m)
+
+  const json = fleet.spawn('watch', '--interval', '0.3', '-o', 'json')
+  await until('two JSON refreshes', () => json.output().stdout.split('\n').filter(Boolean).length >= 2)
+  json.child.kill('SIGINT')
+  const out = await json.done
+  t.equal(out.code, 0, out.stderr)
+  for (const line of out.stdout.trim().split('\n')) t.equal(JSON.parse(line).total_shards, 64)
+})
