@@ -34,6 +34,8 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/service': ['src/core', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
   'src/agent': ['src/core', 'src/state'],
   'src/discordjs': ['src/agent'],
+  // The operator CLI speaks only the public HTTP API; core for the name rule and the dry run's planner.
+  'src/ctl': ['src/core'],
   pki: ['src/core', 'src/der', 'src/state', 'src/audit'],
 }
 

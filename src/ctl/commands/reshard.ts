@@ -62,6 +62,9 @@ Example:
     const timeoutFlag = stringFlag(parsed, 'timeout')
     if (timeoutFlag !== undefined && !wait) throw new UsageError('--timeout needs --wait', 'reshard')
     if ((what === 'abort' || what === 'status') && wait) throw new UsageError(`--wait goes with "reshard N", not "reshard ${what}"`, 'reshard')
+    // Every usage check before the context is read: a bad command line is exit 2 whatever the context.
+    const to = what === 'abort' || what === 'status' ? null : integer('N', what, 1, 65_536, 'reshard')
+    const timeoutS = timeoutFlag === undefined ? DEFAULT_WAIT_S : seconds('--timeout', timeoutFlag, 1, 86_400, 'reshard')
     const api = await ctx.api()
     if (what === 'status') {
       const plan = await api.plan()
@@ -75,8 +78,7 @@ Example:
       emit(ctx, answer.json ?? {}, () => 'reshard aborted: the next set is dropped')
       return
     }
-    const to = integer('N', what, 1, 65_536, 'reshard')
-    const timeoutS = timeoutFlag === undefined ? DEFAULT_WAIT_S : seconds('--timeout', timeoutFlag, 1, 86_400, 'reshard')
+    if (to === null) throw new Error('unreachable: abort and status returned above')
     const answer = await orNotSupported(() => api.startReshard(to))
     const a = answer.value
     const started = `reshard from ${a.from ?? '?'} to ${a.to ?? to} shards started (generation ${a.generation ?? '?'})`
