@@ -31,7 +31,7 @@ export function renderStatus(plan: Plan, controller: string, now: number): strin
     ['controller', controller],
     ['leader', plan.leader ?? 'not reported by this controller'],
     ['generation', String(plan.generation)],
-    ['planner', plan.planner ?? 'not reported (contiguous before it was configurable)'],
+    ['planner', plan.planner ?? 'not reported by this controller'],
     ['shards', `${plan.total_shards} total, ${plan.unassigned} unassigned (max_concurrency ${plan.max_concurrency})`],
     ['nodes', `${plan.nodes.length} live, ${draining} draining (lease ${plan.lease_seconds} s)`],
     ['pending handoffs', plan.pending_handoffs === undefined ? 'not reported by this controller' : String(plan.pending_handoffs)],

@@ -11,12 +11,13 @@ const POLL_MS = 1000
 function stillHeld(node: PlanNode | undefined, drainGeneration: number): string | null {
   if (node === undefined) return null // it left the live set: nothing of it runs any more
   const parts: string[] = []
-  if (node.range_count > 0) parts.push(`holds ${node.range_count} shard${node.range_count === 1 ? '' : 's'} (${shardRange(node.range_start, node.range_count)})`)
+  const id = node.node_id
+  if (node.range_count > 0) parts.push(`${id} holds ${node.range_count} shard${node.range_count === 1 ? '' : 's'} (${shardRange(node.range_start, node.range_count)})`)
   if (node.pending_handoffs !== undefined) {
-    if (node.pending_handoffs > 0) parts.push(`${node.pending_handoffs} handoff${node.pending_handoffs === 1 ? '' : 's'} wait for it to release shards`)
+    if (node.pending_handoffs > 0) parts.push(`${node.pending_handoffs} shard${node.pending_handoffs === 1 ? '' : 's'} wait for ${id} to release ${node.pending_handoffs === 1 ? 'it' : 'them'}`)
   } else if (node.generation === null || node.generation < drainGeneration) {
     // An older controller reports no handoff count: a node releases by reporting the drain's generation.
-    parts.push(`has not yet reported generation ${drainGeneration} (its release)`)
+    parts.push(`${id} has not yet reported generation ${drainGeneration} (its release)`)
   }
   return parts.length === 0 ? null : parts.join(', ')
 }
@@ -25,7 +26,7 @@ function stillHeld(node: PlanNode | undefined, drainGeneration: number): string 
 export async function waitDrained(ctx: RunContext, api: ControllerApi, nodeId: string, drainGeneration: number, timeoutS: number): Promise<{ seconds: number; left: boolean }> {
   const started = ctx.now()
   let lastLine = ''
-  let held = 'is not known yet'
+  let held = `what ${nodeId} holds is not known yet`
   for (;;) {
     try {
       const plan = (await api.plan()).value
@@ -36,14 +37,14 @@ export async function waitDrained(ctx: RunContext, api: ControllerApi, nodeId: s
     } catch (err) {
       // A fail-over can leave no controller answering for a few seconds: keep waiting until the timeout.
       if (!(err instanceof CtlError) || err.code !== 'no_controller') throw err
-      held = `is unknown (${err.message.split('\n')[0]})`
+      held = `what ${nodeId} holds is unknown (${err.message.split('\n')[0]})`
     }
     const elapsed = (ctx.now() - started) / 1000
-    const line = `waiting for ${nodeId}: it ${held}`
+    const line = `waiting: ${held}`
     if (line !== lastLine) ctx.io.err(`${line} (${Math.round(elapsed)}s)`)
     lastLine = line
-    if (elapsed >= timeoutS) throw new CtlError(`timed out after ${timeoutS} s: ${nodeId} ${held}; it stays flagged for drain`, 'timeout')
+    if (elapsed >= timeoutS) throw new CtlError(`timed out after ${timeoutS} s: ${held}; ${nodeId} stays flagged for drain`, 'timeout')
     const remainingMs = timeoutS * 1000 - (ctx.now() - started)
-    if (!(await ctx.sleep(Math.max(0, Math.min(POLL_MS, remainingMs))))) throw new CtlError(`interrupted: ${nodeId} ${held}; it stays flagged for drain`, 'interrupted')
+    if (!(await ctx.sleep(Math.max(0, Math.min(POLL_MS, remainingMs))))) throw new CtlError(`interrupted: ${held}; ${nodeId} stays flagged for drain`, 'interrupted')
   }
 }

@@ -33,7 +33,7 @@ Examples:
   16 shards would move: 8 to compaq-01, 8 to dell-01
   $ pxe-ctl drain compaq-02 --wait
   compaq-02 is draining (plan generation 13)
-  waiting for compaq-02: it holds 16 shards (16-31) (0s)
+  waiting: 16 shards wait for compaq-02 to release them (0s)
   compaq-02 holds no shard and its handoffs are released (after 4s)`,
   args: ['NODE'],
   flags: [

@@ -1,0 +1,66 @@
+// pxe-ctl drain --dry-run against a real controller under both planners: what it predicts (shards
+// moved, per new owner, to no node) is what the real drain then does, and the dry run changes nothing.
+import t from 'tap'
+import { startFleet, type Fleet } from './support.js'
+
+/** Owner per shard of a GET /v1/plan answer. */
+function owners(plan: any): (string | null)[] {
+  const out: (string | null)[] = new Array(plan.total_shards).fill(null)
+  for (const n of plan.nodes) for (let s = n.range_start; s < n.range_start + n.range_count; s++) out[s] = n.node_id
+  return out
+}
+
+/** What really moved between two plans: count, and per new owner. */
+function moves(before: any, after: any): { moved: number; to: Record<string, number>; to_unassigned: number } {
+  const a = owners(before)
+  const b = owners(after)
+  const to: Record<string, number> = {}
+  let moved = 0
+  let toUnassigned = 0
+  a.forEach((owner, s) => {
+    if (owner === null || owner === b[s]) return
+    moved += 1
+    if (b[s] !== null) to[b[s]!] = (to[b[s]!] ?? 0) + 1
+    else toUnassigned += 1
+  })
+  return { moved, to, to_unassigned: toUnassigned }
+}
+
+async function checkInAll(fleet: Fleet, caps: Record<string, number>): Promise<void> {
+  for (const [name, capacity] of Object.entries(caps)) await fleet.checkIn(name, { capacity })
+  const generation = (await fleet.plan()).generation
+  for (const [name, capacity] of Object.entries(caps)) await fleet.checkIn(name, { capacity, generation })
+}
+
+for (const planner of ['contiguous', 'stable'] as const) {
+  t.test(`drain --dry-run predicts what the real drain moves (${planner} planner) and changes nothing`, async (t) => {
+    const fleet = await startFleet(t, { planner, total_shards: 60, max_concurrency: 1 })
+    // A history, so that the stable planner's ranges are not the contiguous layout.
+    await checkInAll(fleet, { b: 24, d: 16 })
+    await checkInAll(fleet, { a: 16, b: 24, c: 8, d: 16, e: 12 })
+    // TODO(merge main): every controller reports "planner" then; a dry run of one that does not assumes contiguous.
+    if ((await fleet.plan()).planner === undefined && planner === 'stable') return void t.pass('skipped: this controller does not report its planner yet')
+    for (const target of ['b', 'd']) {
+      const before = await fleet.plan()
+      const dry = await fleet.ctl('drain', target, '--dry-run', '-o', 'json')
+      t.equal(dry.code, 0, dry.stderr)
+      const predicted = JSON.parse(dry.stdout)
+      t.equal((await fleet.plan()).generation, before.generation, 'the dry run changed nothing')
+      t.equal(predicted.node_id, target)
+      if (before.planner !== undefined) t.equal(predicted.planner, planner, 'the planner the plan names')
+      const text = await fleet.ctl('drain', target, '--dry-run')
+      t.equal(text.code, 0, text.stderr)
+      const real = await fleet.ctl('drain', target)
+      t.equal(real.code, 0, real.stderr)
+      const actual = moves(before, await fleet.plan())
+      t.ok(actual.moved > 0, `${target}: shards moved`)
+      t.same({ moved: predicted.moved, to: predicted.to, to_unassigned: predicted.to_unassigned }, actual, `${target}: predicted = what the controller did`)
+      const targets = Object.entries(actual.to).sort(([x], [y]) => (x < y ? -1 : 1))
+      const unassigned = actual.to_unassigned > 0 ? [`${actual.to_unassigned} to no node (unassigned: no capacity left)`] : []
+      t.equal(text.stdout.split('\n')[0], `${actual.moved} shards would move: ${[...targets.map(([n, k]) => `${k} to ${n}`), ...unassigned].join(', ')}`)
+      await checkInAll(fleet, { a: 16, b: 24, c: 8, d: 16, e: 12 })
+    }
+    const again = await fleet.ctl('drain', 'b', '--dry-run')
+    t.match(again.stdout, /^0 shards would move/, 'a node already draining: nothing moves')
+  })
+}
