@@ -71,6 +71,18 @@ t.test('a closed port first, then the controller: the answer, and -v says which 
   t.equal(quiet.stderr, '', 'without -v a skipped controller is not reported')
 })
 
+t.test('a controller that accepts the connection but never answers: the next one after --request-timeout', async (t) => {
+  const sockets = new Set<net.Socket>()
+  const silent = net.createServer((socket) => void sockets.add(socket)) // accepts, never speaks TLS
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => (sockets.forEach((s) => s.destroy()), silent.close(() => resolve()))))
+  const hung = `https://127.0.0.1:${(silent.address() as AddressInfo).port}`
+  const res = await runCtl(['--context', context('hung-first', [hung, url]), 'status', '-v', '--request-timeout', '0.5'], { home })
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stderr, `GET /v1/plan → ${hung}: no answer within 0.5 s; trying the next controller`)
+  t.match(res.stdout, `controller        ${url}`)
+})
+
 t.test('an HA follower answering 503 not_leader is skipped for the next controller', async (t) => {
   const follower = await fakeController(503, { error: 'not_leader', message: 'this controller is not the leader; the leader is test-controller' })
   const res = await runCtl(['--context', context('follower-first', [follower.url, url]), 'drain', 'a', '-v'], { home })
