@@ -61,34 +61,7 @@ export class AgentMetrics {
 
   constructor(sources: AgentMetricSources) {
     const registers = [this.registry]
-    const gauge = (name: string, help: string, read: (status: AgentStatus) => number) =>
-      new Gauge({ name, help, registers, collect() { this.set(read(sources.status())) } })
-    gauge('pxe_node_plan_generation', 'Generation of the last plan this agent accepted (0: none yet).', (s) => s.acceptedGeneration ?? 0)
-    gauge('pxe_node_reported_generation', 'Generation the agent reports in check-ins: the newest plan whose removals have all stopped (0: none yet).', (s) => s.reportedGeneration ?? 0)
-    gauge('pxe_node_shards_assigned', 'Shards the accepted plan gives this node.', (s) => s.assigned.length)
-    gauge('pxe_node_last_renewal_timestamp_seconds', 'When the answer to the last check-in whose plan was accepted arrived, unix seconds (0: never).', (s) => seconds(s.lastRenewalAckAt))
-    gauge('pxe_node_authority_expiry_timestamp_seconds', "When the node's authority over its shards ends unless renewed, unix seconds (0: none held).", (s) => seconds(s.authorityEndsAt))
-    new Gauge({
-      name: 'pxe_node_shards',
-      help: 'Shards by state, as the check-in reports them (ready: running).',
-      labelNames: ['state'],
-      registers,
-      collect() {
-        const h = sources.health()
-        const values = { ready: h.ready_shards, starting: h.starting_shards, backoff: h.backoff_shards, fatal: h.fatal_shards }
-        for (const state of HEALTH_STATES) this.set({ state }, values[state])
-      },
-    })
-    new Gauge({
-      name: 'pxe_node_agent_state',
-      help: 'The agent state: 1 for the current one (idle, joining, active, no_authority, halted), else 0.',
-      labelNames: ['state'],
-      registers,
-      collect() {
-        const current = sources.status().state
-        for (const state of AGENT_STATES) this.set({ state }, state === current ? 1 : 0)
-      },
-    })
+    stateGauges(sources, registers)
     this.checkins = counter('pxe_node_checkins_total', 'Check-ins by result: accepted (plan accepted), refused (plan refused), failed (no usable answer).', 'result', CHECKIN_RESULTS, registers)
     this.refused = counter('pxe_node_plans_refused_total', 'Plans refused, by the reason the verifier gave.', 'reason', REFUSAL_REASONS, registers)
     this.claims = counter('pxe_node_identify_claims_total', 'Identify claims answered, by result.', 'result', CLAIM_RESULTS, registers)
@@ -146,6 +119,47 @@ export class AgentMetrics {
     if (outcome.mode === 'resume') this.resuming.add(event.shardId)
     if (event.waitedMs !== null) this.waits.observe({ mode: outcome.mode }, event.waitedMs / 1000)
   }
+}
+
+/** The gauges read at scrape time, from one status per scrape (so that they agree with each other). */
+function stateGauges(sources: AgentMetricSources, registers: Registry[]): void {
+  let current: AgentStatus | null = null
+  // A scrape runs every collect in one synchronous pass: the status read first serves them all.
+  const status = (): AgentStatus => {
+    if (current === null) {
+      current = sources.status()
+      queueMicrotask(() => (current = null))
+    }
+    return current
+  }
+  const gauge = (name: string, help: string, read: (status: AgentStatus) => number) =>
+    new Gauge({ name, help, registers, collect() { this.set(read(status())) } })
+  gauge('pxe_node_plan_generation', 'Generation of the last plan this agent accepted (0: none yet).', (s) => s.acceptedGeneration ?? 0)
+  gauge('pxe_node_reported_generation', 'Generation the agent reports in check-ins: the newest plan whose removals have all stopped (0: none yet).', (s) => s.reportedGeneration ?? 0)
+  gauge('pxe_node_shards_assigned', 'Shards the accepted plan gives this node.', (s) => s.assigned.length)
+  gauge('pxe_node_last_renewal_timestamp_seconds', 'When the answer to the last check-in whose plan was accepted arrived, unix seconds (0: never).', (s) => seconds(s.lastRenewalAckAt))
+  gauge('pxe_node_authority_expiry_timestamp_seconds', "When the node's authority over its shards ends unless renewed, unix seconds (0: none held).", (s) => seconds(s.authorityEndsAt))
+  new Gauge({
+    name: 'pxe_node_shards',
+    help: 'Shards by state, as the check-in reports them (ready: running).',
+    labelNames: ['state'],
+    registers,
+    collect() {
+      const h = sources.health()
+      const values = { ready: h.ready_shards, starting: h.starting_shards, backoff: h.backoff_shards, fatal: h.fatal_shards }
+      for (const state of HEALTH_STATES) this.set({ state }, values[state])
+    },
+  })
+  new Gauge({
+    name: 'pxe_node_agent_state',
+    help: 'The agent state: 1 for the current one (idle, joining, active, no_authority, halted), else 0.',
+    labelNames: ['state'],
+    registers,
+    collect() {
+      const now = status().state
+      for (const state of AGENT_STATES) this.set({ state }, state === now ? 1 : 0)
+    },
+  })
 }
 
 /** A counter whose every label value shows from the start (0), so that rate() sees the first increase. */

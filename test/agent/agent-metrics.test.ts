@@ -191,3 +191,12 @@ t.test('label values are bounded: no node, shard or session ID appears in any la
   const text = await h.text()
   t.notMatch(text, /node-m|="77"/)
 })
+
+t.test('one scrape reads the status once, so that its gauges agree; the next scrape reads it again', async (t) => {
+  let reads = 0
+  const metrics = new AgentMetrics({ status: () => (reads++, IDLE), health: () => ({ ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0 }) })
+  await metrics.registry.metrics()
+  t.equal(reads, 1)
+  await metrics.registry.metrics()
+  t.equal(reads, 2)
+})
