@@ -119,10 +119,9 @@ Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then 
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
-Exit status: 0 stopped by a signal; 1 unusable bundle or state file, or the metrics port cannot be
-listened on; 2 bad command line;
-3 the controller refused this node's certificate (every shard was stopped first);
-4 the stop timeout does not fit the controller's lease (every shard was stopped first).
+Exit status: 0 stopped by a signal; 1 unusable bundle or state file, or a metrics port that cannot be
+listened on; 2 bad command line; 3 the controller refused this node's certificate (every shard was
+stopped first); 4 the stop timeout does not fit the controller's lease (every shard was stopped first).
 
 Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\
