@@ -14,7 +14,7 @@ import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limit
 import { CrlEnforcement } from './identity/crl-enforcement.js'
 import type { ParsedCrl } from './identity/crl.js'
 import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
-import { TlsServer } from './server/tls-server.js'
+import { TlsServer, type TlsServerDeps } from './server/tls-server.js'
 import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
@@ -51,6 +51,8 @@ export interface RuntimeOptions {
   readonly wrapStore?: (store: StateStore) => StateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
+  /** Admission settings under a reconnect storm (tests that provoke a deferral set tiny ones). */
+  readonly admission?: TlsServerDeps['admission']
 }
 
 /** Requests in flight get this long to finish at a stop; every request must arrive within 10 s anyway. */
@@ -195,6 +197,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
     onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
+    ...(opts.admission ? { admission: opts.admission } : {}),
   })
   const app = await buildApp({ ...authDeps, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
 

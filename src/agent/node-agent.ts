@@ -28,6 +28,11 @@ import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { ShardRunner } from './shard-runner.js'
 
 const SILENT = pino({ enabled: false })
+/**
+ * How long a retry is assumed to take to be answered: a controller admits a connection only when it can
+ * finish it within about this (server/admission.ts), and a dead one fails the attempt at connect.
+ */
+const ATTEMPT_RESERVE_MS = 2000
 
 /** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {
@@ -165,7 +170,7 @@ export class NodeAgent {
     void this.checkInOnce()
       .catch((err: unknown) => {
         this.logger.error({ err: describe(err) }, 'check-in failed unexpectedly')
-        return this.cadence.retry()
+        return this.retryDelay(null)
       })
       .then((delay) => {
         this.inFlight = false
@@ -240,7 +245,7 @@ export class NodeAgent {
       return null
     }
     this.fail(`check-in answered ${reply.status} ${reply.errorCode ?? ''}${reply.errorMessage ? `: ${reply.errorMessage}` : ''}`)
-    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.cadence.retry()
+    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.retryDelay(null)
   }
 
   private async onCheckinAnswer(body: unknown, url: string, sentAt: number): Promise<number | null> {
@@ -253,7 +258,7 @@ export class NodeAgent {
     })
     if (verdict.kind === 'malformed') {
       this.fail(`the check-in answer from ${url} is not the SPEC's shape`)
-      return this.cadence.retry()
+      return this.retryDelay(null)
     }
     if (verdict.kind === 'refused') {
       this.cadence.setLease(verdict.leaseSeconds * 1000)
@@ -295,7 +300,23 @@ export class NodeAgent {
     if (err.probableRefusal) {
       this.refuseCertificate(false, 'every controller closed the connection right after the TLS handshake without answering: the certificate is probably revoked or expired')
     }
-    return this.cadence.retry()
+    return this.retryDelay(err.busyRetryAfterMs)
+  }
+
+  /**
+   * The delay before the next attempt after a failed one, from what is at stake (cadence.ts): while the
+   * node holds authority, the time left until the last check-in that could still be answered before the
+   * fail-safe begins (an attempt is given ATTEMPT_RESERVE_MS to be answered, a busy controller's promise).
+   */
+  private retryDelay(busyRetryAfterMs: number | null): number {
+    const deadline = this.plans.authorityDeadline
+    const plan = this.plans.accepted
+    let slackMs: number | null = null
+    if (deadline !== null && plan !== null && this.plans.hasAuthority()) {
+      const failSafeAt = deadline - this.plans.failSafeLeadMs(plan.lease_seconds * 1000)
+      slackMs = Math.max(0, failSafeAt - this.clock.now() - ATTEMPT_RESERVE_MS)
+    }
+    return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
 
   /** A definitive refusal halts the agent; a probable one stops the shards until a check-in succeeds again. */
