@@ -9,13 +9,20 @@
  * NODE_NO_WARNINGS=1), on Node 20 and 24 alike, so removing the listeners present at that point removes
  * it and nothing else. `process.emitWarning` delivers on a later tick, so a warning emitted while the
  * entry module's imports load (none do today) is normally caught too. --no-deprecation still silences
- * deprecations (Node drops them before any listener), and --throw-deprecation still throws.
+ * deprecations (Node drops them before any listener), --throw-deprecation still throws, and with
+ * --trace-warnings (--trace-deprecation) the line carries the stack Node would have printed.
  */
 import type { Logger } from 'pino'
 
 /** The fields of one warning line, besides pino's own. */
 export interface WarningFields {
-  readonly process_warning: { readonly name: string; readonly code: string | null; readonly detail?: string }
+  readonly process_warning: { readonly name: string; readonly code: string | null; readonly detail?: string; readonly stack?: string }
+}
+
+/** True when Node would print the warning's stack: --trace-warnings, or --trace-deprecation for a deprecation. */
+function traced(warning: Error): boolean {
+  const flags = process as { traceProcessWarnings?: boolean; traceDeprecation?: boolean }
+  return flags.traceProcessWarnings === true || (warning.name === 'DeprecationWarning' && flags.traceDeprecation === true)
 }
 
 /** The fields a warning is logged with (exported for tests). */
@@ -26,6 +33,7 @@ export function warningFields(warning: Error): WarningFields {
       name: warning.name,
       code: typeof code === 'string' ? code : null,
       ...(typeof detail === 'string' ? { detail } : {}),
+      ...(traced(warning) && typeof warning.stack === 'string' ? { stack: warning.stack } : {}),
     },
   }
 }

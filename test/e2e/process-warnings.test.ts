@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { ProcessWarnings } from '../../src/process-warnings.js'
+import { ProcessWarnings, warningFields } from '../../src/process-warnings.js'
 import { testDir } from '../support/test-dir.js'
 import { until } from '../ha/replica.js'
 
@@ -96,6 +96,13 @@ t.test('warnings taken before a logger exists are logged once it is attached, in
     [{ process_warning: { name: 'DeprecationWarning', code: 'DEP0001' } }, 'coded'],
     [{ process_warning: { name: 'Error', code: null } }, 'late'],
   ])
+  const flags = process as { traceProcessWarnings?: boolean }
+  const before = flags.traceProcessWarnings
+  flags.traceProcessWarnings = true // as --trace-warnings sets it
+  t.teardown(() => void (flags.traceProcessWarnings = before))
+  t.match(warningFields(early), { process_warning: { stack: /^ExperimentalWarning: early\n\s+at / } }, 'with --trace-warnings the stack too')
+  flags.traceProcessWarnings = before
+  t.notOk('stack' in warningFields(early).process_warning, 'else no stack')
   const unattached = new ProcessWarnings()
   unattached.take(coded)
   t.match(JSON.parse(unattached.heldLines('pxe-node')[0]!), { level: 40, service: 'pxe-node', process_warning: { code: 'DEP0001' }, msg: 'coded' }, 'held at exit: a JSON line in pino\'s shape')
