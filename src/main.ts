@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { pino, type Logger } from 'pino'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { DEV_DEFAULT_PORT, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
-import { captureProcessWarnings } from './process-warnings.js'
+import { captureProcessWarnings } from './log/process-warnings.js'
 import { DEFAULT_STOP_GRACE_MS, startController, type RunningController } from './runtime.js'
 
 // Node's own warning lines would be plain text among the JSON log lines.

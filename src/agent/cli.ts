@@ -1,5 +1,5 @@
 /** Entry point of `pxe-node` (bin/pxe-node.js imports the compiled file). */
-import { captureProcessWarnings } from '../process-warnings.js'
+import { captureProcessWarnings } from '../log/process-warnings.js'
 import { main } from './cli-main.js'
 
 // Node's own warning lines would be plain text among the JSON log lines; main() attaches its logger.

@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { ProcessWarnings, warningFields } from '../../src/process-warnings.js'
+import { ProcessWarnings, warningFields } from '../../src/log/process-warnings.js'
 import { testDir } from '../support/test-dir.js'
 import { until } from '../ha/replica.js'
 
