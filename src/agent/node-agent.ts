@@ -6,7 +6,9 @@
  * each with its own identity, clock and logger.
  */
 import { pino, type Logger } from 'pino'
+import type { Registry } from 'prom-client'
 import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
+import { AgentMetrics } from './agent-metrics.js'
 import { AGENT_DEFAULTS, assertValidOptions, defaultStopMarginMs, defaultStopTimeoutMs, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
 import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
 import { CheckinCadence } from './cadence.js'
@@ -33,6 +35,12 @@ export class NodeAgent {
   readonly nodeId: string
   /** Resolves once the agent halted and every shard stopped (stop(), or a refused certificate). */
   readonly closed: Promise<AgentEnd>
+  /**
+   * This agent's metrics (README "Node agent metrics") on a registry of its own, never prom-client's
+   * global one: serve `await agent.metrics.metrics()` with `agent.metrics.contentType`.
+   */
+  readonly metrics: Registry
+  private readonly metricsObserver: AgentMetrics
   private readonly clock: AgentClock
   private readonly logger: Logger
   private readonly client: ControllerClient
@@ -77,6 +85,8 @@ export class NodeAgent {
     this.scheduler = this.newScheduler()
     this.plans = this.newPlanManager()
     this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
+    this.metricsObserver = new AgentMetrics({ status: () => this.status(), health: () => this.shardHealth() })
+    this.metrics = this.metricsObserver.registry
   }
 
   private newClient(): ControllerClient {
@@ -98,7 +108,7 @@ export class NodeAgent {
       budget: this.budget,
       claim: (shardId, fresh) => this.claim(shardId, fresh),
       onGranted: (shardId, _generation, resume) => this.plans.granted(shardId, resume),
-      onOutcome: (shardId, outcome) => this.onClaimOutcome(shardId, outcome),
+      onOutcome: (shardId, outcome, waitedMs) => this.onClaimOutcome(shardId, outcome, waitedMs),
       identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
       handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
     })
@@ -204,6 +214,7 @@ export class NodeAgent {
 
   private emit(event: AgentEvent): void {
     logEvent(this.logger, event)
+    this.metricsObserver.observe(event)
     try {
       this.opts.onEvent?.(event)
     } catch (err) {
@@ -327,13 +338,17 @@ export class NodeAgent {
   }
 
   private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
-    const health: ShardHealth = this.opts.health?.() ?? {
+    return checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
+  }
+
+  /** The shard counts a check-in reports (and the metrics show): the host's, or the agent's own view. */
+  private shardHealth(): ShardHealth {
+    return this.opts.health?.() ?? {
       ready_shards: this.runner.inPhase('running').length,
       starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
       backoff_shards: 0,
       fatal_shards: this.runner.inPhase('failed').length,
     }
-    return checkinBody(this.nodeId, this.opts.capacity, health, generation, sessions)
   }
 
   private async claim(shardId: number, fresh: boolean): Promise<ClaimReply> {
@@ -345,8 +360,8 @@ export class NodeAgent {
     }
   }
 
-  private onClaimOutcome(shardId: number, outcome: ClaimOutcome): void {
-    this.emit({ type: 'claim', shardId, outcome })
+  private onClaimOutcome(shardId: number, outcome: ClaimOutcome, waitedMs: number | null): void {
+    this.emit({ type: 'claim', shardId, outcome, waitedMs })
     // The controller's plan moved on: learn it now rather than at the next regular check-in.
     if (outcome.kind === 'not_owner') this.checkInNow()
   }

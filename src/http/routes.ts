@@ -100,6 +100,6 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const { node_id } = parseOr400(nodeParamsSchema, request.params, 'node id')
     const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
     const out = await service.setDraining(node_id, draining, request.principal.name)
-    return { node_id: out.nodeId, draining: out.draining, generation: out.generation }
+    return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live }
   })
 }
