@@ -20,6 +20,8 @@ export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3, stopTimeout: 4 } 
 export interface CliIo {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
+  /** The process's warnings (cli.ts captures them); they are logged once the logger exists. */
+  readonly warnings?: { attach(logger: Logger): void }
 }
 
 function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): NodeAgent {
@@ -74,6 +76,7 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     return EXIT.startup
   }
   const logger = pino({ level: args.logLevel, base: { pid: process.pid } }, pino.destination({ fd: 1, sync: true }))
+  io.warnings?.attach(logger)
   if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
   const agent = buildAgent(args, identity, logger)
   let metrics: MetricsServer | null
