@@ -29,6 +29,8 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
     'GET /v1/keys': { method: 'GET', url: '/v1/keys' },
     'GET /v1/plan': { method: 'GET', url: '/v1/plan' },
     'POST /v1/nodes/:node_id/drain': { method: 'POST', url: '/v1/nodes/node-b/drain', body: { draining: false } },
+    // a JSON body: an operator gets 415 (the CRL media types only), a node 403 first
+    'POST /v1/crl': { method: 'POST', url: '/v1/crl', body: {} },
   }
   t.same(Object.keys(requests).sort(), Object.keys(ENDPOINT_ROLES).sort(), 'every endpoint of the table is tried')
   for (const [endpoint, r] of Object.entries(requests)) {
