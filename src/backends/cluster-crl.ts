@@ -33,6 +33,7 @@ export class ClusterCrl implements PushedCrlStore {
   private inFlight: Promise<PushedCrlVersion> | null = null
   private again = false
   private loggedAt = -Infinity
+  private stopped = false
 
   constructor(private readonly options: ClusterCrlOptions) {}
 
@@ -46,6 +47,7 @@ export class ClusterCrl implements PushedCrlStore {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true // a read still under way offers nothing
     clearInterval(this.timer)
     await this.watch?.cancel()
     this.watch = null
@@ -78,6 +80,8 @@ export class ClusterCrl implements PushedCrlStore {
     if (status === 'refused') {
       throw new AppError('unavailable', 'the cluster CRL changed meanwhile, or this controller stopped leading; nothing changed, retry')
     }
+    // The push installs it next, as a push (audited with the operator): our own watch must not get there first.
+    this.offered = crl.pem
   }
 
   private kick(): void {
@@ -89,7 +93,7 @@ export class ClusterCrl implements PushedCrlStore {
     do {
       this.again = false
       stored = await this.options.store.read()
-      if (stored !== null && stored.pem !== this.offered) {
+      if (stored !== null && stored.pem !== this.offered && !this.stopped) {
         const outcome = this.options.offer(stored.pem)
         // thisUpdate still in the future here (this host's clock behind the leader's): offered again next time
         if (outcome.kind !== 'not_yet_valid') this.offered = stored.pem

@@ -26,6 +26,7 @@ import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
 import { Leadership, sameFence, type Fence, type StepDownReason } from '../ha/leader-election.js'
 import { EtcdCrlStore } from '../ha/crl-store.js'
 import type { ParsedCrl } from '../identity/crl.js'
+import { CrlSideNotStarted } from '../identity/crl-enforcement.js'
 import { ClusterCrl } from './cluster-crl.js'
 
 /** What the HA host needs besides what every service needs. */
@@ -214,7 +215,8 @@ export class HaServiceHost implements ServiceHost {
         await this.crlStore.sync()
         return true
       } catch (err) {
-        this.logThrottled('crl', err as Error) // etcd away, or the CRL side not started yet
+        // etcd away, or (a term begun during the start) the CRL side not acting yet: retried either way
+        if (!(err instanceof CrlSideNotStarted)) this.logThrottled('crl', err as Error)
         await sleep(Math.min(100 * 2 ** attempt, 1000))
       }
     }

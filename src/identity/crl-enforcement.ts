@@ -21,6 +21,11 @@ export type CrlOfferOutcome =
   | { readonly kind: 'not_yet_valid'; readonly crl: ParsedCrl }
   | { readonly kind: 'refused'; readonly reason: CrlRefusalReason; readonly message: string }
 
+/** An offer before start(): nothing acts on a new CRL yet; the caller offers it again shortly. */
+export class CrlSideNotStarted extends Error {
+  override readonly name = 'CrlSideNotStarted'
+}
+
 /** The audit events this file writes. */
 type CrlAuditEvent = 'crl_loaded' | 'crl_refused' | 'crl_pending' | 'crl_expiring'
 
@@ -115,7 +120,7 @@ export class CrlEnforcement {
    * valid) and returned as `not_yet_valid` for the cluster's copy (offered again on the next poll).
    */
   offer(pem: string, origin: CrlOrigin): CrlOfferOutcome {
-    if (this.targets === null) throw new Error('CrlEnforcement.offer before start')
+    if (this.targets === null) throw new CrlSideNotStarted('the CRL side has not started yet')
     const decision = this.judge(pem)
     const inForceNumber = this.inForce.crlNumber
     const refuse = (reason: CrlRefusalReason, message: string, crl?: ParsedCrl): CrlOfferOutcome => {
