@@ -4,7 +4,7 @@ import type { ParsedCrl } from '../identity/crl.js'
 import { assertNotRolledBack, pickStartingCrl } from '../identity/crl-startup.js'
 import { SingleServiceHost, startService, type StateBackend } from '../service/service-host.js'
 import { JournaledFileStore } from '../state/journaled-file-store.js'
-import { PushedCrlFile } from '../state/pushed-crl-file.js'
+import { PushedCrlFile } from './pushed-crl-file.js'
 import type { StateStore } from '../state/state-store.js'
 
 /** What the file backend checks the CRL with: the configured file's CRL, its path, and the CA. */

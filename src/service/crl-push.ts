@@ -8,7 +8,7 @@ import type { Logger } from 'pino'
 import { AppError } from '../errors.js'
 import type { ParsedCrl } from '../identity/crl.js'
 import type { CrlEnforcement, CrlOfferOutcome } from '../identity/crl-enforcement.js'
-import type { PushedCrlStore } from '../state/pushed-crl-store.js'
+import type { PushedCrlStore } from './pushed-crl-store.js'
 
 /** The 200 answer: the CRL in force after the push; `changed` is false when it was in force already. */
 export interface CrlPushAnswer {

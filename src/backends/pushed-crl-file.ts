@@ -7,8 +7,8 @@ import { mkdir, readFile } from 'node:fs/promises'
 import type { X509Certificate } from 'node:crypto'
 import { join } from 'node:path'
 import { parseVerifiedCrl, type ParsedCrl } from '../identity/crl.js'
-import { replaceFileAtomically } from './durable-fs.js'
-import type { PushedCrlStore, PushedCrlVersion } from './pushed-crl-store.js'
+import { replaceFileAtomically } from '../state/durable-fs.js'
+import type { PushedCrlStore, PushedCrlVersion } from '../service/pushed-crl-store.js'
 
 /** The file's name in `state_dir`. */
 export const PUSHED_CRL_FILE = 'pushed-crl.pem'
