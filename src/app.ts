@@ -9,7 +9,6 @@ import { registerRoutes, type RouteDeps } from './http/routes.js'
 import { captureSecurityHeaders } from './http/security-headers.js'
 import { BODY_LIMIT_BYTES, installJsonBodyParser } from './http/json-body.js'
 import { installCloseAfterStop } from './server/graceful-close.js'
-import { installCrlBodyParser } from './http/crl-body.js'
 
 
 export interface AppDeps extends RouteDeps, AuthDeps {
@@ -44,7 +43,6 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   // Only JSON bodies: anything else is 415, not a string the schemas would reject as 400.
   app.removeContentTypeParser('text/plain')
   installJsonBodyParser(app)
-  installCrlBodyParser(app)
   // helmet's header set, computed once (see security-headers.ts); set first, so errors and 401s carry it too.
   const headers = await captureSecurityHeaders()
   app.addHook('onRequest', (_request, reply, done) => {

@@ -11,7 +11,7 @@ export const CRL_BODY_LIMIT_BYTES = 1024 * 1024
 /** The media types a pushed CRL may come as (the SPEC's two). */
 export const CRL_MEDIA_TYPES = ['application/pkix-crl', 'application/x-pem-file'] as const
 
-/** Registers the parsers of the CRL media types: the body as text (the PEM), within the route's limit. */
+/** Registers the parsers of the CRL media types on `scope` (the CRL route's own): the body as text (the PEM), within the route's limit. */
 export function installCrlBodyParser(app: FastifyInstance): void {
   app.addContentTypeParser([...CRL_MEDIA_TYPES], { parseAs: 'string' }, (_request, body, done) => done(null, body))
 }

@@ -14,7 +14,7 @@ import { parseOr400 } from './parse.js'
 import { checkinAnswer } from './checkin-answer.js'
 import { assertCheckinBodySize, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { renderIdentify, renderPlan } from './render.js'
-import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText } from './crl-body.js'
+import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText, installCrlBodyParser } from './crl-body.js'
 import type { CrlPush } from '../service/crl-push.js'
 
 export interface RouteDeps {
@@ -107,8 +107,12 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live }
   })
 
-  // The media type is checked before the body is read; the body is PEM text, not JSON.
-  app.post('/v1/crl', { bodyLimit: CRL_BODY_LIMIT_BYTES, preParsing: assertCrlMediaType }, async (request) => {
-    return deps.crlPush.push(crlBodyText(request.body), request.principal.name)
+  // The CRL media types are parsed in this route's own scope (every other route still answers them 415);
+  // the media type is checked before the body is read; the body is PEM text, not JSON.
+  void app.register(async (scope) => {
+    installCrlBodyParser(scope)
+    scope.post('/v1/crl', { bodyLimit: CRL_BODY_LIMIT_BYTES, preParsing: assertCrlMediaType }, async (request) => {
+      return deps.crlPush.push(crlBodyText(request.body), request.principal.name)
+    })
   })
 }
