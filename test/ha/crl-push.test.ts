@@ -95,4 +95,13 @@ t.test('a pushed CRL reaches every replica through etcd and survives a take-over
   await until(async () => (await leading([fresh])).length === 1, 8 * TTL * 1000, 'the fresh replica leads')
   t.ok((await refuses(fresh, nodeA)) && (await refuses(fresh, nodeB)), 'the replica started after the push leads with both revocations in force')
   t.notOk(fresh.output().includes('cannot serve as leader'), 'it did not step down for an older CRL')
+
+  // no replica left: one started now leads at once, and its term loads the cluster's CRL before it serves
+  // (the state records CRL number 3; its own tls.crl is number 1)
+  fresh.signal('SIGKILL')
+  await new Promise((resolve) => setTimeout(resolve, TTL * 1000 + 500)) // the killed leader's lease expires
+  const last = await spawn('ctl-3')
+  await until(async () => (await leading([last])).length === 1, 8 * TTL * 1000, 'the last replica leads')
+  t.ok((await refuses(last, nodeA)) && (await refuses(last, nodeB)), 'a replica that leads from its start enforces the pushed CRL')
+  t.notOk(last.output().includes('cannot serve as leader'), 'and serves: its CRL is not older than the state\'s')
 })
