@@ -109,3 +109,13 @@ t.test('a restart keeps the pushed CRL in force; the older file is ignored until
   t.match(audit('crl_loaded').at(-1), { source: 'file', revoked: 2 })
   t.ok(existsSync(pushedPath))
 })
+
+t.test('a damaged pushed copy stops the start with what to do, changing nothing', async (t) => {
+  await ctl.running.stop()
+  const kept = readFileSync(pushedPath, 'utf8')
+  writeFileSync(pushedPath, kept.replace(/[A-Za-z]{8}\n/, 'AAAAAAAA\n'))
+  await t.rejects(startTestController(pki, root, settings), /pushed-crl\.pem \(the last CRL pushed with POST \/v1\/crl\) is not a CRL signed by the configured CA .*remove that file and start again; nothing was changed/)
+  writeFileSync(pushedPath, kept)
+  ctl = await startTestController(pki, root, settings)
+  t.ok(await refusedHandshake(nodeA), 'with the copy mended it starts, node-a still refused')
+})
