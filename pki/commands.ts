@@ -143,21 +143,29 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     run: runSignCsr,
   },
   revoke: {
-    usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N]',
-    summary: 'revoke every unexpired certificate of a name, or one certificate; rewrites crl.pem at once',
-    details: `Marks the certificates revoked in the index and writes the next CRL to <pki>/crl.pem (7 days by default).\nReasons: ${Object.keys(REVOCATION_REASONS).join(', ')} (default unspecified).\nSerials are hex; case and colons are ignored.`,
+    usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N] [--out FILE]',
+    summary: 'revoke every unexpired certificate of a name, or one certificate; rewrites <pki>/crl.pem (and FILE) at once',
+    details: [
+      'Marks the certificates revoked in the index and writes the next CRL to <pki>/crl.pem (7 days by default)',
+      'and, with --out, to FILE too (atomically). A controller that reads <pki>/crl.pem itself enforces it within',
+      '2 s; one that reads a copy needs that copy replaced, or the CRL pushed: pxe-ctl crl push FILE.',
+      `Reasons: ${Object.keys(REVOCATION_REASONS).join(', ')} (default unspecified).`,
+      'Serials are hex; case and colons are ignored.',
+    ].join('\n'),
     options: {
       serial: str('HEX', 'revoke this one certificate instead of every certificate of a name'),
       reason: str('R', 'the CRL reason code (default unspecified; the list is above)'),
       'crl-days': CRL_DAYS,
+      out: str('FILE', 'also write the new CRL to FILE (atomically), e.g. the copy a controller reads or one to push'),
     },
     usesDir: true,
     run: async (args, ctx) => {
       const serial = stringFlag(args, 'serial')
       expectPositionals('revoke', args, serial === undefined ? 1 : 0, serial === undefined ? 1 : 0, 'a name or --serial HEX (not both)')
       const target = serial === undefined ? { name: args.positionals[0]! } : { serial }
-      const r = await revoke(ctx.dir, target, { reason: stringFlag(args, 'reason'), crlDays: intFlag(args, 'crl-days') })
-      ctx.print(`revoked ${r.revoked.join(', ')}; wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem`)
+      const out = stringFlag(args, 'out')
+      const r = await revoke(ctx.dir, target, { reason: stringFlag(args, 'reason'), crlDays: intFlag(args, 'crl-days'), out })
+      ctx.print(`revoked ${r.revoked.join(', ')}; wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem${out === undefined ? '' : ` and ${out}`}`)
     },
   },
   list: {

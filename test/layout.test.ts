@@ -33,7 +33,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/ha': ['src/core', 'src/state', 'src/errors.ts', 'src/config.ts'],
   'src/audit': ['src/net'],
   'src/service': ['src/core', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
-  'src/agent': ['src/core', 'src/state', 'src/log'],
+  'src/agent': ['src/core', 'src/state', 'src/log', 'src/net'],
   'src/discordjs': ['src/agent'],
   pki: ['src/core', 'src/der', 'src/state', 'src/audit'],
 }

@@ -1,6 +1,6 @@
 /** The pxe-node command line: flags, their checks, and the help text. */
 import { parseArgs } from 'node:util'
-import { isLoopbackHost } from '../host.js'
+import { isLoopbackHost } from '../net/host.js'
 import { controllerUrlProblem } from './agent-options.js'
 
 /** A bad command line; the message says what to fix. */
