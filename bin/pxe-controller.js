@@ -1,3 +1,5 @@
 #!/usr/bin/env node
 // Runs the compiled controller (npm run build, or npm ci, which builds through `prepare`).
-import '../dist/src/main.js'
+import { runBuilt } from './run-built.js'
+
+await runBuilt('pxe-controller', 'src/main.js')

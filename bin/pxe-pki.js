@@ -1,3 +1,5 @@
 #!/usr/bin/env node
 // Runs the compiled operator PKI CLI (npm run build, or npm ci, which builds through `prepare`).
-import '../dist/pki/cli.js'
+import { runBuilt } from './run-built.js'
+
+await runBuilt('pxe-pki', 'pki/cli.js')

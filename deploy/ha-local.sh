@@ -7,6 +7,13 @@
 #
 #   npm run build && deploy/ha-local.sh DIR
 #
+# Kill the leading controller (kill $(cat DIR/logs/controller-1.pid)) and the other takes over. To start
+# a killed controller again, on its port and config (it joins as a follower):
+#
+#   kill -USR1 $(cat DIR/logs/ha-local.pid)      # restarts every controller of this run that has exited
+#
+# (or by hand, then stop it by hand too: node dist/src/main.js --config DIR/controller-1.json >>DIR/logs/controller-1.log 2>&1 &)
+#
 # Ports: etcd clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, controllers on BASE+21 and BASE+22
 # (their ops endpoints, plain HTTP: BASE+31 and BASE+32),
 # BASE=${PXE_ETCD_BASE_PORT:-23790} (not etcd's default 2379, so a system etcd does not get in the way).
@@ -14,7 +21,10 @@
 # PXE_LOCAL_ETCD_ONLY=1 starts the etcd cluster only.
 set -euo pipefail
 
-DIR=${1:?usage: deploy/ha-local.sh DIR}
+usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; }
+case "${1:-}" in -h | --help) usage; exit 0 ;; esac
+[ $# -eq 1 ] || { usage >&2; exit 2; }
+DIR=$1
 BASE=${PXE_ETCD_BASE_PORT:-23790}
 ETCD_ONLY=${PXE_LOCAL_ETCD_ONLY:-}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
@@ -102,7 +112,8 @@ for i in 1 2 3; do
 done
 
 ENDPOINTS="\"https://127.0.0.1:$((BASE + 1))\", \"https://127.0.0.1:$((BASE + 2))\", \"https://127.0.0.1:$((BASE + 3))\""
-HA="{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\"}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
+# server_name: the certificates' DNS name, sent as SNI instead of the endpoints' IP (which Node refuses with DEP0123)
+HA="{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\", \"server_name\": \"localhost\"}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
 echo "ha-local: etcd cluster of 3 members ready (logs in $DIR/logs)"
 echo "$HA" >"$DIR/ha.json"
 echo "ha-local: \"ha\" section for each controller's config (also in $DIR/ha.json):"
@@ -124,6 +135,20 @@ if [ ! -f "$PKI/server.pem" ]; then
   echo "ha-local: development PKI made in $PKI (bundles in $PKI/bundles)"
 fi
 PORTS=()
+# controller i's process is PIDS[i + 2] (after the three etcd members); a restart appends to its log
+start_controller() {
+  "${GUARD[@]}" node "$REPO/dist/src/main.js" --config "$DIR/controller-$1.json" >>"$DIR/logs/controller-$1.log" 2>&1 &
+  PIDS[$(($1 + 2))]=$!
+  echo "$!" >"$DIR/logs/controller-$1.pid"
+}
+restart_exited() {
+  for i in 1 2; do
+    if ! kill -0 "${PIDS[$((i + 2))]}" 2>/dev/null; then
+      start_controller "$i"
+      echo "ha-local: controller $i started again (pid ${PIDS[$((i + 2))]}, log $DIR/logs/controller-$i.log); it joins as a follower"
+    fi
+  done
+}
 for i in 1 2; do
   port=$((BASE + 20 + i))
   PORTS+=("$port")
@@ -136,9 +161,8 @@ for i in 1 2; do
   "ops": { "host": "127.0.0.1", "port": $((BASE + 30 + i)) },
   "ha": $HA }
 JSON
-  "${GUARD[@]}" node "$REPO/dist/src/main.js" --config "$DIR/controller-$i.json" >"$DIR/logs/controller-$i.log" 2>&1 &
-  PIDS+=("$!")
-  echo "$!" >"$DIR/logs/controller-$i.pid"
+  : >"$DIR/logs/controller-$i.log"
+  start_controller "$i"
 done
 for i in 1 2; do
   for _ in $(seq 1 300); do
@@ -161,5 +185,9 @@ echo "ha-local: the node agent takes both: pxe-node --bundle $NODE --controller 
 echo "ha-local: the plan, as operator: curl --cacert $OP/ca.pem --cert $OP/cert.pem --key $OP/key.pem https://127.0.0.1:${PORTS[0]}/v1/plan"
 echo "ha-local: readiness (200 on the leader, 503 not_leader on the other): curl http://127.0.0.1:$((BASE + 31))/readyz and :$((BASE + 32))/readyz"
 echo "ha-local: kill the leader (kill \$(cat $DIR/logs/controller-1.pid)) and the other takes over within 2 x 10 s"
+echo "ha-local: start a killed controller again (it joins as a follower): kill -USR1 \$(cat $DIR/logs/ha-local.pid)"
 echo "ha-local: Ctrl-C stops the controllers and the cluster"
-wait
+trap restart_exited USR1
+echo "$$" >"$DIR/logs/ha-local.pid"
+# wait returns early when USR1 arrives: wait again, until every process ended
+while [ -n "$(jobs -pr)" ]; do wait || true; done

@@ -1,8 +1,8 @@
 /** The `pxe-pki` command line: dispatch, help and the one-line error contract (exit 2 usage, 1 other). */
 import { splitCommand, parseCommandArgs } from './args.js'
 import type { OptionDefs } from './args.js'
-import { COMMANDS } from './commands.js'
-import type { Command } from './commands.js'
+import { COMMANDS, optionDefs } from './commands.js'
+import type { Command, FlagSpec } from './commands.js'
 import { DEFAULT_PKI_DIR } from './layout.js'
 import { PkiError, UsageError } from './errors.js'
 import { printable } from './serial.js'
@@ -13,7 +13,16 @@ export interface CliIo {
   readonly err: (text: string) => void
 }
 
-const COMMON_FLAGS = '  --dir DIR   the PKI directory (default ./var/pki)\n  -h, --help  show this help'
+const DIR_FLAG: FlagSpec = { type: 'string', value: 'DIR', help: `the PKI directory (default ${DEFAULT_PKI_DIR})` }
+const HELP_FLAG: FlagSpec = { type: 'boolean', help: 'show this help' }
+const COMMON_FLAGS = flagLines({ dir: DIR_FLAG, help: HELP_FLAG })
+
+/** One aligned line per flag: `--name VALUE  what it does`. */
+function flagLines(flags: Readonly<Record<string, FlagSpec>>): string {
+  const left = Object.entries(flags).map(([name, spec]) => `${name === 'help' ? '-h, ' : ''}--${name}${spec.value === undefined ? '' : ` ${spec.value}`}`)
+  const width = Math.max(...left.map((l) => l.length))
+  return Object.values(flags).map((spec, i) => `  ${left[i]!.padEnd(width)}  ${spec.help}`).join('\n')
+}
 
 function mainHelp(): string {
   const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.split(' ')[0]!.length))
@@ -34,8 +43,8 @@ function mainHelp(): string {
 }
 
 function commandHelp(name: string, command: Command): string {
-  const common = command.usesDir ? COMMON_FLAGS : '  -h, --help  show this help'
-  return [`usage: pxe-pki ${command.usage}${command.usesDir ? ' [--dir DIR]' : ''}`, '', `${command.summary}.`, '', command.details, '', 'options:', common].join('\n')
+  const flags = flagLines({ ...command.options, ...(command.usesDir ? { dir: DIR_FLAG } : {}), help: HELP_FLAG })
+  return [`usage: pxe-pki ${command.usage}${command.usesDir ? ' [--dir DIR]' : ''}`, '', `${command.summary}.`, '', command.details, '', 'options:', flags].join('\n')
 }
 
 /** Runs one CLI invocation and returns its exit code; never throws. */
@@ -51,7 +60,7 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     }
     const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
     if (command === undefined) throw new UsageError(`unknown command "${printable(name)}"; run "pxe-pki --help" for the list`)
-    const options: OptionDefs = { ...command.options, help: { type: 'boolean', short: 'h' } }
+    const options: OptionDefs = { ...optionDefs(command.options), help: { type: 'boolean', short: 'h' } }
     if (command.usesDir) options.dir = { type: 'string' }
     const args = parseCommandArgs(name, rest, options)
     if (args.values.help === true) return (io.out(commandHelp(name, command)), 0)

@@ -6,7 +6,10 @@ import type { CertEntry } from './toolkit.js'
 import { REVOCATION_REASONS } from './crl.js'
 import { intFlag, runIssue, runSignCsr } from './issue-command.js'
 import type { HandlerContext } from './issue-command.js'
-import { checkKeySpec, describeKeySpec } from './keys.js'
+import { ALLOWED_KEY_BITS, DEFAULT_LEAF_KEY_BITS, checkKeySpec, describeKeySpec } from './keys.js'
+import { DEFAULT_CA_DAYS } from './ca.js'
+import { DEFAULT_CRL_DAYS } from './crl.js'
+import { DEFAULT_LEAF_DAYS } from './leaf.js'
 import type { KeyType } from './keys.js'
 import { PkiError, UsageError } from './errors.js'
 import { verifyAuditFile } from '../src/audit/verify-file.js'
@@ -14,20 +17,44 @@ import { verifyAuditFile } from '../src/audit/verify-file.js'
 /** Where a command writes: `print` for its result (stdout), `notice` for progress and notes (stderr). */
 export type CommandContext = HandlerContext
 
+/** One flag of a command: how it parses, the placeholder of its value in the help, and what it does. */
+export interface FlagSpec {
+  readonly type: 'string' | 'boolean'
+  readonly multiple?: boolean
+  /** The value's placeholder in the help (string flags), e.g. `N` or `FILE`. */
+  readonly value?: string
+  readonly help: string
+}
+
 /** One command of the CLI. */
 export interface Command {
   readonly usage: string
   readonly summary: string
   readonly details: string
-  readonly options: OptionDefs
+  /** Every flag the command takes besides --dir and --help; its --help lists each one. */
+  readonly options: Readonly<Record<string, FlagSpec>>
   /** False for commands that need no PKI directory (audit-verify). */
   readonly usesDir: boolean
   readonly run: (args: ParsedArgs, ctx: CommandContext) => Promise<void>
 }
 
-const s = { type: 'string' } as const
-const many = { type: 'string', multiple: true } as const
-const flag = { type: 'boolean' } as const
+const str = (value: string, help: string): FlagSpec => ({ type: 'string', value, help })
+const many = (value: string, help: string): FlagSpec => ({ type: 'string', multiple: true, value, help })
+const flag = (help: string): FlagSpec => ({ type: 'boolean', help })
+
+/** The flags as node:util parseArgs takes them. */
+export function optionDefs(options: Readonly<Record<string, FlagSpec>>): OptionDefs {
+  const defs: OptionDefs = {}
+  for (const [name, spec] of Object.entries(options)) defs[name] = spec.multiple ? { type: spec.type, multiple: true } : { type: spec.type }
+  return defs
+}
+
+const ROLE = str('node|operator', 'the role the certificate grants (required)')
+const DAYS = str('N', `validity of the certificate in days (default ${DEFAULT_LEAF_DAYS})`)
+const KEY_TYPE = str('rsa|ec', 'the key type: rsa (default) or ec (P-256, cheaper TLS handshakes)')
+const KEY_BITS = str('N', `RSA key size: ${ALLOWED_KEY_BITS.join(', ')} (default ${DEFAULT_LEAF_KEY_BITS}); not with --key-type ec`)
+const CRL_DAYS = str('N', `validity of the new CRL in days: its nextUpdate (default ${DEFAULT_CRL_DAYS})`)
+const REPLACE = flag('issue even though the name holds a valid certificate (a planned rotation; revoke the old one by serial afterwards)')
 
 function listTable(certs: readonly CertEntry[]): string {
   const rows = certs.map((c) => `${c.serial}  ${c.status.padEnd(7)}  ${c.role.padEnd(8)}  ${c.not_after}  ${c.name}`)
@@ -40,7 +67,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     usage: 'init [--ca-days N]',
     summary: 'create the CA, an empty CRL and the first plan key; refuses to overwrite',
     details: 'Creates the PKI directory (mode 0700) with an RSA 3072 CA (10 years by default; key ca-key.pem, mode 0600),\nCRL number 1 and the first Ed25519 plan key. Refuses a directory that is not empty.',
-    options: { 'ca-days': s },
+    options: { 'ca-days': str('N', `validity of the CA certificate in days (default ${DEFAULT_CA_DAYS})`) },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('init', args, 0, 0, 'no argument')
@@ -52,7 +79,13 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     usage: 'server-cert --dns H[,H] --ip A[,A] [--days N] [--key-type rsa|ec] [--key-bits N]',
     summary: "issue the controller's TLS certificate (serverAuth) with those SANs",
     details: 'Writes server.pem and server-key.pem (mode 0600), replacing the previous ones (which stay valid\nuntil they expire or are revoked by serial). --dns and --ip may be repeated or comma-separated; 90 days by default.\n--key-type ec makes a P-256 key (cheaper TLS handshakes); rsa (default) makes an RSA key of --key-bits (2048).',
-    options: { dns: many, ip: many, days: s, 'key-type': s, 'key-bits': s },
+    options: {
+      dns: many('H[,H]', 'DNS names the nodes dial (repeat the flag or separate by commas)'),
+      ip: many('A[,A]', 'IP addresses the nodes dial (repeat the flag or separate by commas)'),
+      days: DAYS,
+      'key-type': KEY_TYPE,
+      'key-bits': KEY_BITS,
+    },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('server-cert', args, 0, 0, 'no argument')
@@ -78,7 +111,15 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
       'bundle folder, unless --replace: then the old bundle folder is moved to <name>.replaced-<serial>, the index',
       'records the serials replaced, and the old certificate stays valid until you revoke it ("revoke --serial").',
     ].join('\n'),
-    options: { role: s, days: s, out: s, 'key-type': s, 'key-bits': s, names: s, replace: flag },
+    options: {
+      role: ROLE,
+      days: DAYS,
+      out: str('DIR', 'where the bundle folders go (default <pki>/bundles)'),
+      'key-type': KEY_TYPE,
+      'key-bits': KEY_BITS,
+      names: str('FILE', 'issue one bundle per line of FILE instead of one <name>'),
+      replace: REPLACE,
+    },
     usesDir: true,
     run: runIssue,
   },
@@ -92,29 +133,46 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
       'A CN that holds a valid certificate (not expired, not revoked, any role) is refused unless --replace; the',
       'index then records the serials replaced, which stay valid until you revoke them ("revoke --serial").',
     ].join('\n'),
-    options: { role: s, days: s, out: s, replace: flag },
+    options: {
+      role: ROLE,
+      days: DAYS,
+      out: str('FILE', 'write the certificate to FILE (never overwritten) instead of stdout'),
+      replace: REPLACE,
+    },
     usesDir: true,
     run: runSignCsr,
   },
   revoke: {
-    usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N]',
-    summary: 'revoke every unexpired certificate of a name, or one certificate; rewrites crl.pem at once',
-    details: `Marks the certificates revoked in the index and writes the next CRL to <pki>/crl.pem (7 days by default).\nReasons: ${Object.keys(REVOCATION_REASONS).join(', ')} (default unspecified).\nSerials are hex; case and colons are ignored.`,
-    options: { serial: s, reason: s, 'crl-days': s },
+    usage: 'revoke <name> | revoke --serial HEX  [--reason R] [--crl-days N] [--out FILE]',
+    summary: 'revoke every unexpired certificate of a name, or one certificate; rewrites <pki>/crl.pem (and FILE) at once',
+    details: [
+      'Marks the certificates revoked in the index and writes the next CRL to <pki>/crl.pem (7 days by default)',
+      'and, with --out, to FILE too (atomically). A controller that reads <pki>/crl.pem itself enforces it within',
+      '2 s; one that reads a copy needs that copy replaced, or the CRL pushed: pxe-ctl crl push FILE.',
+      `Reasons: ${Object.keys(REVOCATION_REASONS).join(', ')} (default unspecified).`,
+      'Serials are hex; case and colons are ignored.',
+    ].join('\n'),
+    options: {
+      serial: str('HEX', 'revoke this one certificate instead of every certificate of a name'),
+      reason: str('R', 'the CRL reason code (default unspecified; the list is above)'),
+      'crl-days': CRL_DAYS,
+      out: str('FILE', 'also write the new CRL to FILE (atomically), e.g. the copy a controller reads or one to push'),
+    },
     usesDir: true,
     run: async (args, ctx) => {
       const serial = stringFlag(args, 'serial')
       expectPositionals('revoke', args, serial === undefined ? 1 : 0, serial === undefined ? 1 : 0, 'a name or --serial HEX (not both)')
       const target = serial === undefined ? { name: args.positionals[0]! } : { serial }
-      const r = await revoke(ctx.dir, target, { reason: stringFlag(args, 'reason'), crlDays: intFlag(args, 'crl-days') })
-      ctx.print(`revoked ${r.revoked.join(', ')}; wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem`)
+      const out = stringFlag(args, 'out')
+      const r = await revoke(ctx.dir, target, { reason: stringFlag(args, 'reason'), crlDays: intFlag(args, 'crl-days'), out })
+      ctx.print(`revoked ${r.revoked.join(', ')}; wrote CRL number ${r.crlNumber} to ${ctx.dir}/crl.pem${out === undefined ? '' : ` and ${out}`}`)
     },
   },
   list: {
     usage: 'list [--json]',
     summary: 'every issued certificate with its status (reads only)',
     details: 'Prints serial, status (valid, revoked, expired), role, expiry and name of every certificate of this PKI.\n--json prints an array of {serial, name, role, not_before, not_after, status}.',
-    options: { json: flag },
+    options: { json: flag('print a JSON array instead of the table') },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('list', args, 0, 0, 'no argument')
@@ -126,7 +184,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     usage: 'crl [--out FILE] [--crl-days N]',
     summary: 'write a fresh CRL to <pki>/crl.pem (and FILE)',
     details: 'Signs the next CRL (X.509 v2, PEM label "X509 CRL", CRL number incremented) valid for 7 days by default.\nRun it before nextUpdate passes: OpenSSL refuses every client once the CRL in force has expired.',
-    options: { out: s, 'crl-days': s },
+    options: { out: str('FILE', 'also write the CRL to FILE (e.g. the copy you ship to the controllers)'), 'crl-days': CRL_DAYS },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('crl', args, 0, 0, 'no argument')
@@ -152,7 +210,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     usage: 'export-controller <dir> [--force]',
     summary: 'the files a controller host needs, without the CA key',
     details: 'Writes exactly ca.pem, server.pem, server-key.pem (0600), crl.pem and plan-keys.json (0600) into <dir>\n(created with mode 0700 if missing). Needs a server certificate (run server-cert first). Refuses to overwrite\nexisting files unless --force.',
-    options: { force: flag },
+    options: { force: flag('overwrite the files if <dir> already holds them') },
     usesDir: true,
     run: async (args, ctx) => {
       expectPositionals('export-controller', args, 1, 1, 'a target directory')

@@ -20,6 +20,8 @@ export type RevokeTarget = { readonly name: string } | { readonly serial: string
 export interface RevokeOptions {
   readonly reason?: string
   readonly crlDays?: number
+  /** Also write the new CRL here (atomically), e.g. the copy to push with `pxe-ctl crl push`. */
+  readonly out?: string
   readonly now?: Date
 }
 
@@ -82,21 +84,22 @@ async function publishCrl(dir: string, index: PkiIndex, now: Date, crlDays: numb
   if (out !== undefined) await writeFileAtomic(out, pem)
 }
 
-/** `revoke`: marks the target certificates revoked and rewrites crl.pem at once. */
+/** `revoke`: marks the target certificates revoked and rewrites crl.pem (and `out`) at once. */
 export async function revoke(dir: string, target: RevokeTarget, opts: RevokeOptions = {}): Promise<{ revoked: string[]; crlNumber: number }> {
   const reason: RevocationReason = parseReason(opts.reason ?? 'unspecified')
   const crlDays = checkDays(opts.crlDays ?? DEFAULT_CRL_DAYS, '--crl-days')
   if ('name' in target) checkName(target.name)
   else normalizeSerial(target.serial)
   const now = opts.now ?? new Date()
+  const out = opts.out === undefined ? undefined : resolve(opts.out)
   return withPki(dir, async (index) => {
     const chosen = new Set(selectTargets(index, target, now).map((c) => c.serial))
     const at = wholeSecond(now).toISOString()
     const certs = index.certs.map((c) => (chosen.has(c.serial) ? { ...c, revoked_at: at, reason } : c))
     const crlNumber = index.crl_number + 1
     const revoked = [...chosen]
-    const next = withHistory({ ...index, certs, crl_number: crlNumber }, now, 'revoke', `${revoked.join(',')} reason ${reason}, CRL ${crlNumber}`)
-    await publishCrl(dir, next, now, crlDays)
+    const next = withHistory({ ...index, certs, crl_number: crlNumber }, now, 'revoke', `${revoked.join(',')} reason ${reason}, CRL ${crlNumber}${out === undefined ? '' : ` also to ${out}`}`)
+    await publishCrl(dir, next, now, crlDays, out)
     return { revoked, crlNumber }
   })
 }

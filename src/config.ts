@@ -8,7 +8,7 @@ import { dirname, resolve } from 'node:path'
 import { z } from 'zod'
 import type { ControllerSettings } from './core/types.js'
 import { haConfigSchema, resolveHaConfig, type HaConfig } from './ha/ha-config.js'
-import { isLoopbackHost } from './host.js'
+import { isLoopbackHost } from './net/host.js'
 import { allowedHostProblem, DEFAULT_ALLOWED_RESUME_HOSTS } from './core/resume-url.js'
 import { DEFAULT_SESSION_TTL_SECONDS } from './core/session-vault.js'
 

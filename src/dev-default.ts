@@ -8,7 +8,7 @@ import { initPki } from '../pki/init-pki.js'
 import { issueBundle, issueServerCert } from '../pki/issue-certs.js'
 import { BUNDLE_FILES, PKI_FILES } from '../pki/layout.js'
 import { parseConfig, type Config } from './config.js'
-import { hostForUrl, isLoopbackHost } from './host.js'
+import { hostForUrl, isLoopbackHost } from './net/host.js'
 
 export const DEV_NODE = 'dev-node-1'
 export const DEV_OPERATOR = 'dev-operator'

@@ -3,7 +3,11 @@ import { parseArgs } from 'node:util'
 import { pino, type Logger } from 'pino'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { DEV_DEFAULT_PORT, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
+import { captureProcessWarnings } from './log/process-warnings.js'
 import { DEFAULT_STOP_GRACE_MS, startController, type RunningController } from './runtime.js'
+
+// Node's own warning lines would be plain text among the JSON log lines.
+const processWarnings = captureProcessWarnings('pxe-controller')
 
 const HELP = `Usage: pxe-controller [--config FILE]
        npm start -- [--config FILE]
@@ -51,6 +55,7 @@ async function main(): Promise<void> {
     return
   }
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'pxe-controller' } })
+  processWarnings.attach(logger)
   let config: Config
   const dev = flags.config === undefined
   const varDir = flags.var ?? 'var'

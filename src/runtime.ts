@@ -14,7 +14,8 @@ import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limit
 import { CrlEnforcement } from './identity/crl-enforcement.js'
 import type { ParsedCrl } from './identity/crl.js'
 import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
-import { TlsServer } from './server/tls-server.js'
+import { CrlPush } from './service/crl-push.js'
+import { TlsServer, type TlsServerDeps } from './server/tls-server.js'
 import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
@@ -51,6 +52,8 @@ export interface RuntimeOptions {
   readonly wrapStore?: (store: StateStore) => StateStore
   /** Audit limits for peer-triggered events (tests that count such lines raise them). */
   readonly peerAuditLimits?: PeerAuditLimits
+  /** Admission settings under a reconnect storm (tests that provoke a deferral set tiny ones). */
+  readonly admission?: TlsServerDeps['admission']
 }
 
 /** Requests in flight get this long to finish at a stop; every request must arrive within 10 s anyway. */
@@ -75,15 +78,16 @@ async function readConfigured(path: string, key: string): Promise<string> {
 }
 
 /** The file store (the default) or, with `ha`, etcd: opened before anything is written. */
-async function openBackend(config: Config, crl: ParsedCrl, opts: RuntimeOptions): Promise<StateBackend> {
+async function openBackend(config: Config, material: Material, opts: RuntimeOptions): Promise<StateBackend> {
+  const crl = material.crl
   if (config.ha !== null) {
     // Loaded only in HA mode: the etcd client (grpc-js inside) costs ~0.4 s of CPU to load, which every
     // start on the file store (and every test process) would otherwise pay for nothing.
     const { openHaBackend } = await import('./backends/ha-backend.js')
-    return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl }, opts.logger)
+    return openHaBackend({ ha: config.ha, controllerId: config.controllerId, stateDir: config.stateDir, crlPath: config.tls.crl, crl }, opts.logger)
   }
   if (config.stateDir === null) throw new Error('key "state_dir": is required without "ha"') // the config schema says so too
-  return openFileBackend(config.stateDir, crl, config.tls.crl, opts.wrapStore)
+  return openFileBackend(config.stateDir, { crl, path: config.tls.crl, ca: material.ca }, opts.wrapStore)
 }
 
 /** The files a controller serves with, read and checked before anything is opened. */
@@ -92,6 +96,8 @@ interface Material {
   readonly certPem: string
   readonly keyPem: string
   readonly ca: X509Certificate
+  /** The `tls.crl` file as read, and its CRL. */
+  readonly crlPem: string
   readonly crl: ParsedCrl
   readonly signer: PlanSigner
 }
@@ -109,7 +115,7 @@ async function loadMaterial(config: Config): Promise<Material> {
   ])
   const ca = new X509Certificate(caPem)
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
-  return { caPem, certPem, keyPem, ca, crl, signer: new PlanSigner(await loadPlanKeys(config.planKeys)) }
+  return { caPem, certPem, keyPem, ca, crlPem, crl, signer: new PlanSigner(await loadPlanKeys(config.planKeys)) }
 }
 
 /** What the stop reports in its audit line, filled in by the closers as they run. */
@@ -141,7 +147,12 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
   const material = await loadMaterial(config)
   // A damaged state file or journal, or a CRL older than the last one in force, stops the start here,
   // before anything is written; so does an unreadable etcd client certificate or key.
-  const backend = await openBackend(config, material.crl, opts)
+  const backend = await openBackend(config, material, opts)
+  // The file's CRL, or a pushed copy kept by the backend that is newer (POST /v1/crl).
+  const startingCrl = backend.startingCrl.crl
+  if (backend.startingCrl.pushed) {
+    logger?.info({ crlNumber: startingCrl.crlNumber?.toString() ?? null, fileCrlNumber: material.crl.crlNumber?.toString() ?? null }, 'starting with the CRL pushed with POST /v1/crl: it is newer than the "tls.crl" file, which is ignored until it holds a newer CRL')
+  }
 
   const report: StopReport = { started: false, generation: null, connectionsCut: 0 }
   const ops = new Operations(config.settings)
@@ -154,14 +165,21 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
   // Sessions from before a restart resume (unless the CRL changed meanwhile): no full-handshake storm.
   // HA: state_dir is never written, and a session made with one replica's keys cannot resume on another
   // replica anyway, so each replica draws its own keys and keeps them in memory.
-  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: material.crl.pem, logger })
+  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: startingCrl.pem, logger })
   closers.push('the ticket keys', () => ticketKeys.close())
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).
   const peerAudit = new PeerAuditLimiter(audit, now, opts.peerAuditLimits ?? DEFAULT_PEER_AUDIT_LIMITS, (event, fields) =>
     logger?.warn(fields, `refused: ${event}`),
   )
-  const crls = new CrlEnforcement(material.crl, { path: config.tls.crl, ca: material.ca, intervalMs: tickMs, audit, logger })
+  const crls = new CrlEnforcement(startingCrl, {
+    path: config.tls.crl,
+    ca: material.ca,
+    intervalMs: tickMs,
+    audit,
+    logger,
+    ...(backend.startingCrl.pushed ? { fileJudgedAtStart: material.crlPem } : {}),
+  })
   const isRevoked = crls.isRevoked
 
   // Serving starts here (HA: campaigning); restored nodes whose certificate was revoked meanwhile are removed.
@@ -172,6 +190,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     logger,
     isRevoked,
     crlInForce: () => crls.inForce,
+    offerCrl: (pem, origin) => crls.offer(pem, origin),
     timeStateWrite: (write) => ops.metrics.timeStateWrite(write),
   })
   const generation = () => host.current()?.figures().generation ?? null
@@ -188,15 +207,17 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     rateLimiter: new PrincipalRateLimiter(config.limits.rate, now),
     onRateLimited: (role: Role) => ops.metrics.rateLimited(role),
   }
-  const tls = new TlsServer({ ca: material.caPem, cert: material.certPem, key: material.keyPem, crlPem: material.crl.pem }, {
+  const tls = new TlsServer({ ca: material.caPem, cert: material.certPem, key: material.keyPem, crlPem: startingCrl.pem }, {
     logger,
     ticketKeys,
     peerAudit,
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
     onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
+    ...(opts.admission ? { admission: opts.admission } : {}),
   })
-  const app = await buildApp({ ...authDeps, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
+  const crlPush = new CrlPush({ crls, store: host.crlStore, logger })
+  const app = await buildApp({ ...authDeps, crlPush, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
 
   // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
   // ready (and pxe_is_leader 1) only while it leads with its state loaded.
@@ -224,8 +245,9 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     recordCrlNumber: (crlNumber) => host.current()?.recordCrlNumber(crlNumber), // persisted with the state
   })
   closers.push('the CRL watcher', () => crls.stop())
+  host.crlStore.follow?.() // HA: the cluster's pushed CRL, from now on offered as it changes
   ticketKeys.startTimer((keys) => tls.installTicketKeys(keys))
-  const crlWarning = startupCrlWarning(material.crl, Date.now())
+  const crlWarning = startupCrlWarning(startingCrl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {
     host.current()?.expireStaleNodes()

@@ -120,11 +120,11 @@ export interface Certificates {
   readonly client: { cert: string; key: string }
 }
 
-const SERVER_EXT = 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1\n'
+const SERVER_EXT = 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n'
 const CLIENT_EXT = 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n'
 const EC_KEY = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes']
 
-/** An etcd CA, server and peer certificates for 127.0.0.1, and a client certificate, by the OpenSSL CLI. */
+/** An etcd CA, server and peer certificates for 127.0.0.1 (and the name localhost), and a client certificate, by the OpenSSL CLI. */
 export async function makeCertificates(dir: string): Promise<Certificates> {
   const at = (name: string) => join(dir, name)
   const caExt = ['-addext', 'basicConstraints=critical,CA:TRUE,pathlen:0', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']

@@ -49,8 +49,11 @@ export interface ClaimSchedulerDeps {
   claim(shardId: number, fresh: boolean): Promise<ClaimReply>
   /** A claim was granted for a shard that is still wanted; `resume` is the session handed over, if any. */
   onGranted(shardId: number, generation: number, resume: ResumableSession | null): void
-  /** Every outcome, for logs and events (not_owner shards are dropped from the queue). */
-  onOutcome(shardId: number, outcome: ClaimOutcome): void
+  /**
+   * Every outcome, for logs, events and metrics (not_owner shards are dropped from the queue). `waitedMs`,
+   * for a grant only: how long the shard waited for it, from when it was first wanted (or its fresh claim asked).
+   */
+  onOutcome(shardId: number, outcome: ClaimOutcome, waitedMs: number | null): void
   /** Wait after a grant before the next claim in the same bucket (the controller's Identify interval, ms). */
   readonly identifyIntervalMs: number
   /** How often one handoff-waiting bucket is probed (ms). */
@@ -60,6 +63,8 @@ export interface ClaimSchedulerDeps {
 /** A host waiting for a fresh Identify grant. */
 interface FreshClaim {
   readonly shard: number
+  /** When the host asked (clock ms). */
+  readonly since: number
   settled: boolean
   resolve(): void
   reject(err: unknown): void
@@ -81,6 +86,8 @@ const MAX_FAILURE_BACKOFF_MS = 10_000
 export class ClaimScheduler {
   private buckets = new Map<number, BucketState>()
   private wanted = new Set<number>()
+  /** When each wanted shard began to wait for its grant (clock ms); kept across re-plans. */
+  private wantedSince = new Map<number, number>()
   private maxConcurrency = 1
   /** The ordinary claim in flight (a fresh claim in flight sets `busy` only). */
   private inFlight: number | null = null
@@ -104,6 +111,9 @@ export class ClaimScheduler {
       for (const claim of fresh) this.bucketOf(claim.shard).fresh.push(claim)
     }
     this.wanted = new Set(shards)
+    const now = this.deps.clock.now()
+    for (const shard of this.wantedSince.keys()) if (!this.wanted.has(shard)) this.wantedSince.delete(shard)
+    for (const shard of this.wanted) if (!this.wantedSince.has(shard)) this.wantedSince.set(shard, now)
     const queues = new Map<number, number[]>()
     for (const shard of [...this.wanted].sort((a, b) => a - b)) {
       if (shard === this.inFlight) continue
@@ -129,6 +139,7 @@ export class ClaimScheduler {
       const onAbort = () => this.endFresh(claim, { error: signal.reason })
       const claim: FreshClaim = {
         shard: shardId,
+        since: this.deps.clock.now(),
         settled: false,
         resolve: () => {
           signal.removeEventListener('abort', onAbort)
@@ -155,6 +166,7 @@ export class ClaimScheduler {
     this.stopped = true
     const fresh = [...this.buckets.values()].flatMap((state) => state.fresh)
     this.wanted.clear()
+    this.wantedSince.clear()
     this.buckets.clear()
     this.wake.cancel()
     for (const claim of fresh) this.endFresh(claim, { error: new ClaimAbortedError('agent_stopped', 'the agent stopped') })
@@ -233,6 +245,7 @@ export class ClaimScheduler {
     const { outcome } = reply
     const now = this.deps.clock.now()
     const stillWanted = this.wanted.has(shard)
+    let waitedMs: number | null = null
     const again = () => {
       if (fresh === null) {
         if (stillWanted) state.queue.unshift(shard)
@@ -248,10 +261,14 @@ export class ClaimScheduler {
         if (outcome.mode === 'identify') state.notBefore = now + this.deps.identifyIntervalMs
         state.handoffUntil = null
         if (fresh !== null) {
+          waitedMs = now - fresh.since
           this.endFresh(fresh)
           break
         }
+        // A grant for a shard a re-plan dropped meanwhile ended nobody's wait.
+        waitedMs = stillWanted ? now - (this.wantedSince.get(shard) ?? now) : null
         this.wanted.delete(shard)
+        this.wantedSince.delete(shard)
         if (stillWanted) this.deps.onGranted(shard, outcome.generation, reply.resume)
         break
       case 'wait':
@@ -260,8 +277,10 @@ export class ClaimScheduler {
         break
       case 'not_owner':
         // Start nothing; the next plan says what this node owns.
-        if (fresh === null) this.wanted.delete(shard)
-        else this.endFresh(fresh, { error: new ClaimAbortedError('not_owner', `the controller says shard ${shard} is not this node's`) })
+        if (fresh === null) {
+          this.wanted.delete(shard)
+          this.wantedSince.delete(shard)
+        } else this.endFresh(fresh, { error: new ClaimAbortedError('not_owner', `the controller says shard ${shard} is not this node's`) })
         break
       case 'rate_limited':
         this.pausedUntil = now + Math.max(outcome.retryAfterMs, 100)
@@ -273,7 +292,7 @@ export class ClaimScheduler {
         again()
         break
     }
-    this.deps.onOutcome(shard, outcome)
+    this.deps.onOutcome(shard, outcome, waitedMs)
   }
 
   private settleWait(state: BucketState, outcome: Extract<ClaimOutcome, { kind: 'wait' }>, now: number): void {

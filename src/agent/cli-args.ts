@@ -1,5 +1,6 @@
 /** The pxe-node command line: flags, their checks, and the help text. */
 import { parseArgs } from 'node:util'
+import { isLoopbackHost } from '../net/host.js'
 import { controllerUrlProblem } from './agent-options.js'
 
 /** A bad command line; the message says what to fix. */
@@ -20,6 +21,8 @@ export interface CliArgs {
   readonly clockSkewMs: number
   /** null: the agent's default (a sixth of the lease, at most 30 s). */
   readonly stopTimeoutMs: number | null
+  /** Where GET /metrics is served (port 0: a free one), or null: not served. */
+  readonly metrics: { readonly host: string; readonly port: number } | null
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
@@ -28,6 +31,7 @@ const DEFAULT_CLOCK_SKEW_MS = 5000
 const MAX_CLOCK_SKEW_MS = 60_000
 const MIN_STOP_TIMEOUT_MS = 100
 const MAX_STOP_TIMEOUT_MS = 600_000
+const DEFAULT_METRICS_HOST = '127.0.0.1'
 
 const OPTIONS = {
   bundle: { type: 'string' },
@@ -39,6 +43,9 @@ const OPTIONS = {
   'on-stop': { type: 'string' },
   'clock-skew-ms': { type: 'string' },
   'stop-timeout-ms': { type: 'string' },
+  'metrics-port': { type: 'string' },
+  'metrics-host': { type: 'string' },
+  'metrics-allow-remote': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const
 
@@ -73,6 +80,16 @@ Options:
                          starting nothing (exit status 4).
   --clock-skew-ms N      how long past its expiry a plan is still accepted, 0..${MAX_CLOCK_SKEW_MS} (default ${DEFAULT_CLOCK_SKEW_MS})
   --log-level L          ${LOG_LEVELS.join(', ')} (default info)
+  --metrics-port P       serve the agent's metrics (README "Node agent metrics") as plain HTTP on port P,
+                         0..65535 (0: a free port; the log line "metrics listener started" names it):
+                         GET /metrics answers Prometheus text with the pxe_node_* metrics and the process
+                         metrics (process_*, nodejs_*); every other path answers 404. A port that cannot be
+                         listened on (in use) stops the agent before its first check-in (exit status 1).
+  --metrics-host H       the address to listen on (default ${DEFAULT_METRICS_HOST}, loopback only). The listener has no
+                         TLS and no authentication, so a host that is not loopback (127.0.0.0/8, ::1,
+                         localhost) is refused unless --metrics-allow-remote is given too.
+  --metrics-allow-remote allow a non-loopback --metrics-host (e.g. 0.0.0.0 for a Prometheus elsewhere):
+                         anyone who reaches the port can read the metrics
   -h, --help             print this help
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
@@ -102,9 +119,9 @@ Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then 
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
-Exit status: 0 stopped by a signal; 1 unusable bundle or state file; 2 bad command line;
-3 the controller refused this node's certificate (every shard was stopped first);
-4 the stop timeout does not fit the controller's lease (every shard was stopped first).
+Exit status: 0 stopped by a signal; 1 unusable bundle or state file, or a metrics port that cannot be
+listened on; 2 bad command line; 3 the controller refused this node's certificate (every shard was
+stopped first); 4 the stop timeout does not fit the controller's lease (every shard was stopped first).
 
 Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\
@@ -156,7 +173,7 @@ export function parseCliArgs(argv: string[]): CliArgs {
     seen.add(token.name)
   }
   const v = parsed.values
-  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null }
+  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
   const bundle = nonEmpty('bundle', v.bundle)
   if (bundle === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
   if (v.controller === undefined) throw new UsageError('--controller URL[,URL...] is required')
@@ -173,5 +190,19 @@ export function parseCliArgs(argv: string[]): CliArgs {
     onStop: nonEmpty('on-stop', v['on-stop']),
     clockSkewMs: v['clock-skew-ms'] === undefined ? DEFAULT_CLOCK_SKEW_MS : integer('clock-skew-ms', v['clock-skew-ms'], 0, MAX_CLOCK_SKEW_MS),
     stopTimeoutMs: v['stop-timeout-ms'] === undefined ? null : integer('stop-timeout-ms', v['stop-timeout-ms'], MIN_STOP_TIMEOUT_MS, MAX_STOP_TIMEOUT_MS),
+    metrics: metricsListener(v['metrics-port'], v['metrics-host'], v['metrics-allow-remote'] === true),
   }
+}
+
+/** The metrics listener's address; plain HTTP beyond loopback only when asked for (as the controller's `ops.allow_remote`). */
+function metricsListener(port: string | undefined, host: string | undefined, allowRemote: boolean): CliArgs['metrics'] {
+  if (port === undefined) {
+    if (host !== undefined || allowRemote) throw new UsageError(`--${host !== undefined ? 'metrics-host' : 'metrics-allow-remote'} needs --metrics-port`)
+    return null
+  }
+  const listenHost = nonEmpty('metrics-host', host) ?? DEFAULT_METRICS_HOST
+  if (!allowRemote && !isLoopbackHost(listenHost)) {
+    throw new UsageError(`--metrics-host ${JSON.stringify(listenHost.slice(0, 64))} is not a loopback address; the metrics listener is plain HTTP without authentication, so serving it beyond this host needs --metrics-allow-remote`)
+  }
+  return { host: listenHost, port: integer('metrics-port', port, 0, 65_535) }
 }

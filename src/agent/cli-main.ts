@@ -1,13 +1,16 @@
 /**
  * `pxe-node`: the node agent as a process. Flags → bundle → agent with shell-command callbacks →
- * run until SIGTERM/SIGINT (every shard stopped, exit 0) or a refused certificate (exit 3).
+ * (the metrics listener) → run until SIGTERM/SIGINT (every shard stopped, exit 0) or a refused
+ * certificate (exit 3).
  */
 import { pino, type Logger } from 'pino'
+import { collectDefaultMetrics } from 'prom-client'
 import { parseCliArgs, HELP, UsageError, type CliArgs } from './cli-args.js'
 import { FileGenerationStore, MemoryGenerationStore, StateFileError } from './generation-store.js'
 import { IdentityError, loadBundle, loadBundleJwks, type NodeIdentity } from './identity.js'
 import { NodeAgent } from './node-agent.js'
 import type { AgentEvent } from './agent-events.js'
+import { MetricsListenError, MetricsServer } from './metrics-server.js'
 import { runShardCommand } from './shard-command.js'
 
 /** Exit statuses (also in --help). */
@@ -17,6 +20,8 @@ export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3, stopTimeout: 4 } 
 export interface CliIo {
   readonly stdout: (text: string) => void
   readonly stderr: (text: string) => void
+  /** The process's warnings (cli.ts captures them); they are logged once the logger exists. */
+  readonly warnings?: { attach(logger: Logger): void }
 }
 
 function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): NodeAgent {
@@ -71,8 +76,17 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     return EXIT.startup
   }
   const logger = pino({ level: args.logLevel, base: { pid: process.pid } }, pino.destination({ fd: 1, sync: true }))
+  io.warnings?.attach(logger)
   if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
   const agent = buildAgent(args, identity, logger)
+  let metrics: MetricsServer | null
+  try {
+    metrics = await serveMetrics(args, agent, logger)
+  } catch (err) {
+    if (!(err instanceof MetricsListenError)) throw err
+    io.stderr(`pxe-node: ${err.message}\n`)
+    return EXIT.startup
+  }
   // Registered before the start, so that a signal during it still stops cleanly.
   const onSignal = (signal: string) => {
     logger.info({ signal }, 'signal received: stopping every shard')
@@ -85,7 +99,19 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   } finally {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
+    await metrics?.close()
   }
+}
+
+/** Starts the metrics listener when asked for (before the agent, so that a port in use starts nothing). */
+async function serveMetrics(args: CliArgs, agent: NodeAgent, logger: Logger): Promise<MetricsServer | null> {
+  if (args.metrics === null) return null
+  // The process is this agent's alone, so its process metrics belong with the agent's.
+  collectDefaultMetrics({ register: agent.metrics })
+  const server = await MetricsServer.start(args.metrics.host, args.metrics.port, agent.metrics, logger)
+  const { host, port } = server.address
+  logger.info({ metrics_host: host, metrics_port: port }, 'metrics listener started')
+  return server
 }
 
 /** Starts the agent and waits for its end; a damaged state file stops it before any check-in. */

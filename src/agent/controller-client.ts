@@ -7,6 +7,7 @@ import https from 'node:https'
 import { createSecureContext, type SecureContext } from 'node:tls'
 import type { IncomingMessage } from 'node:http'
 import type { AgentClock } from './clock.js'
+import { BusyAwareAgent, ControllerBusyError } from './busy-aware-agent.js'
 import { errorReplySchema } from './wire.js'
 
 /** An answer with a status (anything but a 503, which fails over). */
@@ -26,13 +27,15 @@ export interface ControllerReply {
 }
 
 /** How one attempt at one URL failed. */
-export type AttemptFailure = 'connect' | 'server_untrusted' | 'closed_after_handshake' | 'timeout' | 'unavailable' | 'bad_response'
+export type AttemptFailure = 'connect' | 'server_untrusted' | 'closed_after_handshake' | 'timeout' | 'unavailable' | 'bad_response' | 'busy'
 
 /** One failed attempt, for logs. */
 export interface FailedAttempt {
   readonly url: string
   readonly failure: AttemptFailure
   readonly detail: string
+  /** For `busy`: when the controller said to come back (ms), if it said. */
+  readonly retryAfterMs?: number | null
 }
 
 /** No controller URL gave an answer (connection errors or 503 everywhere). */
@@ -40,6 +43,15 @@ export class ControllerUnreachableError extends Error {
   override readonly name = 'ControllerUnreachableError'
   constructor(readonly attempts: readonly FailedAttempt[]) {
     super(`no controller answered: ${attempts.map((a) => `${a.url} ${a.failure} (${a.detail})`).join('; ')}`)
+  }
+
+  /** The earliest appointment a busy controller gave (ms from the attempt), or null when none deferred us. */
+  get busyRetryAfterMs(): number | null {
+    let earliest: number | null = null
+    for (const a of this.attempts) {
+      if (a.failure === 'busy' && a.retryAfterMs != null && (earliest === null || a.retryAfterMs < earliest)) earliest = a.retryAfterMs
+    }
+    return earliest
   }
 
   /** Every controller accepted the TLS connection and then closed it unanswered: how a Node controller refuses a revoked or unknown certificate. */
@@ -77,7 +89,7 @@ const MAX_BODY_BYTES = 256 * 1024
 type Attempt = { reply: ControllerReply } | { failed: FailedAttempt; retryFresh: boolean }
 
 class AttemptError extends Error {
-  constructor(readonly failure: AttemptFailure | 'refused', detail: string) {
+  constructor(readonly failure: AttemptFailure | 'refused', detail: string, readonly retryAfterMs: number | null = null) {
     super(detail)
   }
 }
@@ -137,7 +149,7 @@ export class ControllerClient {
   private agentFor(url: string): https.Agent {
     let agent = this.agents.get(url)
     if (agent === undefined) {
-      agent = new https.Agent({ keepAlive: true, maxSockets: 1, secureContext: this.context })
+      agent = new BusyAwareAgent({ keepAlive: true, maxSockets: 1, secureContext: this.context })
       this.agents.set(url, agent)
     }
     return agent
@@ -157,7 +169,8 @@ export class ControllerClient {
       if (!(err instanceof AttemptError)) throw err
       if (err.failure === 'refused') throw new CertificateRefusedError(url, err.message)
       const failure = err.failure === 'connect' && handshook ? 'closed_after_handshake' : err.failure
-      return { failed: { url, failure, detail: err.message }, retryFresh: reused && err.failure === 'connect' }
+      const failed: FailedAttempt = failure === 'busy' ? { url, failure, detail: err.message, retryAfterMs: err.retryAfterMs } : { url, failure, detail: err.message }
+      return { failed, retryFresh: reused && err.failure === 'connect' }
     }
   }
 
@@ -195,8 +208,8 @@ export class ControllerClient {
       const timer = clock.setTimeout(() => fail(new AttemptError('timeout', `no answer within ${requestTimeoutMs} ms`)), requestTimeoutMs)
       req.on('socket', (socket) => {
         // Node sets reusedSocket only for an idle socket; a request queued behind another gets the freed
-        // socket with reusedSocket false. A socket no longer connecting was made for an earlier request.
-        reused = req.reusedSocket || !socket.connecting
+        // socket with reusedSocket false. A socket whose handshake is done was made for an earlier request.
+        reused = req.reusedSocket || BusyAwareAgent.isEstablished(socket)
         if (!reused) socket.once('secureConnect', () => (handshook = true))
       })
       req.on('error', (err: NodeJS.ErrnoException) => fail(classify(err)))
@@ -239,6 +252,7 @@ export class ControllerClient {
 
 /** Maps a socket or TLS error to an attempt failure. */
 function classify(err: NodeJS.ErrnoException): AttemptError {
+  if (err instanceof ControllerBusyError) return new AttemptError('busy', err.message, err.retryAfterMs)
   const code = err.code ?? ''
   if (CERT_ALERT.test(code)) return new AttemptError('refused', `TLS alert ${code.replace(/^ERR_SSL_(SSLV3|TLSV1|TLSV13)_ALERT_/, '').toLowerCase()}`)
   if (SERVER_UNTRUSTED.test(code)) return new AttemptError('server_untrusted', `the controller's certificate is not trusted (${code})`)

@@ -6,7 +6,9 @@
  * each with its own identity, clock and logger.
  */
 import { pino, type Logger } from 'pino'
+import type { Registry } from 'prom-client'
 import { describe, logEvent, runnerHooks, type AgentEvent, type HaltReason } from './agent-events.js'
+import { AgentMetrics } from './agent-metrics.js'
 import { AGENT_DEFAULTS, assertValidOptions, defaultStopMarginMs, defaultStopTimeoutMs, type NodeAgentOptions, type ShardHealth } from './agent-options.js'
 import type { AgentEnd, AgentState, AgentStatus } from './agent-status.js'
 import { CheckinCadence } from './cadence.js'
@@ -26,6 +28,11 @@ import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { ShardRunner } from './shard-runner.js'
 
 const SILENT = pino({ enabled: false })
+/**
+ * How long a retry is assumed to take to be answered: a controller admits a connection only when it can
+ * finish it within about this (server/admission.ts), and a dead one fails the attempt at connect.
+ */
+const ATTEMPT_RESERVE_MS = 2000
 
 /** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {
@@ -33,6 +40,12 @@ export class NodeAgent {
   readonly nodeId: string
   /** Resolves once the agent halted and every shard stopped (stop(), or a refused certificate). */
   readonly closed: Promise<AgentEnd>
+  /**
+   * This agent's metrics (README "Node agent metrics") on a registry of its own, never prom-client's
+   * global one: serve `await agent.metrics.metrics()` with `agent.metrics.contentType`.
+   */
+  readonly metrics: Registry
+  private readonly metricsObserver: AgentMetrics
   private readonly clock: AgentClock
   private readonly logger: Logger
   private readonly client: ControllerClient
@@ -77,6 +90,8 @@ export class NodeAgent {
     this.scheduler = this.newScheduler()
     this.plans = this.newPlanManager()
     this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
+    this.metricsObserver = new AgentMetrics({ status: () => this.status(), health: () => this.shardHealth() })
+    this.metrics = this.metricsObserver.registry
   }
 
   private newClient(): ControllerClient {
@@ -98,7 +113,7 @@ export class NodeAgent {
       budget: this.budget,
       claim: (shardId, fresh) => this.claim(shardId, fresh),
       onGranted: (shardId, _generation, resume) => this.plans.granted(shardId, resume),
-      onOutcome: (shardId, outcome) => this.onClaimOutcome(shardId, outcome),
+      onOutcome: (shardId, outcome, waitedMs) => this.onClaimOutcome(shardId, outcome, waitedMs),
       identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
       handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
     })
@@ -155,7 +170,7 @@ export class NodeAgent {
     void this.checkInOnce()
       .catch((err: unknown) => {
         this.logger.error({ err: describe(err) }, 'check-in failed unexpectedly')
-        return this.cadence.retry()
+        return this.retryDelay(null)
       })
       .then((delay) => {
         this.inFlight = false
@@ -204,6 +219,7 @@ export class NodeAgent {
 
   private emit(event: AgentEvent): void {
     logEvent(this.logger, event)
+    this.metricsObserver.observe(event)
     try {
       this.opts.onEvent?.(event)
     } catch (err) {
@@ -229,7 +245,7 @@ export class NodeAgent {
       return null
     }
     this.fail(`check-in answered ${reply.status} ${reply.errorCode ?? ''}${reply.errorMessage ? `: ${reply.errorMessage}` : ''}`)
-    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.cadence.retry()
+    return reply.status === 429 ? Math.max(reply.retryAfterMs ?? 1000, 100) : this.retryDelay(null)
   }
 
   private async onCheckinAnswer(body: unknown, url: string, sentAt: number): Promise<number | null> {
@@ -242,7 +258,7 @@ export class NodeAgent {
     })
     if (verdict.kind === 'malformed') {
       this.fail(`the check-in answer from ${url} is not the SPEC's shape`)
-      return this.cadence.retry()
+      return this.retryDelay(null)
     }
     if (verdict.kind === 'refused') {
       this.cadence.setLease(verdict.leaseSeconds * 1000)
@@ -284,7 +300,23 @@ export class NodeAgent {
     if (err.probableRefusal) {
       this.refuseCertificate(false, 'every controller closed the connection right after the TLS handshake without answering: the certificate is probably revoked or expired')
     }
-    return this.cadence.retry()
+    return this.retryDelay(err.busyRetryAfterMs)
+  }
+
+  /**
+   * The delay before the next attempt after a failed one, from what is at stake (cadence.ts): while the
+   * node holds authority, the time left until the last check-in that could still be answered before the
+   * fail-safe begins (an attempt is given ATTEMPT_RESERVE_MS to be answered, a busy controller's promise).
+   */
+  private retryDelay(busyRetryAfterMs: number | null): number {
+    const deadline = this.plans.authorityDeadline
+    const plan = this.plans.accepted
+    let slackMs: number | null = null
+    if (deadline !== null && plan !== null && this.plans.hasAuthority()) {
+      const failSafeAt = deadline - this.plans.failSafeLeadMs(plan.lease_seconds * 1000)
+      slackMs = Math.max(0, failSafeAt - this.clock.now() - ATTEMPT_RESERVE_MS)
+    }
+    return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
 
   /** A definitive refusal halts the agent; a probable one stops the shards until a check-in succeeds again. */
@@ -327,13 +359,17 @@ export class NodeAgent {
   }
 
   private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
-    const health: ShardHealth = this.opts.health?.() ?? {
+    return checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
+  }
+
+  /** The shard counts a check-in reports (and the metrics show): the host's, or the agent's own view. */
+  private shardHealth(): ShardHealth {
+    return this.opts.health?.() ?? {
       ready_shards: this.runner.inPhase('running').length,
       starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
       backoff_shards: 0,
       fatal_shards: this.runner.inPhase('failed').length,
     }
-    return checkinBody(this.nodeId, this.opts.capacity, health, generation, sessions)
   }
 
   private async claim(shardId: number, fresh: boolean): Promise<ClaimReply> {
@@ -345,8 +381,8 @@ export class NodeAgent {
     }
   }
 
-  private onClaimOutcome(shardId: number, outcome: ClaimOutcome): void {
-    this.emit({ type: 'claim', shardId, outcome })
+  private onClaimOutcome(shardId: number, outcome: ClaimOutcome, waitedMs: number | null): void {
+    this.emit({ type: 'claim', shardId, outcome, waitedMs })
     // The controller's plan moved on: learn it now rather than at the next regular check-in.
     if (outcome.kind === 'not_owner') this.checkInNow()
   }

@@ -24,6 +24,10 @@ import { EtcdStateStore } from '../ha/etcd-state-store.js'
 import type { HaConfig } from '../ha/ha-config.js'
 import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
 import { Leadership, sameFence, type Fence, type StepDownReason } from '../ha/leader-election.js'
+import { EtcdCrlStore } from '../ha/crl-store.js'
+import type { ParsedCrl } from '../identity/crl.js'
+import { CrlSideNotStarted } from '../identity/crl-enforcement.js'
+import { ClusterCrl } from './cluster-crl.js'
 
 /** What the HA host needs besides what every service needs. */
 export interface HaHostOptions {
@@ -49,6 +53,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** A replica in an HA deployment: campaigns from start until stop, serves while it leads. */
 export class HaServiceHost implements ServiceHost {
   readonly api: ServiceApi
+  /** The pushed CRL in etcd: followed by every replica, written by the leader's pushes. */
+  readonly crlStore: ClusterCrl
   private readonly leadership: Leadership
   private term: Term | null = null
   private readonly errorsLoggedAt = new Map<string, number>()
@@ -69,6 +75,20 @@ export class HaServiceHost implements ServiceHost {
         onNewLeader: (id) => options.logger?.info({ leader: id }, id === null ? 'no leader' : `the leader is ${id}`),
         onError: (err, during) => this.logThrottled(during, err),
       },
+    })
+    const offerCrl = deps.offerCrl
+    this.crlStore = new ClusterCrl({
+      store: new EtcdCrlStore(client, ha.prefix),
+      offer: (pem) => {
+        if (offerCrl === undefined) throw new Error('HA needs offerCrl to follow the cluster CRL')
+        return offerCrl(pem, { source: 'cluster' })
+      },
+      servingFence: () => {
+        const term = this.servingTerm()
+        if (term === null) throw this.refusal()
+        return term.fence
+      },
+      logger: options.logger,
     })
     this.api = {
       checkIn: (body, cert) => this.serve((s) => s.checkIn(body, cert)),
@@ -107,6 +127,7 @@ export class HaServiceHost implements ServiceHost {
     if (service !== null) {
       await service.flushFinal().catch((err: Error) => this.options.logger?.warn({ err: err.message }, 'stop: the last state write failed (no longer leading?)'))
     }
+    await this.crlStore.stop()
     await this.leadership.close()
     this.options.client.close()
   }
@@ -152,6 +173,8 @@ export class HaServiceHost implements ServiceHost {
       const loaded = await this.loadState(term)
       if (loaded === undefined) return // the term ended while loading
       state = loaded
+      // The cluster's pushed CRL first: the state may record its number, and a leader must enforce it.
+      if (!(await this.syncCrl(term))) return
       assertNotRolledBack(this.deps.crlInForce(), state?.meta.crlNumber ?? undefined, this.options.crlPath)
     } catch (err) {
       // the state in etcd (or the seed) is unusable, or our CRL is older than the deployment's: let another replica lead
@@ -183,6 +206,21 @@ export class HaServiceHost implements ServiceHost {
       }
     }
     return undefined
+  }
+
+  /** Brings the CRL in force up to the cluster's copy, retrying while the term lasts; false when it ended. */
+  private async syncCrl(term: Term): Promise<boolean> {
+    for (let attempt = 0; this.term === term; attempt++) {
+      try {
+        await this.crlStore.sync()
+        return true
+      } catch (err) {
+        // etcd away, or (a term begun during the start) the CRL side not acting yet: retried either way
+        if (!(err instanceof CrlSideNotStarted)) this.logThrottled('crl', err as Error)
+        await sleep(Math.min(100 * 2 ** attempt, 1000))
+      }
+    }
+    return false
   }
 
   /** The leadership ended: 503 from now on, the term's controller dropped (a new term reloads). */
@@ -223,6 +261,8 @@ export interface HaBackendConfig {
   /** state_dir with ha: read once to seed an empty etcd, never written. */
   readonly stateDir: string | null
   readonly crlPath: string
+  /** The `tls.crl` file's CRL: the start's (the cluster's pushed copy follows once the replica runs). */
+  readonly crl: ParsedCrl
 }
 
 /**
@@ -235,6 +275,7 @@ export async function openHaBackend(config: HaBackendConfig, logger?: Logger): P
   const seed = stateDir === null ? undefined : () => new JournaledFileStore(stateDir).load()
   return {
     restored: null,
+    startingCrl: { crl: config.crl, pushed: false },
     start: (deps) => new HaServiceHost({ ha: config.ha, controllerId: config.controllerId, client, crlPath: config.crlPath, seed, logger }, deps).start(),
   }
 }

@@ -14,6 +14,7 @@ import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './d
 import { HandoffLedger } from './handoffs.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
 import { LivePlan } from './live-plan.js'
+import { compareBytes } from './planner.js'
 import { plannerFor } from './planners.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
@@ -225,9 +226,25 @@ export class Controller {
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
     this.prepare(now)
-    const nodes = this.livePlan.records.map((record, i) => planNodeView(record, this.livePlan.rangeAt(i), this.draining.has(record.nodeId)))
+    const { handoffs, draining, live } = this
+    const nodes = this.livePlan.records.map((record, i) =>
+      planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE)),
+    )
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    return { generation: this.gen, totalShards, maxConcurrency, leaseSeconds, unassigned: this.livePlan.unassigned, nodes }
+    const reshard = this.reshard === null ? null : { phase: 'restart_barrier' as const, totalShards, generation: this.reshard.generation, waitingNodes: this.reshard.waitingFor.length }
+    return {
+      generation: this.gen,
+      totalShards,
+      maxConcurrency,
+      leaseSeconds,
+      unassigned: this.livePlan.unassigned,
+      planner: this.settings.planner ?? 'contiguous',
+      identify: this.limiter.budget(now),
+      pendingHandoffs: handoffs.pendingTotal(),
+      reshard,
+      drainFlagsNotLive: [...draining].filter((nodeId) => !live.has(nodeId)).sort(compareBytes),
+      nodes,
+    }
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */
@@ -258,7 +275,7 @@ export class Controller {
       this.markDurable()
       if (this.live.has(nodeId)) this.replan()
     }
-    return { nodeId, draining, generation: this.gen }
+    return { nodeId, draining, generation: this.gen, live: this.live.has(nodeId) }
   }
 
   /** Removes at once every live node whose certificate serial is revoked; returns their IDs. */

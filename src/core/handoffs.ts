@@ -54,6 +54,18 @@ export class HandoffLedger {
     return { from: this.from, generation: this.generation }
   }
 
+  /** How many shards wait for node `fromId` to release them. */
+  pendingFor(fromId: number): number {
+    return this.pendingCount[fromId] ?? 0
+  }
+
+  /** How many shards wait for a release (O(node IDs): for the operator's view, not the hot path). */
+  pendingTotal(): number {
+    let total = 0
+    for (const count of this.pendingCount) total += count
+    return total
+  }
+
   /** Records that `shardId` left node `fromId` at `generation` (the slot must be free). */
   record(shardId: number, fromId: number, generation: number): void {
     this.recordRun(shardId, 1, fromId, generation)

@@ -12,6 +12,15 @@ export interface IdentifyWait {
   readonly retryAfterMs: number
 }
 
+/** The rolling daily Identify budget as the operator sees it (times in ms). */
+export interface DailyBudget {
+  readonly dailyLimit: number
+  readonly used24h: number
+  readonly remaining: number
+  /** When the oldest grant in the window stops counting, or null when none counts. */
+  readonly nextReleaseAt: number | null
+}
+
 /** Bucket grant times and daily grants; `check` never records, `record` is called only on a grant. */
 export class IdentifyLimiter {
   private readonly lastGrant = new Map<number, number>()
@@ -66,6 +75,23 @@ export class IdentifyLimiter {
     if (this.dailyLimit === null) return null
     this.pruneDaily(now)
     return Math.max(0, this.dailyLimit - this.dailyCount())
+  }
+
+  /**
+   * The daily budget at `now` for the operator's view: the limit, grants in the last 24 h, what is left,
+   * and when the oldest of those grants leaves the window (the next grant to come back); null without a budget.
+   */
+  budget(now: number): DailyBudget | null {
+    if (this.dailyLimit === null) return null
+    this.pruneDaily(now)
+    const used = this.dailyCount()
+    const oldest = this.daily[this.dailyHead]
+    return {
+      dailyLimit: this.dailyLimit,
+      used24h: used,
+      remaining: Math.max(0, this.dailyLimit - used),
+      nextReleaseAt: oldest === undefined ? null : oldest + DAILY_WINDOW_MS,
+    }
   }
 
   /** Grant times counted against the daily budget, oldest first (for snapshots; pruned lazily). */

@@ -95,7 +95,7 @@ export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedN
 }
 
 /** The operator's view of a record (GET /v1/plan). */
-export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean): PlanNodeView {
+export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean, pendingHandoffs: number): PlanNodeView {
   return {
     nodeId: record.nodeId,
     capacity: record.capacity,
@@ -108,5 +108,6 @@ export function planNodeView(record: NodeRecord, range: NodeRange, draining: boo
     startingShards: record.startingShards,
     backoffShards: record.backoffShards,
     fatalShards: record.fatalShards,
+    pendingHandoffs,
   }
 }

@@ -4,6 +4,7 @@
  */
 import type { PersistedHandoff, PersistedNode } from './durable-state.js'
 import type { PlannerName } from './planner.js'
+import type { DailyBudget } from './identify.js'
 import type { HeldSession } from './session-vault.js'
 
 /** Static settings of one deployment (validated by the config loader). */
@@ -81,6 +82,18 @@ export interface PlanNodeView extends NodeRange {
   readonly startingShards: number
   readonly backoffShards: number
   readonly fatalShards: number
+  /** Shards taken from this node that wait for it to release them (handoffs). */
+  readonly pendingHandoffs: number
+}
+
+/** A reshard the operator can see: today the barrier after a restart with another plan (core/reshard.ts). */
+export interface ReshardView {
+  readonly phase: 'restart_barrier'
+  readonly totalShards: number
+  /** The first generation planned with the new shard count or planner. */
+  readonly generation: number
+  /** Restored nodes that have not applied that plan yet. */
+  readonly waitingNodes: number
 }
 
 export interface PlanView {
@@ -89,6 +102,14 @@ export interface PlanView {
   readonly maxConcurrency: number
   readonly leaseSeconds: number
   readonly unassigned: number
+  readonly planner: PlannerName
+  /** The rolling daily Identify budget, or null without daily_identify_limit. */
+  readonly identify: DailyBudget | null
+  /** Shards whose new owner waits for the old one to release them. */
+  readonly pendingHandoffs: number
+  readonly reshard: ReshardView | null
+  /** Names flagged for drain that are not live (the flag waits for them), byte order. */
+  readonly drainFlagsNotLive: readonly string[]
   readonly nodes: readonly PlanNodeView[] // byte order of node IDs
 }
 
@@ -96,6 +117,8 @@ export interface DrainOutcome {
   readonly nodeId: string
   readonly draining: boolean
   readonly generation: number
+  /** Whether the node is live (a flag on a name that is not live waits for it to join). */
+  readonly live: boolean
 }
 
 /** Events the core emits for the audit log; drained by the caller after each operation. */

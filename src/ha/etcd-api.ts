@@ -10,6 +10,8 @@ export interface EtcdConnectionConfig {
   readonly ca: string
   readonly cert: string
   readonly key: string
+  /** The DNS name the members' server certificates carry, sent as SNI and checked instead of the endpoint's host. */
+  readonly serverName?: string | undefined
 }
 
 /** One key-value as etcd stores it. */

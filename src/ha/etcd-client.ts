@@ -56,6 +56,9 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
   const etcd = new Etcd3({
     hosts: [...config.endpoints],
     credentials: { rootCertificate, certChain, privateKey },
+    // grpc-js sends the endpoint's host as SNI, an IP address included (Node then warns DEP0123); with a
+    // server name it sends that and checks the certificate against it (tls.checkServerIdentity) instead
+    ...(config.serverName === undefined ? {} : { grpcOptions: { 'grpc.ssl_target_name_override': config.serverName } }),
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
     faultHandling: faultHandling(config.endpoints.length),
   })

@@ -39,8 +39,15 @@ function txnOp(op: WriteOp): TxnOp {
  * transaction is over a limit, and `EtcdClientError` when etcd could not be asked; a failed guard is
  * the result `refused`.
  */
-export async function fencedWrite(client: EtcdClient, fence: Fence, ops: readonly WriteOp[], limits: EtcdLimits = DEFAULT_ETCD_LIMITS): Promise<FencedWriteResult> {
-  const compare = fenceCompares(fence)
+export async function fencedWrite(
+  client: EtcdClient,
+  fence: Fence,
+  ops: readonly WriteOp[],
+  limits: EtcdLimits = DEFAULT_ETCD_LIMITS,
+  /** Further compares that must hold too (e.g. a key unchanged since it was read); any failing one is `refused`. */
+  guards: readonly TxnCompare[] = [],
+): Promise<FencedWriteResult> {
+  const compare = [...fenceCompares(fence), ...guards]
   checkTransaction(
     compare.map((c) => c.key),
     ops,

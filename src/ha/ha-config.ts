@@ -2,6 +2,7 @@
  * The `ha` section of the controller's config (SPEC "High availability"), as a zod schema for
  * config.ts to embed, and its resolution (relative PEM paths against the config file's folder).
  */
+import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 import type { EtcdConnectionConfig } from './etcd-api.js'
@@ -21,6 +22,10 @@ const endpointSchema = z.string().refine(
 
 const pathSchema = z.string().min(1, 'must be a non-empty path')
 
+const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+/** A DNS name for SNI: RFC 6066 allows no IP address there (Node warns DEP0123 on one). */
+const serverNameSchema = z.string().refine((s) => DNS_NAME.test(s) && isIP(s) === 0, { message: 'must be a DNS name (not an IP address) that every member\'s server certificate carries' })
+
 /** `"ha": {"etcd": {endpoints, ca, cert, key}, "prefix", "lease_ttl_seconds"}`. */
 export const haConfigSchema = z
   .object({
@@ -30,6 +35,8 @@ export const haConfigSchema = z
         ca: pathSchema,
         cert: pathSchema,
         key: pathSchema,
+        // with IP endpoints: the name SNI and the certificate check use (else Node warns DEP0123, once)
+        server_name: serverNameSchema.optional(),
       })
       .strict(),
     // keys are <prefix>election/..., <prefix>state/...: one deployment per prefix
@@ -57,7 +64,13 @@ export interface HaConfig {
 export function resolveHaConfig(ha: HaConfigFile, baseDir: string): HaConfig {
   const at = (p: string) => resolve(baseDir, p)
   return Object.freeze({
-    etcd: Object.freeze({ endpoints: Object.freeze([...ha.etcd.endpoints]), ca: at(ha.etcd.ca), cert: at(ha.etcd.cert), key: at(ha.etcd.key) }),
+    etcd: Object.freeze({
+      endpoints: Object.freeze([...ha.etcd.endpoints]),
+      ca: at(ha.etcd.ca),
+      cert: at(ha.etcd.cert),
+      key: at(ha.etcd.key),
+      ...(ha.etcd.server_name === undefined ? {} : { serverName: ha.etcd.server_name }),
+    }),
     prefix: ha.prefix,
     leaseTtlSeconds: ha.lease_ttl_seconds,
   })

@@ -2,12 +2,14 @@
 import type { FastifyError, FastifyInstance } from 'fastify'
 import { AppError, type ErrorCode } from '../errors.js'
 import { BODY_LIMIT_BYTES, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
+import { CRL_BODY_LIMIT_BYTES } from './crl-body.js'
 import { installRequestOutcome } from './request-outcome.js'
 
 /** Maps a framework error (body parsing, limits) to a stable code and a safe message. */
-function fromFrameworkError(err: FastifyError): AppError {
+function fromFrameworkError(err: FastifyError, bodyLimit: number | undefined): AppError {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      if (bodyLimit === CRL_BODY_LIMIT_BYTES) return new AppError('payload_too_large', `the CRL is larger than ${CRL_BODY_LIMIT_BYTES} bytes`)
       return new AppError('payload_too_large', `the request body is larger than ${BODY_LIMIT_BYTES} bytes (${SESSIONS_BODY_LIMIT_BYTES} for a check-in that carries sessions)`)
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('unsupported_media_type', 'the request body must be application/json')
@@ -27,7 +29,7 @@ function fromFrameworkError(err: FastifyError): AppError {
 export function installErrorHandling(app: FastifyInstance): void {
   installRequestOutcome(app)
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const appError = err instanceof AppError ? err : fromFrameworkError(err)
+    const appError = err instanceof AppError ? err : fromFrameworkError(err, request.routeOptions.bodyLimit)
     request.outcome = appError.code
     if (appError.statusCode >= 500 && appError.code === 'internal_error') request.log.error({ err, req_id: request.id }, 'request failed')
     void reply.headers(appError.headers).code(appError.statusCode).send({ error: appError.code, message: appError.message, ...appError.extra })

@@ -1,4 +1,5 @@
 /** Core views → the SPEC's JSON shapes (snake_case, ISO 8601 times). */
+import type { DailyBudget } from '../core/identify.js'
 import type { IdentifyOutcome, PlanView } from '../core/types.js'
 
 export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
@@ -11,6 +12,13 @@ export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
   return { granted: false, retry_after_ms: out.retryAfterMs, reason: out.reason }
 }
 
+/** SPEC "Operator view": nulls without a daily limit. */
+function renderBudget(budget: DailyBudget | null): Record<string, unknown> {
+  if (budget === null) return { daily_limit: null, used_24h: null, remaining: null, next_release_at: null }
+  const nextReleaseAt = budget.nextReleaseAt === null ? null : new Date(budget.nextReleaseAt).toISOString()
+  return { daily_limit: budget.dailyLimit, used_24h: budget.used24h, remaining: budget.remaining, next_release_at: nextReleaseAt }
+}
+
 export function renderPlan(view: PlanView): Record<string, unknown> {
   return {
     generation: view.generation,
@@ -18,6 +26,11 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
     max_concurrency: view.maxConcurrency,
     lease_seconds: view.leaseSeconds,
     unassigned: view.unassigned,
+    planner: view.planner,
+    identify: renderBudget(view.identify),
+    pending_handoffs: view.pendingHandoffs,
+    reshard: view.reshard === null ? null : { phase: view.reshard.phase, total_shards: view.reshard.totalShards, generation: view.reshard.generation, waiting_nodes: view.reshard.waitingNodes },
+    drain_flags_not_live: view.drainFlagsNotLive,
     nodes: view.nodes.map((n) => ({
       node_id: n.nodeId,
       capacity: n.capacity,
@@ -30,6 +43,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
       starting_shards: n.startingShards,
       backoff_shards: n.backoffShards,
       fatal_shards: n.fatalShards,
+      pending_handoffs: n.pendingHandoffs,
     })),
   }
 }

@@ -14,6 +14,8 @@ import { parseOr400 } from './parse.js'
 import { checkinAnswer } from './checkin-answer.js'
 import { assertCheckinBodySize, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { renderIdentify, renderPlan } from './render.js'
+import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText, installCrlBodyParser } from './crl-body.js'
+import type { CrlPush } from '../service/crl-push.js'
 
 export interface RouteDeps {
   readonly service: ServiceApi
@@ -23,6 +25,8 @@ export interface RouteDeps {
   readonly audit: AuditSink
   /** Audits refusals a valid certificate can repeat at will, limited per certificate serial. */
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
+  /** Installs an operator's CRL (POST /v1/crl). */
+  readonly crlPush: Pick<CrlPush, 'push'>
 }
 
 const guildParamsSchema = z.object({ guild_id: z.string() }).strict()
@@ -100,6 +104,15 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const { node_id } = parseOr400(nodeParamsSchema, request.params, 'node id')
     const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
     const out = await service.setDraining(node_id, draining, request.principal.name)
-    return { node_id: out.nodeId, draining: out.draining, generation: out.generation }
+    return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live }
+  })
+
+  // The CRL media types are parsed in this route's own scope (every other route still answers them 415);
+  // the media type is checked before the body is read; the body is PEM text, not JSON.
+  void app.register(async (scope) => {
+    installCrlBodyParser(scope)
+    scope.post('/v1/crl', { bodyLimit: CRL_BODY_LIMIT_BYTES, preParsing: assertCrlMediaType }, async (request) => {
+      return deps.crlPush.push(crlBodyText(request.body), request.principal.name)
+    })
   })
 }

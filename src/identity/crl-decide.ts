@@ -28,6 +28,7 @@ export type CrlRefusalReason =
   | 'expired_crl' // past its nextUpdate while the one in force is not
   | 'superseded' // a pending CRL left the file before its thisUpdate came
   | 'install_failed' // the onLoaded callback threw, e.g. the TLS context could not be rebuilt
+  | 'not_yet_valid' // a pushed CRL whose thisUpdate is in the future (a file's waits as pending instead)
 
 /** What to do with a candidate CRL. */
 export type CrlDecision =
@@ -84,6 +85,14 @@ export function decideParsedCrl(current: ParsedCrl, crl: ParsedCrl, nowMs: numbe
     case 'valid':
       return { kind: 'load', crl }
   }
+}
+
+/**
+ * True when `crl` is newer than `current` by the ordering rule alone (a higher CRL number, or without
+ * numbers a later thisUpdate): how a start picks between the file and the pushed copy, times aside.
+ */
+export function isNewerCrl(current: ParsedCrl, crl: ParsedCrl): boolean {
+  return !crl.der.equals(current.der) && orderingProblem(current, crl) === null
 }
 
 /** Why `crl` cannot follow `current`, or null when it is newer. */

@@ -13,3 +13,11 @@ export class CrlError extends Error {
     this.name = 'CrlError'
   }
 }
+
+/** Input quoted in a message is cut to this many characters (SPEC "Errors": a message never quotes more). */
+export const MAX_QUOTED_INPUT = 64
+
+/** `text` (read from a CRL under judgement) cut to MAX_QUOTED_INPUT characters for a message. */
+export function quoteInput(text: string): string {
+  return text.length <= MAX_QUOTED_INPUT ? text : `${text.slice(0, MAX_QUOTED_INPUT - 1)}…`
+}

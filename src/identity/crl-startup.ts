@@ -3,7 +3,7 @@
  * highest CRL number installed before the restart (recorded in the state), which would undo revocations.
  */
 import type { X509Certificate } from 'node:crypto'
-import { crlTimeState } from './crl-decide.js'
+import { crlTimeState, isNewerCrl } from './crl-decide.js'
 import { parseVerifiedCrl, type ParsedCrl } from './crl.js'
 
 /** Loads and checks the CRL the config names: it is enforced from the first handshake. */
@@ -47,4 +47,14 @@ export function startupCrlWarning(crl: ParsedCrl, nowMs: number): string | null 
     case 'valid':
       return null
   }
+}
+
+/**
+ * The CRL a start uses: the pushed copy when it is newer than the `tls.crl` file by the ordering rule (a
+ * higher CRL number), else the file. Times do not decide here, as they never decide a start: a stale
+ * starting CRL is warned about (startupCrlWarning), never swapped for an older one.
+ */
+export function pickStartingCrl(file: ParsedCrl, pushed: ParsedCrl | null): { crl: ParsedCrl; pushed: boolean } {
+  if (pushed !== null && isNewerCrl(file, pushed)) return { crl: pushed, pushed: true }
+  return { crl: file, pushed: false }
 }

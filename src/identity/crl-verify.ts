@@ -4,7 +4,7 @@
  */
 import { verify, type X509Certificate } from 'node:crypto'
 import { DerError, TAG, childrenOf, expectTag, readDer, type DerNode } from '../der/der.js'
-import { CrlError } from './crl-error.js'
+import { CrlError, quoteInput } from './crl-error.js'
 import type { ParsedCrl } from './crl.js'
 
 interface SignatureAlgorithm {
@@ -36,7 +36,7 @@ export function verifyCrl(crl: ParsedCrl, ca: X509Certificate): void {
   }
   const alg = ALGORITHMS.get(crl.signatureAlgorithmOid)
   if (alg === undefined) {
-    throw new CrlError('unsupported', `unsupported CRL signature algorithm ${crl.signatureAlgorithmOid}`)
+    throw new CrlError('unsupported', `unsupported CRL signature algorithm ${quoteInput(crl.signatureAlgorithmOid)}`)
   }
   const keyType = ca.publicKey.asymmetricKeyType
   if (keyType !== alg.keyType) {

@@ -38,6 +38,12 @@ export interface CrlWatcherOptions {
   /** Set false to rely on the periodic check alone. Default true. */
   readonly watch?: boolean
   readonly now?: () => number
+  /**
+   * The file's content the caller already judged at the start (when the CRL in force came from elsewhere,
+   * e.g. a newer pushed copy): not judged again until the file changes, so an unchanged older file is
+   * reported once by the start, not refused anew by every start.
+   */
+  readonly judgedAtStart?: string
   /** A new CRL passed every check; if this throws, the CRL is refused as 'install_failed'. */
   onLoaded(crl: ParsedCrl): void
   onRefused(reason: CrlRefusalReason, details: CrlRefusalDetails): void
@@ -75,6 +81,7 @@ export class CrlWatcher {
   constructor(private readonly opts: CrlWatcherOptions, initial: ParsedCrl) {
     this.now = opts.now ?? Date.now
     this.current = initial
+    if (opts.judgedAtStart !== undefined) this.lastHash = sha256(Buffer.from(opts.judgedAtStart, 'utf8'))
   }
 
   /** The CRL in force (the initial one until a newer one loads): the one copy the controller reads. */
@@ -85,6 +92,22 @@ export class CrlWatcher {
   /** The newer CRL waiting for its thisUpdate, if any. */
   get pendingCrl(): ParsedCrl | null {
     return this.pending
+  }
+
+  /**
+   * Puts `crl`, decided elsewhere by the same rules (an operator's push, the cluster's copy), in force and
+   * runs `act` on it, as a file change runs onLoaded: in force first, put back (and rethrown) if `act`
+   * throws. A pending CRL from the file is decided afresh against it when due, as always.
+   */
+  adopt(crl: ParsedCrl, act: () => void): void {
+    const previous = this.current
+    this.current = crl
+    try {
+      act()
+    } catch (err) {
+      this.current = previous
+      throw err
+    }
   }
 
   /** Starts watching the file. */
@@ -186,7 +209,7 @@ export class CrlWatcher {
     }
     this.missingPolls = 0
     this.lastReadError = null
-    const hash = createHash('sha256').update(bytes).digest('hex')
+    const hash = sha256(bytes)
     if (hash === this.lastHash) return
     this.lastHash = hash
     this.judge(bytes.toString('utf8'))
@@ -244,12 +267,9 @@ export class CrlWatcher {
     }
     // In force before onLoaded runs: what it acts on (dropping revoked connections and nodes) must
     // already see the new CRL; put back if it refuses.
-    const previous = this.current
-    this.current = decision.crl
     try {
-      this.opts.onLoaded(decision.crl)
+      this.adopt(decision.crl, () => this.opts.onLoaded(decision.crl))
     } catch (err) {
-      this.current = previous
       const message = err instanceof Error ? err.message : String(err)
       return this.refuse('install_failed', `the CRL could not be installed: ${message}`, decision.crl.crlNumber)
     }
@@ -287,6 +307,10 @@ export class CrlWatcher {
     this.warnedAt = now
     callQuietly(() => onExpiring(crl, msLeft))
   }
+}
+
+function sha256(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex')
 }
 
 function fingerprintOf(s: Stats): string {

@@ -16,7 +16,7 @@ import {
   type DerNode,
 } from '../der/der.js'
 import type { X509Certificate } from 'node:crypto'
-import { CrlError } from './crl-error.js'
+import { CrlError, quoteInput } from './crl-error.js'
 import { verifyCrl } from './crl-verify.js'
 
 export { CrlError, type CrlErrorCode } from './crl-error.js'
@@ -100,7 +100,7 @@ function pemToDer(pem: string): Buffer {
   if (blocks.length > 1) throw new CrlError('malformed', `expected exactly one PEM block, found ${blocks.length}`)
   const [, begin, body, end] = blocks[0] as RegExpMatchArray
   if (begin !== PEM_LABEL || end !== PEM_LABEL) {
-    throw new CrlError('malformed', `wrong PEM label "${begin}": expected "${PEM_LABEL}"`)
+    throw new CrlError('malformed', `wrong PEM label "${quoteInput(begin ?? '')}": expected "${PEM_LABEL}"`)
   }
   const base64 = (body ?? '').replace(/\s+/g, '')
   if (base64 === '' || !/^[A-Za-z0-9+/]+={0,2}$/.test(base64) || base64.length % 4 !== 0) {
@@ -196,8 +196,8 @@ function checkExtensions(seq: DerNode, criticalOk: ReadonlySet<string>, where: s
     const oid = decodeOid(parts[0] ?? missing('extension OID'))
     const hasCritical = parts[1]?.tag === TAG.BOOLEAN
     const critical = hasCritical && (parts[1] as DerNode).content[0] !== 0
-    const value = expectTag(parts[hasCritical ? 2 : 1], TAG.OCTET_STRING, `${where} extension ${oid} value`)
-    if (byOid.has(oid)) throw new DerError(`${where} extension ${oid} appears twice`)
+    const value = expectTag(parts[hasCritical ? 2 : 1], TAG.OCTET_STRING, `${where} extension ${quoteInput(oid)} value`)
+    if (byOid.has(oid)) throw new DerError(`${where} extension ${quoteInput(oid)} appears twice`)
     byOid.set(oid, value.content)
     refuseUnsupported(oid, critical, criticalOk, where)
   }
@@ -213,7 +213,7 @@ function refuseUnsupported(oid: string, critical: boolean, criticalOk: ReadonlyS
   if (critical && !criticalOk.has(oid)) {
     throw new CrlError(
       'unsupported',
-      `the ${where} extension ${oid} is marked critical, which OpenSSL does not handle: it would refuse every client`,
+      `the ${where} extension ${quoteInput(oid)} is marked critical, which OpenSSL does not handle: it would refuse every client`,
     )
   }
 }

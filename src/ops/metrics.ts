@@ -29,6 +29,8 @@ export interface MetricSources {
   serverCertExpiry(): Date
   refusedConnections(): Readonly<Record<ConnectionRefusal, number>>
   openConnections(): number
+  /** Admission under a reconnect storm: connections deferred so far, and the cost per connection in use (ms). */
+  admission(): { readonly deferred: number; readonly costMs: number }
 }
 
 /** Everything one scrape reports, read once so that the gauges agree with each other. */
@@ -40,6 +42,7 @@ interface ScrapeView {
   readonly serverCertExpiry: Date
   readonly refused: Readonly<Record<ConnectionRefusal, number>>
   readonly openConnections: number
+  readonly admission: { readonly deferred: number; readonly costMs: number }
 }
 
 /** The route label of a request no route matched. */
@@ -107,6 +110,7 @@ export class ControllerMetrics {
       serverCertExpiry: s.serverCertExpiry(),
       refused: s.refusedConnections(),
       openConnections: s.openConnections(),
+      admission: s.admission(),
     }
     return this.registry.metrics()
   }
@@ -193,6 +197,17 @@ export class ControllerMetrics {
     gauge('pxe_is_leader', '1 while this controller serves nodes (always 1 without HA)', (v) => (v.isLeader ? 1 : 0))
     gauge('pxe_ready', '1 while /readyz answers 200', (v) => (v.readiness.ready ? 1 : 0))
     gauge('pxe_tls_connections_open', 'Open mTLS connections (handshake done)', (v) => v.openConnections)
+    gauge('pxe_connection_cost_seconds', 'Event-loop time one new connection costs (handshake and request), as admission measures it', (v) => v.admission.costMs / 1000)
+    new Counter({
+      name: 'pxe_connections_deferred_total',
+      help: 'Connections answered "busy, come back later" at accept time, before any TLS work (a reconnect storm)',
+      registers,
+      collect(this: Counter) {
+        const v = viewNow()
+        this.reset()
+        this.inc(v === null ? 0 : v.admission.deferred)
+      },
+    })
     // The caps count refusals themselves (src/server/connection-caps.ts): the counter mirrors their totals.
     new Counter({
       name: 'pxe_connections_refused_total',

@@ -7,7 +7,7 @@ import { X509Certificate } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { OpsConfig } from '../config.js'
-import { hostForUrl } from '../host.js'
+import { hostForUrl } from '../net/host.js'
 import type { ParsedCrl } from '../identity/crl.js'
 import type { ControllerService } from '../service/controller-service.js'
 import type { TlsServer } from '../server/tls-server.js'
@@ -19,7 +19,7 @@ import { installRequestMetrics } from './request-metrics.js'
 /** What the ops side reads from the running controller (read-only). */
 export interface OperationsSources {
   readonly service: Pick<ControllerService, 'figures' | 'durabilityProblem'>
-  readonly tls: Pick<TlsServer, 'caps' | 'openConnections'>
+  readonly tls: Pick<TlsServer, 'caps' | 'openConnections' | 'admission'>
   /** The mTLS fastify app: its requests are counted and its listener is a readiness check. */
   readonly app: FastifyInstance
   /** The CRL in force now (it changes when the watcher loads a new one). */
@@ -69,6 +69,7 @@ export class Operations {
       serverCertExpiry: () => certExpiry,
       refusedConnections: () => tls.caps.refused,
       openConnections: () => tls.openConnections,
+      admission: () => ({ deferred: tls.admission.deferred, costMs: tls.admission.estimatedCostMs }),
     })
     if (config === null) return
     this.server = await OpsServer.start(config.host, config.port, { metrics: this.metrics, readiness: () => this.readiness(), ...(logger ? { logger } : {}) })

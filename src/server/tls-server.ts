@@ -15,6 +15,8 @@ import { HTTP_LIMITS } from './http-limits.js'
 import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import { ConnectionCaps, type ConnectionLimits } from './connection-caps.js'
+import { DEFAULT_ADMISSION, HandshakeAdmission, type AdmissionOptions } from './admission.js'
+import { busyNotice } from '../net/busy-notice.js'
 import type { TicketKeys } from './ticket-keys.js'
 
 export interface TlsMaterial {
@@ -36,7 +38,14 @@ export interface TlsServerDeps {
   readonly onHandshakeFailure?: (code: string | undefined) => void
   /** Answers a request whose `Expect` header Node cannot meet (instead of Node's bare 417). */
   readonly onUnmetExpectation?: (req: IncomingMessage, res: ServerResponse) => void
+  /** Admission under a reconnect storm (server/admission.ts); the defaults unless a test sets its own. */
+  readonly admission?: Partial<Omit<AdmissionOptions, 'now'>>
 }
+
+/** How often the event loop's utilization is read for admission (ms). */
+const ADMISSION_WINDOW_MS = 250
+/** A deferred client that does not close after the notice is cut off after this (ms). */
+const DEFERRED_LINGER_MS = 2000
 
 /** The raw TCP socket under a TLS socket. */
 function rawOf(socket: TLSSocket): Socket | undefined {
@@ -46,6 +55,18 @@ function rawOf(socket: TLSSocket): Socket | undefined {
 /** The peer address of a socket whose handshake failed (primed on 'connection', see below). */
 function peerOf(socket: TLSSocket): string {
   return socket.remoteAddress ?? rawOf(socket)?.remoteAddress ?? 'unknown'
+}
+
+/**
+ * Answers a deferred connection with the busy notice and closes it. What the client sent (its
+ * ClientHello) is read and dropped, so that the close is a FIN after the notice, never a reset that
+ * could discard the notice before the client reads it.
+ */
+function deferConnection(raw: Socket, retryAfterMs: number): void {
+  raw.on('error', () => undefined)
+  raw.on('data', () => undefined)
+  raw.setTimeout(DEFERRED_LINGER_MS, () => raw.destroy())
+  raw.end(busyNotice(retryAfterMs))
 }
 
 /** Owns the HTTPS server: hand `factory` to fastify, then use the methods at run time. */
@@ -59,10 +80,13 @@ export class TlsServer {
   private material: TlsMaterial
   /** Connection caps, applied before any TLS work. */
   readonly caps: ConnectionCaps
+  /** Defers new connections the event loop could not finish in time (a reconnect storm). */
+  readonly admission: HandshakeAdmission
 
   constructor(material: TlsMaterial, private readonly deps: TlsServerDeps) {
     this.material = material
     this.caps = new ConnectionCaps(deps.connectionLimits, (address, reason) => deps.peerAudit.record('connection_refused', address, { reason }))
+    this.admission = new HandshakeAdmission({ ...DEFAULT_ADMISSION, ...deps.admission, now: () => performance.now() })
   }
 
   private contextOptions(crlPem = this.material.crlPem, ticketKeys = this.deps.ticketKeys.current): https.ServerOptions {
@@ -90,17 +114,10 @@ export class TlsServer {
     server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
     this.caps.attach(server)
     if (this.deps.onUnmetExpectation) server.on('checkExpectation', this.deps.onUnmetExpectation)
-    // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
-    // socket is already destroyed and can no longer tell where it came from.
-    server.on('connection', (raw: Socket) => {
-      if (this.caps.wasDropped(raw)) return
-      void raw.remoteAddress
-      this.handshaking.add(raw)
-      raw.once('close', () => this.handshaking.delete(raw))
-    })
+    this.gateHandshakes(server)
     server.on('secureConnection', (socket: TLSSocket) => {
       const raw = rawOf(socket)
-      if (raw) this.handshaking.delete(raw)
+      if (raw && this.handshaking.delete(raw)) this.admission.finished()
       socket.disableRenegotiation()
       this.open.add(socket)
       socket.once('close', () => this.open.delete(socket))
@@ -116,6 +133,40 @@ export class TlsServer {
     })
     this.server = server
     return server as unknown as ReturnType<FastifyServerFactory>
+  }
+
+  /**
+   * Puts admission in front of Node's own TLS listener, which would start the handshake of every
+   * accepted socket: a socket the caps dropped never reaches it, and one admission defers gets the busy
+   * notice instead (no TLS object is ever made for it). Admitted sockets are tracked until their
+   * handshake ends, which is both what admission counts and what a stop must cut.
+   */
+  private gateHandshakes(server: https.Server): void {
+    const startTls = server.listeners('connection').filter((l) => l.name === 'tlsConnectionListener')
+    if (startTls.length !== 1) throw new Error("cannot find Node's TLS connection listener to put admission in front of it")
+    const tlsListener = startTls[0] as (raw: Socket) => void
+    server.removeListener('connection', tlsListener)
+    server.on('connection', (raw: Socket) => {
+      if (this.caps.wasDropped(raw)) return
+      // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
+      // socket is already destroyed and can no longer tell where it came from.
+      void raw.remoteAddress
+      const decision = this.admission.decide(this.handshaking.size)
+      if (!decision.admit) return deferConnection(raw, decision.retryAfterMs)
+      this.handshaking.add(raw)
+      raw.once('close', () => {
+        if (this.handshaking.delete(raw)) this.admission.finished()
+      })
+      tlsListener.call(server, raw)
+    })
+    let last = performance.eventLoopUtilization()
+    const window = setInterval(() => {
+      const now = performance.eventLoopUtilization()
+      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization)
+      last = now
+    }, ADMISSION_WINDOW_MS)
+    window.unref()
+    server.once('close', () => clearInterval(window))
   }
 
   /**

@@ -161,7 +161,7 @@ export class ControllerService {
 
   async setDraining(nodeId: string, draining: boolean, operator: string): Promise<DrainOutcome> {
     const outcome = this.run((now) => this.controller.setDraining(now, nodeId, draining))
-    this.deps.audit.record('drain_set', { node_id: nodeId, draining, operator, generation: outcome.generation })
+    this.deps.audit.record('drain_set', { node_id: nodeId, draining, operator, generation: outcome.generation, live: outcome.live })
     return this.answer(() => outcome)
   }
 

@@ -8,6 +8,8 @@ import { Controller } from '../core/controller.js'
 import type { DurableState } from '../core/durable-state.js'
 import type { ControllerSettings } from '../core/types.js'
 import type { ParsedCrl } from '../identity/crl.js'
+import type { CrlOfferOutcome, CrlOrigin } from '../identity/crl-enforcement.js'
+import type { PushedCrlStore } from './pushed-crl-store.js'
 import type { StateStore } from '../state/state-store.js'
 import type { AuditSink } from '../audit/audit-sink.js'
 import { ControllerService, type ServiceApi } from './controller-service.js'
@@ -27,6 +29,8 @@ export interface ServiceHost {
   figures(): ServiceFigures
   /** Why state is not durable right now (a failed write not yet healed), or null. */
   readonly durabilityProblem: string | null
+  /** Where a pushed CRL is kept (the state directory, or HA: etcd, written by the leader). */
+  readonly crlStore: PushedCrlStore
   /** At stop, once the listener is closed: the last write, then the store (HA: the leadership) is released. */
   stop(): Promise<void>
 }
@@ -41,6 +45,8 @@ export interface ServiceStartDeps {
   readonly isRevoked: (serial: string) => boolean
   /** The CRL in force (HA: a new term checks the state's CRL number against it, and records it). */
   readonly crlInForce: () => ParsedCrl
+  /** Offers a CRL from elsewhere than the file to the CRL side (HA: the cluster's pushed copy). */
+  readonly offerCrl?: (pem: string, origin: CrlOrigin) => CrlOfferOutcome
   /** Runs one state write (the metrics time it and count its failures). */
   readonly timeStateWrite?: (write: () => Promise<void>) => Promise<void>
 }
@@ -49,7 +55,16 @@ export interface ServiceStartDeps {
 export interface StateBackend {
   /** Whether a saved state was restored at the start (null: not known yet, HA loads it per term). */
   readonly restored: boolean | null
+  /** The CRL to start with: `tls.crl`, or the newer copy of a pushed CRL the backend kept (file store). */
+  readonly startingCrl: StartingCrl
   start(deps: ServiceStartDeps): ServiceHost
+}
+
+/** The CRL a controller starts with and where it came from. */
+export interface StartingCrl {
+  readonly crl: ParsedCrl
+  /** True when it is the pushed copy, newer than the `tls.crl` file (which then stays ignored until it is newer). */
+  readonly pushed: boolean
 }
 
 const run = (write: () => Promise<void>) => write()
@@ -88,6 +103,7 @@ export class SingleServiceHost implements ServiceHost {
   constructor(
     private readonly service: ControllerService,
     private readonly store: StateStore,
+    readonly crlStore: PushedCrlStore,
   ) {
     this.api = service
   }

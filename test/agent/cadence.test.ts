@@ -19,3 +19,54 @@ t.test('after failures: 0.5 s, 1 s, 2 s ... capped at the regular delay, reset b
   t.equal(cadence.next(), 2000)
   t.equal(cadence.retry(), 500, 'the count starts over after a success')
 })
+
+t.test('with authority: a retry lands in the first half of the slack, never later, never in a tight loop', async (t) => {
+  for (const r of [0, 0.5, 0.999]) {
+    const cadence = new CheckinCadence(() => r)
+    cadence.setLease(30_000)
+    const d = cadence.retry({ slackMs: 8000, busyRetryAfterMs: null })
+    t.ok(d >= 2000 && d <= 4000, `random ${r}: ${d} ms within [slack/4, slack/2]`)
+  }
+  const cadence = new CheckinCadence(() => 0.5)
+  cadence.setLease(30_000)
+  t.equal(cadence.retry({ slackMs: 0, busyRetryAfterMs: null }), 100, 'no slack left: at once, but not in a loop')
+  t.equal(cadence.retry({ slackMs: 200_000, busyRetryAfterMs: null }), 10_000, 'never later than the regular delay')
+})
+
+t.test('the node whose authority ends first comes back first, whatever the jitter', async (t) => {
+  const early = new CheckinCadence(() => 0.999)
+  const late = new CheckinCadence(() => 0)
+  for (const c of [early, late]) c.setLease(30_000)
+  t.ok(early.retry({ slackMs: 4000, busyRetryAfterMs: null }) < late.retry({ slackMs: 8100, busyRetryAfterMs: null }))
+})
+
+t.test('halving the slack each time: the attempts of a node whose controller stays away all come before its fail-safe', async (t) => {
+  const cadence = new CheckinCadence(() => 0.999)
+  cadence.setLease(30_000)
+  let now = 0
+  const failSafeAt = 10_000 // what the node can afford, the answer's reserve already taken off
+  const attempts: number[] = []
+  while (now < failSafeAt && attempts.length < 50) {
+    now += cadence.retry({ slackMs: Math.max(0, failSafeAt - now), busyRetryAfterMs: null })
+    attempts.push(now)
+  }
+  t.ok(attempts.length >= 5, `${attempts.length} attempts before the fail-safe: ${attempts.join(', ')}`)
+  t.ok(attempts.slice(0, -1).every((at) => at < failSafeAt), 'all but the last within the slack (the last is the one at once, 100 ms)')
+})
+
+t.test('a busy controller\'s appointment is kept unless the slack ends sooner', async (t) => {
+  const cadence = new CheckinCadence(() => 0.5)
+  cadence.setLease(30_000)
+  t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 3000 }), 3150, 'joining: the appointment, jittered by at most 10 %')
+  t.equal(cadence.retry({ slackMs: 20_000, busyRetryAfterMs: 3000 }), 3150, 'slack to spare: the appointment')
+  t.equal(cadence.retry({ slackMs: 2000, busyRetryAfterMs: 30_000 }), 1500, 'the slack ends first: within it')
+  t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 40_000 }), 42_000, 'joining nodes wait as long as told, even beyond the regular delay')
+})
+
+t.test('without authority: wide jitter, so that a fleet joining at once does not come back at once', async (t) => {
+  const lows = new CheckinCadence(() => 0)
+  const highs = new CheckinCadence(() => 0.999)
+  for (const c of [lows, highs]) c.setLease(60_000)
+  t.same([lows.retry(), lows.retry(), lows.retry()], [250, 500, 1000])
+  t.same([highs.retry(), highs.retry(), highs.retry()], [750, 1499, 2998])
+})

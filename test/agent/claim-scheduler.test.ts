@@ -10,6 +10,8 @@ interface Harness {
   readonly claims: { at: number; shard: number; fresh: boolean }[]
   readonly granted: number[]
   readonly outcomes: ClaimOutcome[]
+  /** Each grant's wait as onOutcome reported it, by shard. */
+  readonly waited: { shard: number; ms: number }[]
   maxInFlight: number
 }
 
@@ -22,6 +24,7 @@ function harness(maxConcurrency: number, answer: (shard: number, now: number) =>
     claims: [],
     granted: [],
     outcomes: [],
+    waited: [],
     maxInFlight: 0,
     scheduler: new ClaimScheduler({
       clock,
@@ -37,7 +40,10 @@ function harness(maxConcurrency: number, answer: (shard: number, now: number) =>
         return { outcome: answer(shard, clock.now()), resume: null }
       },
       onGranted: (shard) => void h.granted.push(shard),
-      onOutcome: (_shard, outcome) => void h.outcomes.push(outcome),
+      onOutcome: (shard, outcome, waitedMs) => {
+        h.outcomes.push(outcome)
+        if (waitedMs !== null) h.waited.push({ shard, ms: waitedMs })
+      },
     }),
   }
   return h
@@ -282,4 +288,30 @@ t.test('a resume grant spends no Identify: the next shard of its bucket is claim
   await h.clock.advance(5100)
   t.same(h.granted, [0, 1, 2, 3], 'the next Identify one interval after the first')
   t.ok(h.claims[3]!.at - h.claims[2]!.at >= 5100)
+})
+
+t.test('a grant reports how long its shard waited, from when it was first wanted (a re-plan keeps the start)', async (t) => {
+  const h = harness(1, bucketModel(1))
+  h.scheduler.setWanted([0, 1, 2], 1)
+  await h.clock.advance(3000)
+  h.scheduler.setWanted([1, 2], 1) // a later plan that still wants them must not restart their wait
+  await h.clock.advance(20_000)
+  t.same(h.granted, [0, 1, 2])
+  t.same(h.waited.map((w) => w.shard), [0, 1, 2])
+  const [first, second, third] = h.waited.map((w) => w.ms)
+  t.ok(first! < 100, `the first shard was granted at once (${first} ms)`)
+  t.ok(second! >= 5100 && second! < 5300, `the second waited one bucket interval (${second} ms)`)
+  t.ok(third! >= 10_200 && third! < 10_500, `the third two (${third} ms)`)
+  t.ok(h.outcomes.filter((o) => o.kind !== 'granted').length === 0, 'waits and refusals carry no wait time')
+})
+
+t.test('a fresh claim reports its wait from when the host asked', async (t) => {
+  const h = harness(1, bucketModel(1))
+  h.scheduler.setWanted([0], 1)
+  await h.clock.advance(100)
+  const fresh = h.scheduler.claimFresh(0, new AbortController().signal)
+  await h.clock.advance(6000)
+  await fresh
+  t.equal(h.waited.length, 2)
+  t.ok(h.waited[1]!.ms >= 5000 && h.waited[1]!.ms < 5200, `the fresh claim waited out the bucket interval (${h.waited[1]!.ms} ms)`)
 })

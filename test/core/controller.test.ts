@@ -131,8 +131,10 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
 
 t.test('drain flags are kept for nodes that are not live', async (t) => {
   const c = controllerWith([['a', 16]])
-  t.same(c.setDraining(T0, 'b', true), { nodeId: 'b', draining: true, generation: 1 })
+  t.same(c.setDraining(T0, 'b', true), { nodeId: 'b', draining: true, generation: 1, live: false })
+  t.same(c.plan(T0).drainFlagsNotLive, ['b'], 'the operator sees the flag waiting for b')
   checkIn(c, T0 + 1, body('b', 16), cert('b0'))
+  t.same(c.plan(T0 + 1).drainFlagsNotLive, [], 'b is live now: its flag shows on its node row')
   t.same(ranges(c, T0 + 1), { a: [0, 16], b: [16, 0] })
   t.equal(c.generation, 1, 'a drained node joining moves nothing')
   t.match(c.plan(T0 + 1).nodes[1], { nodeId: 'b', draining: true })
@@ -163,10 +165,15 @@ t.test('the plan view', async (t) => {
     maxConcurrency: 1,
     leaseSeconds: 30,
     unassigned: 0,
+    planner: 'contiguous',
+    identify: null,
+    pendingHandoffs: 0, // beta took the shard nobody held
+    reshard: null,
+    drainFlagsNotLive: [],
     nodes: [
-      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0 },
-      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0 },
-      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4 },
+      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0 },
+      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0 },
+      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4, pendingHandoffs: 0 },
     ],
   })
 })

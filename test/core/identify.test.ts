@@ -128,3 +128,17 @@ t.test('daily budget: checked before the bucket, both refusals record nothing', 
   t.match(claim(c, T0 + 1, 'a', 1), { reason: 'daily_limit' })
   t.same(c.snapshot().dailyGrants, [T0])
 })
+
+t.test('the operator view of the daily budget: used, remaining and the next release, rolling over 24 h', async (t) => {
+  const { IdentifyLimiter, DAILY_WINDOW_MS } = await import('../../src/core/identify.js')
+  t.equal(new IdentifyLimiter(16, 5000, null).budget(T0), null, 'no budget without a limit')
+  const limiter = new IdentifyLimiter(16, 5000, 3)
+  t.same(limiter.budget(T0), { dailyLimit: 3, used24h: 0, remaining: 3, nextReleaseAt: null })
+  limiter.record(T0, 0)
+  limiter.record(T0 + 10, 1)
+  limiter.record(T0 + 20, 2)
+  limiter.record(T0 + 30, 3) // a grant past the limit cannot happen through check(); remaining stays at 0
+  t.same(limiter.budget(T0 + 40), { dailyLimit: 3, used24h: 4, remaining: 0, nextReleaseAt: T0 + DAILY_WINDOW_MS })
+  t.same(limiter.budget(T0 + DAILY_WINDOW_MS), { dailyLimit: 3, used24h: 3, remaining: 0, nextReleaseAt: T0 + 10 + DAILY_WINDOW_MS }, 'the first grant left the window')
+  t.same(limiter.budget(T0 + 30 + DAILY_WINDOW_MS), { dailyLimit: 3, used24h: 0, remaining: 3, nextReleaseAt: null })
+})

@@ -21,6 +21,7 @@ t.test('a new total_shards: new generation, audited, Identify held until every r
     { kind: 'reshard', reason: 'total_shards', fromTotalShards: 64, toTotalShards: 128, fromMaxConcurrency: 16, toMaxConcurrency: 16, generation: c.generation, waitingFor: 2 },
   ])
   t.same(c.snapshot().meta.reshard, { generation: c.generation, waitingFor: ['a', 'b'] }, 'the barrier is part of the state')
+  t.same(c.plan(now).reshard, { phase: 'restart_barrier', totalShards: 128, generation: c.generation, waitingNodes: 2 }, 'the operator sees the barrier')
   const later = now + INTERVAL // every bucket is free again after the restart
   const a = checkIn(c, later, body('a', 32), cert('a0'))
   t.match(a, { rangeStart: 0, rangeCount: 32 })
@@ -30,6 +31,7 @@ t.test('a new total_shards: new generation, audited, Identify held until every r
   checkIn(c, later + 1, body('b', 32, { generation: c.generation }), cert('a1'))
   t.match(c.claimIdentify(later + 1, { node_id: 'a', shard_id: 0 }), { granted: true }, 'granted once both applied the new plan')
   t.equal(c.snapshot().meta.reshard, null, 'the barrier is gone from the state')
+  t.equal(c.plan(later + 1).reshard, null)
 })
 
 t.test('a restored node that leaves (expires) releases the barrier; an old report does not', async (t) => {

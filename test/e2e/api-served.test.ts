@@ -60,7 +60,7 @@ t.test('an operator reads the plan and drains a node', async (t) => {
   const before = plan.json.generation
   const drained = await request(ctl.port, pki.ca, op, '/v1/nodes/compaq-02/drain', { body: { draining: true } })
   t.equal(drained.status, 200, drained.text)
-  t.same(drained.json, { node_id: 'compaq-02', draining: true, generation: before + 1 })
+  t.same(drained.json, { node_id: 'compaq-02', draining: true, generation: before + 1, live: true })
   const after = await get(op, '/v1/plan')
   t.match(after.json.nodes[1], { draining: true, range_count: 0 })
   const undrained = await request(ctl.port, pki.ca, op, '/v1/nodes/compaq-02/drain', { body: { draining: false } })

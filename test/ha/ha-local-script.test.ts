@@ -1,8 +1,10 @@
 // deploy/ha-local.sh: starts a 3-member etcd cluster with mutual TLS that our client can use, prints the
 // "ha" config section, starts two controllers on it with a development PKI made by our toolkit (one
-// leads, the other answers 503 not_leader naming it), and stops everything on SIGTERM.
+// leads, the other answers 503 not_leader naming it), starts a killed controller again on SIGUSR1 (it
+// joins as a follower), and stops everything on SIGTERM. The controllers log only JSON lines, and no
+// DEP0123: the "ha" section names the certificates' DNS name for SNI.
 import t from 'tap'
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { createServer } from 'node:net'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -71,8 +73,36 @@ t.test('ha-local.sh runs a 3-member TLS etcd cluster and two controllers on it, 
   })
   t.match(answers.find((a) => a.status === 503)!.json.message, /the leader is pxe-local-[12]$/, 'the follower names the leader')
   t.match(out, /pxe-node --bundle .*local-node-1 --controller https:\/\/127\.0\.0\.1:\d+,https:\/\/127\.0\.0\.1:\d+/, 'it prints the agent command with both controllers')
+  t.equal(ha.etcd.serverName, 'localhost', 'the "ha" section names the DNS name of the etcd certificates')
+
+  // kill -9 of the leader; the other takes over; SIGUSR1 starts the killed one again, as a follower
+  const leaderIndex = answers.findIndex((a) => a.status === 200) + 1
+  const other = 3 - leaderIndex
+  const controllerPid = (i: number) => Number(readFileSync(join(dir, 'logs', `controller-${i}.pid`), 'utf8'))
+  t.ok(out.includes(`kill -USR1 $(cat ${dir}/logs/ha-local.pid)`), 'it prints how to start a killed controller again')
+  const killed = controllerPid(leaderIndex)
+  process.kill(killed, 'SIGKILL')
+  await until(async () => (await checkIn(base + 20 + other)).status === 200, 40_000, `controller ${other} takes over`)
+  await until(() => existsSync(join(dir, 'logs', 'ha-local.pid')), 10_000, 'the script wrote its pid')
+  process.kill(Number(readFileSync(join(dir, 'logs', 'ha-local.pid'), 'utf8')), 'SIGUSR1')
+  await until(() => out.includes(`controller ${leaderIndex} started again`), 10_000, 'the script restarts the killed controller')
+  t.not(controllerPid(leaderIndex), killed, 'a new process')
+  let again: Reply | null = null
+  await until(async () => {
+    again = await checkIn(base + 20 + leaderIndex).catch(() => null)
+    return again?.status === 503 && again.json.error === 'not_leader'
+  }, 30_000, 'the restarted controller answers as a follower')
+  t.match(again!.json.message, new RegExp(`the leader is pxe-local-${other}$`), 'the restarted controller follows the new leader')
+  t.equal((await checkIn(base + 20 + other)).status, 200, 'the new leader still serves')
+
+  for (const i of [1, 2]) {
+    const log = readFileSync(join(dir, 'logs', `controller-${i}.log`), 'utf8')
+    const plain = log.split('\n').filter((l) => l !== '' && !l.startsWith('{'))
+    t.same(plain, [], `controller ${i} logs JSON lines only`)
+    t.notMatch(log, /DEP0123/, `controller ${i}: no DEP0123 (SNI carries a DNS name)`)
+  }
   const pids = [1, 2, 3].map((i) => Number(readFileSync(join(dir, 'logs', `m${i}.pid`), 'utf8')))
-  pids.push(...[1, 2].map((i) => Number(readFileSync(join(dir, 'logs', `controller-${i}.pid`), 'utf8'))))
+  pids.push(...[1, 2].map(controllerPid))
   script.kill('SIGTERM')
   await exited(script)
   t.match(out, /etcd stopped/)

@@ -68,6 +68,8 @@ export async function injectedApp(t: Test, settings: Partial<ControllerSettings>
     service,
     signer,
     controllerId: 'inject-controller',
+    // POST /v1/crl is tested over real mTLS (test/e2e/crl-push.test.ts)
+    crlPush: { push: () => Promise.reject(new Error('not used by the inject tests')) },
   })
   t.teardown(async () => {
     await app.close()

@@ -29,6 +29,8 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
     'GET /v1/keys': { method: 'GET', url: '/v1/keys' },
     'GET /v1/plan': { method: 'GET', url: '/v1/plan' },
     'POST /v1/nodes/:node_id/drain': { method: 'POST', url: '/v1/nodes/node-b/drain', body: { draining: false } },
+    // a JSON body: an operator gets 415 (the CRL media types only), a node 403 first
+    'POST /v1/crl': { method: 'POST', url: '/v1/crl', body: {} },
   }
   t.same(Object.keys(requests).sort(), Object.keys(ENDPOINT_ROLES).sort(), 'every endpoint of the table is tried')
   for (const [endpoint, r] of Object.entries(requests)) {
@@ -68,6 +70,8 @@ t.test('bad check-ins: 400, 403, 413, 415, each in the error shape and changing 
   errorShape(t, await post(checkin('node-a', { generation: 5 })), 400, 'invalid_request')
   errorShape(t, await post(checkin('node-b')), 403, 'identity_mismatch')
   errorShape(t, await post('node_id=node-a', { 'content-type': 'application/x-www-form-urlencoded' }), 415, 'unsupported_media_type')
+  // the CRL media types are parsed on POST /v1/crl alone
+  errorShape(t, await post('-----BEGIN X509 CRL-----', { 'content-type': 'application/pkix-crl' }), 415, 'unsupported_media_type')
   errorShape(t, await post(JSON.stringify({ ...checkin('node-a'), pad: 'x'.repeat(5000) })), 413, 'payload_too_large')
   t.same(await plan(), before, 'the plan did not change')
   t.ok(s.audit.some((l) => l.event === 'identity_mismatch'), 'the mismatch was audited')

@@ -41,6 +41,22 @@ t.test("the operator's walk-through: init, server-cert, issue, list, revoke, crl
   t.same(history, ['init', 'server-cert', 'issue', 'issue', 'revoke', 'crl'], 'every command is recorded in the index')
 })
 
+t.test('revoke --out FILE: the fresh CRL also goes to FILE (the copy to push); --help says so', async (t) => {
+  t.match(await cli('issue', 'node-2', '--role', 'node', '--key-bits', '2048'), { code: 0 })
+  const out = join(root, 'to-push.pem')
+  t.match(await cli('revoke', 'node-2', '--out', out), { code: 0, out: new RegExp(`wrote CRL number 4 to .*crl\\.pem and ${out}`) })
+  t.equal(await readFile(out, 'utf8'), await readFile(join(dir, 'crl.pem'), 'utf8'), 'FILE holds the same CRL as <pki>/crl.pem')
+  const crl = await openssl(['crl', '-in', out, '-noout', '-text', '-CAfile', join(dir, 'ca.pem'), '-verify'])
+  t.match(crl.out, /verify OK/)
+  t.match(crl.out, /CRL Number:\s*4/)
+  t.match(await cli('revoke', 'node-2', '--out', join(root, 'again.pem')), { code: 1, err: /nothing to revoke/ })
+  await t.rejects(readFile(join(root, 'again.pem')), 'a refused revoke writes no FILE')
+  const help = await cli('revoke', '--help')
+  t.match(help.out, /\[--out FILE\]/)
+  t.match(help.out, /pxe-ctl crl push FILE/)
+  t.equal((await readIndex(dir)).history.at(-1)?.command, 'revoke')
+})
+
 t.test('more usage errors exit 2 with one line', async (t) => {
   t.match(await cli('revoke'), { code: 2, err: /^pxe-pki: error: "revoke" needs a name or --serial HEX/ })
   t.match(await cli('revoke', 'node-1', '--reason', 'bored'), { code: 2, err: /invalid reason "bored"/ })

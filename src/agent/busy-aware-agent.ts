@@ -1,0 +1,86 @@
+/**
+ * An https.Agent whose connections notice the controller's "busy, come back in X" (net/busy-notice.ts):
+ * a controller in a reconnect storm answers a connection it cannot serve in time with one plaintext
+ * line instead of a TLS handshake. Node's TLS client would only say "wrong version number", so each
+ * connection runs TLS over a small stream that looks at the first bytes the controller sends: a busy
+ * notice ends the attempt with a ControllerBusyError carrying the appointment; anything else passes
+ * through to TLS untouched. (One connection per controller URL: the extra stream costs nothing that
+ * matters on a node.)
+ */
+import https from 'node:https'
+import net from 'node:net'
+import tls from 'node:tls'
+import { Duplex } from 'node:stream'
+import { BUSY_NOTICE_MAX_BYTES, looksLikeBusyNotice, parseBusyNotice } from '../net/busy-notice.js'
+
+/** The controller deferred this connection: come back in `retryAfterMs` (null: the notice was garbled). */
+export class ControllerBusyError extends Error {
+  override readonly name = 'ControllerBusyError'
+  readonly code = 'PXE_CONTROLLER_BUSY'
+  constructor(readonly retryAfterMs: number | null) {
+    super(retryAfterMs === null ? 'the controller is busy (no appointment given)' : `the controller is busy: come back in ${retryAfterMs} ms`)
+  }
+}
+
+/** The raw TCP connection under TLS, with the first server bytes inspected before TLS sees them. */
+function inspectingStream(raw: net.Socket): Duplex {
+  let decided = false
+  let notice: Buffer = Buffer.alloc(0)
+  const stream = new Duplex({
+    read() {
+      raw.resume()
+    },
+    write(chunk: Buffer, _encoding, callback) {
+      raw.write(chunk, callback)
+    },
+    final(callback) {
+      raw.end()
+      callback()
+    },
+    destroy(err, callback) {
+      raw.destroy()
+      callback(err)
+    },
+  })
+  const busy = () => stream.destroy(new ControllerBusyError(parseBusyNotice(notice)))
+  raw.on('data', (chunk: Buffer) => {
+    if (!decided) {
+      if (notice.length === 0 && !looksLikeBusyNotice(chunk)) decided = true
+      else {
+        // A notice is one short line; wait for all of it (it may come in pieces), never for more.
+        notice = Buffer.concat([notice, chunk])
+        if (notice.includes(0x0a) || notice.length >= BUSY_NOTICE_MAX_BYTES) busy()
+        return
+      }
+    }
+    if (!stream.push(chunk)) raw.pause()
+  })
+  raw.on('end', () => (notice.length > 0 && !decided ? busy() : stream.push(null)))
+  raw.on('error', (err) => stream.destroy(err))
+  raw.on('close', () => {
+    if (!stream.destroyed) stream.destroy()
+  })
+  return stream
+}
+
+/** Sockets of these agents whose TLS handshake has completed. */
+const established = new WeakSet<object>()
+
+/** An https.Agent (keep-alive as configured) whose connections read a busy notice. */
+export class BusyAwareAgent extends https.Agent {
+  /**
+   * Whether `socket` finished its handshake before now (a kept-alive connection), as opposed to one still
+   * connecting. (`socket.connecting` cannot tell: TLS over a stream is never "connecting".)
+   */
+  static isEstablished(socket: object): boolean {
+    return established.has(socket)
+  }
+
+  override createConnection(options: https.RequestOptions & tls.ConnectionOptions, callback?: (err: Error | null, socket: net.Socket) => void): net.Socket {
+    void callback // the socket is returned synchronously, as Node's own createConnection does
+    const raw = net.connect({ host: options.host ?? 'localhost', port: Number(options.port ?? 443), ...(options.localAddress ? { localAddress: options.localAddress } : {}) })
+    const socket = tls.connect({ ...options, socket: inspectingStream(raw) })
+    socket.once('secureConnect', () => established.add(socket))
+    return socket
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * HA: the pushed CRL in every replica (SPEC "Operator view": kept where every replica finds it). Each
+ * replica watches the cluster's copy in etcd, re-reads it every two seconds in case a watch event was
+ * missed, and offers each new copy to its own CRL enforcement, which judges it by the usual rules (never
+ * lower, signature, times). A leader's push is stored through here: fenced, and only over the copy it saw.
+ */
+import type { Logger } from 'pino'
+import { AppError } from '../errors.js'
+import type { ParsedCrl } from '../identity/crl.js'
+import type { CrlOfferOutcome } from '../identity/crl-enforcement.js'
+import type { PushedCrlStore, PushedCrlVersion } from '../service/pushed-crl-store.js'
+import type { EtcdWatch } from '../ha/etcd-api.js'
+import type { EtcdCrlStore } from '../ha/crl-store.js'
+import type { Fence } from '../ha/leader-election.js'
+
+export interface ClusterCrlOptions {
+  readonly store: EtcdCrlStore
+  /** Offers the cluster's copy to this replica's CRL enforcement (origin: cluster). */
+  readonly offer: (pem: string) => CrlOfferOutcome
+  /** The fence of the term that serves now; throws the 503 a request gets when this replica may not serve. */
+  readonly servingFence: () => Fence
+  readonly logger?: Logger | undefined
+  /** Period of the re-read (default 2000 ms). */
+  readonly pollMs?: number
+}
+
+/** The cluster's pushed CRL, followed by one replica and written by its pushes while it leads. */
+export class ClusterCrl implements PushedCrlStore {
+  private watch: EtcdWatch | null = null
+  private timer: NodeJS.Timeout | undefined
+  /** The last copy offered with a final verdict: not offered again (a refusal is audited once). */
+  private offered: string | null = null
+  private inFlight: Promise<PushedCrlVersion> | null = null
+  private again = false
+  private loggedAt = -Infinity
+  private stopped = false
+
+  constructor(private readonly options: ClusterCrlOptions) {}
+
+  /** Follows the cluster's copy from now on (called once the CRL enforcement acts). */
+  follow(): void {
+    if (this.timer !== undefined) return
+    this.watch = this.options.store.watch(() => this.kick())
+    this.timer = setInterval(() => this.kick(), this.options.pollMs ?? 2000)
+    this.timer.unref()
+    this.kick()
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true // a read still under way offers nothing
+    clearInterval(this.timer)
+    await this.watch?.cancel()
+    this.watch = null
+  }
+
+  /**
+   * Reads the cluster's copy and offers it when it is new; resolves with its mod revision (null: none).
+   * Concurrent calls share one read; a change meanwhile reads once more. Throws on etcd errors.
+   */
+  sync(): Promise<PushedCrlVersion> {
+    if (this.inFlight !== null) {
+      this.again = true // the read under way reads once more before it resolves
+      return this.inFlight
+    }
+    this.inFlight = this.readAndOffer().finally(() => {
+      this.inFlight = null
+    })
+    return this.inFlight
+  }
+
+  /** A push is taken by the leader only, once it has the cluster's copy in force (or an older one refused). */
+  async prepare(): Promise<PushedCrlVersion> {
+    this.options.servingFence()
+    return this.sync()
+  }
+
+  async save(crl: ParsedCrl, version: PushedCrlVersion): Promise<void> {
+    const fence = this.options.servingFence()
+    const status = await this.options.store.write(fence, crl.pem, version)
+    if (status === 'refused') {
+      throw new AppError('unavailable', 'the cluster CRL changed meanwhile, or this controller stopped leading; nothing changed, retry')
+    }
+    // The push installs it next, as a push (audited with the operator): our own watch must not get there first.
+    this.offered = crl.pem
+  }
+
+  private kick(): void {
+    this.sync().catch((err: Error) => this.logThrottled(err))
+  }
+
+  private async readAndOffer(): Promise<PushedCrlVersion> {
+    let stored
+    do {
+      this.again = false
+      stored = await this.options.store.read()
+      if (stored !== null && stored.pem !== this.offered && !this.stopped) {
+        const outcome = this.options.offer(stored.pem)
+        // thisUpdate still in the future here (this host's clock behind the leader's): offered again next time
+        if (outcome.kind !== 'not_yet_valid') this.offered = stored.pem
+      }
+    } while (this.again)
+    return stored?.modRevision ?? null
+  }
+
+  /** etcd away (or the CRL side not started yet): one line every 5 s. */
+  private logThrottled(err: Error): void {
+    const now = performance.now()
+    if (now - this.loggedAt < 5000) return
+    this.loggedAt = now
+    this.options.logger?.warn({ err: err.message }, 'reading the cluster CRL failed; retrying')
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * Admission of new connections under a reconnect storm (a restart, a take-over, a cold join). The
+ * controller has one thread: when 10,000 nodes connect at once, the handshakes queue behind each other,
+ * the clients' timeouts fire while their handshakes are still waiting, and the work done for a client
+ * that has given up is wasted — then it retries and queues again. So a connection is admitted only
+ * while the handshakes already admitted can be finished within `budgetMs`; the rest is deferred at
+ * accept time, before any TLS work, with an appointment: "come back in X ms" (see busy-notice.ts).
+ * Appointments are handed out one handshake's cost apart, so the deferred clients come back at the
+ * rate the controller can serve them instead of all at once.
+ *
+ * Two guards keep this from becoming a way to lock nodes out:
+ * - stalled handshakes cost no CPU: while the event loop has time to spare (utilization below
+ *   `busyUtilization` over the last window) every connection is admitted, however many are in flight,
+ *   so idle TCP connections from anywhere cannot make the controller refuse nodes;
+ * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
+ * Pure apart from the injected clock and load reading: tested with both.
+ */
+
+export interface AdmissionOptions {
+  /** What the admitted handshakes may take to finish, in ms of the event loop (well below any client timeout). */
+  readonly budgetMs: number
+  /** Per-connection cost assumed until one is measured (ms of event loop per finished handshake). */
+  readonly initialCostMs: number
+  /** Handshakes in flight that are always admitted. */
+  readonly minInFlight: number
+  /** Event-loop utilization (0..1) above which the loop counts as busy. */
+  readonly busyUtilization: number
+  /** The longest appointment handed out (ms). */
+  readonly maxDeferMs: number
+  /** The shortest appointment handed out (ms): a client never comes straight back. */
+  readonly minDeferMs: number
+  /** Monotonic ms. */
+  readonly now: () => number
+}
+
+export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
+  budgetMs: 2000,
+  initialCostMs: 3,
+  minInFlight: 64,
+  busyUtilization: 0.75,
+  maxDeferMs: 60_000,
+  minDeferMs: 250,
+}
+
+/** The decision for one new connection. */
+export type AdmissionDecision = { readonly admit: true } | { readonly admit: false; readonly retryAfterMs: number }
+
+const ADMIT: AdmissionDecision = { admit: true }
+/** Weight of a new cost sample: a few windows follow a change of load, one odd window does not. */
+const COST_WEIGHT = 0.3
+/** A window gives a cost sample only with this many finished handshakes (fewer say little about cost). */
+const MIN_SAMPLE = 8
+
+/** Decides admission from the handshakes in flight, the measured cost per connection and the loop's load. */
+export class HandshakeAdmission {
+  private costMs: number
+  private utilization = 0
+  private nextSlot = 0
+  private finishedInWindow = 0
+  private deferredCount = 0
+
+  constructor(private readonly opts: AdmissionOptions) {
+    this.costMs = opts.initialCostMs
+  }
+
+  /** Whether a new connection may start its handshake with `inFlight` others still in theirs. */
+  decide(inFlight: number): AdmissionDecision {
+    if (inFlight < this.opts.minInFlight) return ADMIT
+    const queuedMs = inFlight * this.costMs
+    if (queuedMs <= this.opts.budgetMs) return ADMIT
+    // Many in flight but the loop is idle: they are stalled (a slow or hostile peer), not queued.
+    if (this.utilization < this.opts.busyUtilization) return ADMIT
+    const now = this.opts.now()
+    // The first free appointment after the queue in front has drained; the next one a handshake later.
+    const slot = Math.min(Math.max(this.nextSlot, now + queuedMs), now + this.opts.maxDeferMs)
+    this.nextSlot = slot + this.costMs
+    this.deferredCount += 1
+    return { admit: false, retryAfterMs: Math.max(this.opts.minDeferMs, Math.round(slot - now)) }
+  }
+
+  /** A handshake finished (either way): one more sample of the cost. */
+  finished(): void {
+    this.finishedInWindow += 1
+  }
+
+  /**
+   * Ends a measuring window of `windowMs` during which the event loop was busy for `utilization`
+   * (0..1) of the time: the cost is the busy time per finished handshake (check-ins included, as they
+   * are what a connection costs), taken only from windows that were busy enough to be a measurement.
+   */
+  endWindow(windowMs: number, utilization: number): void {
+    this.utilization = utilization
+    if (this.finishedInWindow >= MIN_SAMPLE && utilization >= this.opts.busyUtilization) {
+      const sample = (utilization * windowMs) / this.finishedInWindow
+      this.costMs += COST_WEIGHT * (sample - this.costMs)
+    }
+    this.finishedInWindow = 0
+  }
+
+  /** The cost per connection in use (ms). */
+  get estimatedCostMs(): number {
+    return this.costMs
+  }
+
+  /** Connections deferred so far. */
+  get deferred(): number {
+    return this.deferredCount
+  }
+}

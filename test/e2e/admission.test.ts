@@ -1,0 +1,63 @@
+// Admission under a reconnect storm, over real sockets: a controller that cannot finish more handshakes
+// in time answers a new connection with the busy notice before any TLS work; the agent's client reads
+// the appointment; nothing is audited as a refused handshake; admitted connections are served as ever.
+import t from 'tap'
+import net from 'node:net'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { testDir } from '../support/test-dir.js'
+import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
+import { systemClock } from '../../src/agent/clock.js'
+
+const root = testDir(t)
+const pki = await makePki(root)
+const node = await bundle(pki, 'compaq-01', 'node')
+// Every loop counts as saturated and one handshake in flight is the most it can finish in time.
+const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 0, busyUtilization: 0, minDeferMs: 250 } })
+t.teardown(() => ctl.running.stop())
+
+const client = new ControllerClient({ urls: [`https://127.0.0.1:${ctl.port}`], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+t.teardown(() => client.close())
+
+async function metric(name: string): Promise<number> {
+  const res = await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)
+  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name} `))
+  return line === undefined ? NaN : Number(line.split(' ')[1])
+}
+
+/** A TCP connection that never sends its ClientHello: a handshake in flight. */
+async function stalledConnection(): Promise<net.Socket> {
+  const socket = net.connect(ctl.port, '127.0.0.1')
+  await new Promise((resolve) => socket.once('connect', resolve))
+  await new Promise((resolve) => setTimeout(resolve, 50)) // accepted on the controller's side
+  return socket
+}
+
+t.test('with the budget spent, a new connection is deferred with an appointment, before TLS', async (t) => {
+  const stalled = await stalledConnection()
+  const err = await client.post('/v1/checkin', checkinBody('compaq-01')).then(() => null, (e: unknown) => e)
+  t.ok(err instanceof ControllerUnreachableError, String(err))
+  const unreachable = err as ControllerUnreachableError
+  t.equal(unreachable.attempts[0]?.failure, 'busy')
+  t.ok((unreachable.busyRetryAfterMs ?? 0) >= 250, `appointment ${unreachable.busyRetryAfterMs} ms`)
+  t.equal(await metric('pxe_connections_deferred_total'), 1)
+  t.ok(await metric('pxe_connection_cost_seconds') > 0)
+  // A plain TLS client sees a protocol error, nothing worse.
+  await t.rejects(request(ctl.port, pki.ca, node, '/v1/plan'), /wrong version number/)
+  const audit = readFileSync(join(root, 'audit.log'), 'utf8')
+  t.notMatch(audit, /tls_rejected/, 'a deferral is no refused handshake: nothing audited')
+
+  stalled.destroy()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+  const reply = await client.post('/v1/checkin', checkinBody('compaq-01'))
+  t.equal(reply.status, 200, 'once the handshake in flight is gone, the next connection is admitted')
+  t.equal((reply.body as { generation: number }).generation, 1)
+})
+
+t.test('a kept-alive connection is not affected by deferrals of new ones', async (t) => {
+  const stalled = await stalledConnection()
+  t.teardown(() => stalled.destroy())
+  const reply = await client.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 }))
+  t.equal(reply.status, 200, 'the agent reuses its connection: no new handshake, no admission')
+})

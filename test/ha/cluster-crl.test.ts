@@ -1,0 +1,61 @@
+// The cluster's pushed CRL in one HA replica, in-process over a real etcd: a term loads the copy in etcd
+// before it serves even when the replica never followed the key (the start-up race: elected before its
+// watch is up), and a save over a copy that moved since it was read is refused (compare-and-swap).
+import t from 'tap'
+import { X509Certificate } from 'node:crypto'
+import { copyFileSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { writeCrl } from '../../pki/revocation.js'
+import { HaServiceHost } from '../../src/backends/ha-backend.js'
+import { CrlEnforcement } from '../../src/identity/crl-enforcement.js'
+import { parseCrl } from '../../src/identity/crl.js'
+import { makePki } from '../e2e/harness.js'
+import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
+import { testDir } from '../support/test-dir.js'
+import { until } from './replica.js'
+
+t.test('a new term installs the cluster CRL before serving; a stale save is refused', needsEtcd(), async (t) => {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const copy = join(root, 'controller-crl.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), copy) // CRL 1, the replica's own file
+  const out2 = join(root, 'crl-2.pem')
+  const out3 = join(root, 'crl-3.pem')
+  await writeCrl(pki.dir, { out: out2 })
+  await writeCrl(pki.dir, { out: out3 })
+  const prefix = '/pxe-cluster-crl/'
+  const key = `${prefix}crl/pushed`
+  const client = await cluster.client(t)
+  // a copy pushed earlier (written here without a fence: only its presence matters)
+  await client.txn({ compare: [], success: [{ type: 'put', key, value: readFileSync(out2, 'utf8') }] })
+
+  const audit: { event: string; fields: Record<string, unknown> }[] = []
+  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
+  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
+  crls.start({ installTls: () => undefined, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
+  t.teardown(() => crls.stop())
+  const host = new HaServiceHost(
+    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
+    {
+      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
+      now: Date.now,
+      audit: { record },
+      isRevoked: crls.isRevoked,
+      crlInForce: () => crls.inForce,
+      offerCrl: (pem, origin) => crls.offer(pem, origin),
+    },
+  ).start() // follow() is never called: only the term's own read can bring the copy in
+  t.teardown(() => host.stop())
+  await until(() => host.isLeader(), 10_000, 'the replica leads')
+  t.equal(crls.inForce.crlNumber, 2n, 'the term installed the cluster copy before serving')
+  t.match(audit.find((e) => e.event === 'crl_loaded'), { fields: { source: 'cluster', crl_number: '2' } })
+
+  const third = parseCrl(readFileSync(out3, 'utf8'))
+  const version = await host.crlStore.prepare()
+  // another writer moves the key meanwhile (in life: a leader that was deposed without knowing)
+  await client.txn({ compare: [], success: [{ type: 'put', key, value: readFileSync(out2, 'utf8') }] })
+  await t.rejects(host.crlStore.save(third, version), { code: 'unavailable', message: /changed meanwhile/ }, 'a save over a moved copy is refused')
+  t.equal((await client.range({ key })).kvs[0]?.value.toString(), readFileSync(out2, 'utf8'), 'the key holds what the other writer put')
+  await host.crlStore.save(third, await host.crlStore.prepare())
+  t.equal((await client.range({ key })).kvs[0]?.value.toString(), third.pem, 'a save over the copy just read commits')
+})

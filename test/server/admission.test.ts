@@ -1,0 +1,77 @@
+// Admission under a reconnect storm (src/server/admission.ts) and the busy notice's wire form.
+import t from 'tap'
+import { DEFAULT_ADMISSION, HandshakeAdmission } from '../../src/server/admission.js'
+import { busyNotice, looksLikeBusyNotice, parseBusyNotice } from '../../src/net/busy-notice.js'
+
+function admission(overrides: Partial<typeof DEFAULT_ADMISSION> = {}) {
+  let now = 1000
+  const a = new HandshakeAdmission({ ...DEFAULT_ADMISSION, ...overrides, now: () => now })
+  return { a, advance: (ms: number) => (now += ms) }
+}
+
+t.test('admits while the handshakes in flight fit the budget; a few always', async (t) => {
+  const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 64 })
+  a.endWindow(250, 1) // the loop is saturated
+  t.same(a.decide(0), { admit: true })
+  t.same(a.decide(100), { admit: true }, '100 × 3 ms = 300 ms fits')
+  t.equal(a.decide(101).admit, false, '303 ms does not')
+  const few = admission({ budgetMs: 0, minInFlight: 64 })
+  few.a.endWindow(250, 1)
+  t.same(few.a.decide(63), { admit: true }, 'under minInFlight: admitted whatever the estimate says')
+})
+
+t.test('stalled handshakes cost nothing: an idle loop admits however many are in flight', async (t) => {
+  const { a } = admission({ budgetMs: 300, minInFlight: 1 })
+  a.endWindow(250, 0.05)
+  t.same(a.decide(10_000), { admit: true }, '10,000 idle TCP connections cannot lock a node out')
+  a.endWindow(250, 0.95)
+  t.equal(a.decide(10_000).admit, false, 'the same number while the loop is saturated is a queue')
+})
+
+t.test('appointments: after the queue drains, one handshake apart, bounded', async (t) => {
+  const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 1000, minDeferMs: 250 })
+  a.endWindow(250, 1)
+  const first = a.decide(200) // 600 ms of queue in front
+  const second = a.decide(200)
+  t.same(first, { admit: false, retryAfterMs: 600 })
+  t.same(second, { admit: false, retryAfterMs: 603 }, 'the next one 3 ms later, not at the same moment')
+  for (let i = 0; i < 1000; i++) a.decide(200)
+  t.same(a.decide(200), { admit: false, retryAfterMs: 1000 }, 'never beyond maxDeferMs')
+  advance(60_000)
+  t.same(a.decide(200), { admit: false, retryAfterMs: 600 }, 'after the storm the schedule starts over from the queue')
+  t.equal(a.deferred, 1004)
+  const short = admission({ budgetMs: 1, initialCostMs: 1, minInFlight: 1, minDeferMs: 250 })
+  short.a.endWindow(250, 1)
+  t.same(short.a.decide(2), { admit: false, retryAfterMs: 250 }, 'never sooner than minDeferMs')
+})
+
+t.test('the cost follows busy windows with enough handshakes, and ignores the others', async (t) => {
+  const { a } = admission({ initialCostMs: 3 })
+  for (let i = 0; i < 50; i++) a.finished()
+  a.endWindow(250, 1) // 250 ms for 50 handshakes: 5 ms each
+  t.equal(a.estimatedCostMs, 3 + 0.3 * (5 - 3))
+  for (let i = 0; i < 3; i++) a.finished()
+  a.endWindow(250, 1)
+  t.equal(a.estimatedCostMs, 3.6, 'three handshakes say little: no sample')
+  for (let i = 0; i < 50; i++) a.finished()
+  a.endWindow(250, 0.2)
+  t.equal(a.estimatedCostMs, 3.6, 'an idle window is no measurement of the cost')
+  for (let k = 0; k < 30; k++) {
+    for (let i = 0; i < 250; i++) a.finished()
+    a.endWindow(250, 1)
+  }
+  t.ok(Math.abs(a.estimatedCostMs - 1) < 0.01, `converges to 1 ms: ${a.estimatedCostMs}`)
+})
+
+t.test('the busy notice: one plaintext line no TLS client takes for TLS', async (t) => {
+  const line = busyNotice(1234)
+  t.equal(line.toString('latin1'), 'PXE-BUSY retry_after_ms=1234\r\n')
+  t.ok(looksLikeBusyNotice(line))
+  t.notOk(looksLikeBusyNotice(Buffer.from([0x16, 0x03, 0x03])), 'a TLS handshake record is not one')
+  t.equal(parseBusyNotice(line), 1234)
+  t.equal(parseBusyNotice(busyNotice(-5)), 0)
+  t.equal(parseBusyNotice(busyNotice(1e12)), 999_999_999)
+  for (const bad of ['PXE-BUSY retry_after_ms=\r\n', 'PXE-BUSY retry_after_ms=12', 'PXE-BUSY retry_after_ms=1234567890\r\n', 'PXE-BUSY retry_after_ms=-1\r\n', 'PXE-IDLE\r\n']) {
+    t.equal(parseBusyNotice(Buffer.from(bad, 'latin1')), null, JSON.stringify(bad))
+  }
+})
