@@ -82,11 +82,12 @@ export function writeContext(path: string, controllers: readonly string[], bundl
   writeFileSync(path, JSON.stringify({ controllers, bundle: bundleDir }), { mode: 0o600 })
 }
 
-/** Starts a controller with `overrides` and makes everything a pxe-ctl test needs around it. */
-export async function startFleet(t: Test, overrides: Record<string, unknown> = {}): Promise<Fleet> {
+/** Starts a controller with `overrides` (or those made from the PKI) and makes everything a pxe-ctl test needs around it. */
+export async function startFleet(t: Test, overrides: Record<string, unknown> | ((pki: Pki) => Record<string, unknown>) = {}): Promise<Fleet> {
   const root = testDir(t)
   const pki = await makePki(root)
-  const controller = await startTestController(pki, root, { total_shards: 64, max_concurrency: 16, ...overrides })
+  const extra = typeof overrides === 'function' ? overrides(pki) : overrides
+  const controller = await startTestController(pki, root, { total_shards: 64, max_concurrency: 16, ...extra })
   t.teardown(() => controller.running.stop())
   const { bundleDir } = await issueBundle(pki.dir, 'alice', 'operator', { outDir: join(root, 'bundles') })
   const operator = await bundle(pki, 'alice-view', 'operator')
