@@ -38,6 +38,8 @@ export interface RunContext {
   readonly sleep: (ms: number) => Promise<boolean>
   /** True once the user interrupted. */
   readonly interrupted: () => boolean
+  /** From now on SIGINT / SIGTERM only mark the run interrupted (commands that wait call it first). */
+  readonly trapInterrupts: () => void
   readonly now: () => number
 }
 

@@ -27,7 +27,7 @@ function processInterrupt(handler: () => void): () => void {
   }
 }
 
-/** Interruptible sleeps: the handler is registered at the first sleep only, so a plain command keeps Ctrl-C's default. */
+/** Interruptible sleeps: the handler is registered only by a command that waits, so a plain command keeps Ctrl-C's default. */
 function interrupter(onInterrupt: NonNullable<MainDeps['onInterrupt']>) {
   let interrupted = false
   let remove: (() => void) | null = null
@@ -36,15 +36,18 @@ function interrupter(onInterrupt: NonNullable<MainDeps['onInterrupt']>) {
     interrupted = true
     for (const wake of sleepers) wake()
   }
+  const trap = () => {
+    if (remove === null) remove = onInterrupt(fire)
+  }
   const sleep = (ms: number) =>
     new Promise<boolean>((resolve) => {
-      if (remove === null) remove = onInterrupt(fire)
+      trap()
       if (interrupted) return resolve(false)
       const wake = () => (clearTimeout(timer), sleepers.delete(wake), resolve(false))
       const timer = setTimeout(() => (sleepers.delete(wake), resolve(true)), ms)
       sleepers.add(wake)
     })
-  return { sleep, interrupted: () => interrupted, dispose: () => remove?.() }
+  return { sleep, trap, interrupted: () => interrupted, dispose: () => remove?.() }
 }
 
 function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv): () => Promise<ControllerApi> {
@@ -101,6 +104,7 @@ export async function main(argv: readonly string[], deps: MainDeps): Promise<num
       api: apiLoader(parsed.global, io, deps.env ?? process.env),
       sleep: interrupts.sleep,
       interrupted: interrupts.interrupted,
+      trapInterrupts: interrupts.trap,
       now: Date.now,
     }
     await command.run(ctx, parsed)

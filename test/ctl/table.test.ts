@@ -2,6 +2,7 @@
 import t from 'tap'
 import { dryRunDrain, movedLine } from '../../src/ctl/dry-run.js'
 import { age, renderTable, shardRange } from '../../src/ctl/table.js'
+import { stillHeld } from '../../src/ctl/commands/drain-wait.js'
 import type { Plan } from '../../src/ctl/wire.js'
 
 t.test('age, as kubectl prints one', async (t) => {
@@ -48,4 +49,14 @@ t.test("dry run, stable: only the drained node's shards move, to its neighbours"
   t.same(b.nodes.find((n) => n.node_id === 'd'), { node_id: 'd', range_start: 48, range_count: 16, next_range_start: 48, next_range_count: 16 }, 'd keeps its range')
   t.equal(b.unassigned_after, 0)
   t.throws(() => dryRunDrain({ ...p, planner: 'quantum' }, 'b'), /plans with "quantum", which this pxe-ctl does not know/)
+})
+
+t.test('drain --wait: what a node still holds, with and without the handoff count of newer controllers', async (t) => {
+  const node = { node_id: 'b', capacity: 8, draining: true, range_start: 8, range_count: 0, last_seen: '', generation: 4, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0 }
+  t.equal(stillHeld(undefined, 5), null, 'gone from the live set: done')
+  t.equal(stillHeld({ ...node, pending_handoffs: 0 }, 5), null, 'no shard, no handoff: done')
+  t.equal(stillHeld({ ...node, pending_handoffs: 3 }, 5), '3 shards wait for b to release them')
+  t.equal(stillHeld({ ...node, range_count: 1, pending_handoffs: 1 }, 5), 'b holds 1 shard (8), 1 shard waits for b to release it')
+  t.equal(stillHeld(node, 5), 'b has not yet reported generation 5 (its release)', 'an older controller: the reported generation decides')
+  t.equal(stillHeld({ ...node, generation: 5 }, 5), null)
 })

@@ -7,14 +7,14 @@ import type { PlanNode } from '../wire.js'
 
 const POLL_MS = 1000
 
-/** What the node still holds, or null when it is done. */
-function stillHeld(node: PlanNode | undefined, drainGeneration: number): string | null {
+/** What the node still holds, or null when it is done (exported for the tests). */
+export function stillHeld(node: PlanNode | undefined, drainGeneration: number): string | null {
   if (node === undefined) return null // it left the live set: nothing of it runs any more
   const parts: string[] = []
   const id = node.node_id
   if (node.range_count > 0) parts.push(`${id} holds ${node.range_count} shard${node.range_count === 1 ? '' : 's'} (${shardRange(node.range_start, node.range_count)})`)
   if (node.pending_handoffs !== undefined) {
-    if (node.pending_handoffs > 0) parts.push(`${node.pending_handoffs} shard${node.pending_handoffs === 1 ? '' : 's'} wait for ${id} to release ${node.pending_handoffs === 1 ? 'it' : 'them'}`)
+    if (node.pending_handoffs > 0) parts.push(node.pending_handoffs === 1 ? `1 shard waits for ${id} to release it` : `${node.pending_handoffs} shards wait for ${id} to release them`)
   } else if (node.generation === null || node.generation < drainGeneration) {
     // An older controller reports no handoff count: a node releases by reporting the drain's generation.
     parts.push(`${id} has not yet reported generation ${drainGeneration} (its release)`)
@@ -24,6 +24,7 @@ function stillHeld(node: PlanNode | undefined, drainGeneration: number): string 
 
 /** Waits (printing progress on stderr) and returns the seconds it took; throws CtlError at the timeout. */
 export async function waitDrained(ctx: RunContext, api: ControllerApi, nodeId: string, drainGeneration: number, timeoutS: number): Promise<{ seconds: number; left: boolean }> {
+  ctx.trapInterrupts()
   const started = ctx.now()
   let lastLine = ''
   let held = `what ${nodeId} holds is not known yet`

@@ -26,7 +26,8 @@ names), the plan with NODE flagged; it prints how many shards would move and to 
 changes nothing.
 
 --wait then polls the plan until NODE holds no shard and the handoffs of its shards are released (it
-reported the new plan, so the new owners may start them), printing progress on stderr.
+reported the new plan, so the new owners may start them), printing progress on stderr. At the
+timeout, or on Ctrl-C, it exits 1 saying what is still held; the node stays flagged either way.
 
 Examples:
   $ pxe-ctl drain compaq-02 --dry-run

@@ -22,6 +22,7 @@ async function orNotSupported<T>(op: () => Promise<T>): Promise<T> {
 }
 
 async function waitSwitched(ctx: RunContext, api: ControllerApi, to: number, timeoutS: number): Promise<number> {
+  ctx.trapInterrupts()
   const started = ctx.now()
   let last = ''
   for (;;) {

@@ -20,6 +20,7 @@ one plan per line (JSON Lines). A refresh that fails prints the error on stderr 
   async run(ctx, parsed) {
     const flag = stringFlag(parsed, 'interval')
     const intervalMs = Math.round((flag === undefined ? DEFAULT_INTERVAL_S : seconds('--interval', flag, 0.2, 3600, 'watch')) * 1000)
+    ctx.trapInterrupts() // a Ctrl-C during the first request ends the watch cleanly too
     const api = await ctx.api()
     while (!ctx.interrupted()) {
       try {
