@@ -2,8 +2,10 @@
 // controller's JSON, with three nodes checked in (one draining) and a drain flag of a name that is not
 // live; route; reshard on a controller without live resharding; watch until SIGINT.
 import t from 'tap'
+import { spawn } from 'node:child_process'
+import { existsSync } from 'node:fs'
 import { request } from '../e2e/harness.js'
-import { startFleet, until } from './support.js'
+import { CLI, startFleet, until } from './support.js'
 
 const fleet = await startFleet(t, { planner: 'stable', daily_identify_limit: 1000 })
 const operator = await fleet.node('compaq-01') // any identity works for the route comparison
@@ -115,4 +117,17 @@ t.test('watch: the status refreshed until SIGINT, then exit 0; -o json one plan 
   const out = await json.done
   t.equal(out.code, 0, out.stderr)
   for (const line of out.stdout.trim().split('\n')) t.equal(JSON.parse(line).total_shards, 64)
+})
+
+t.test('watch on a terminal clears the screen before each refresh', { skip: existsSync('/usr/bin/script') ? false : 'no script(1) for a pseudo-terminal' }, async (t) => {
+  // script(1) gives the CLI a pseudo-terminal; timeout(1) sends it SIGINT and passes its exit status on.
+  const command = `timeout --preserve-status -s INT 2 ${process.execPath} ${CLI} --context ${fleet.contextFile} watch --interval 0.3`
+  const child = spawn('script', ['-qec', command, '/dev/null'], { env: { PATH: process.env.PATH, HOME: fleet.home, NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+  const code = await new Promise((resolve) => child.on('close', resolve))
+  t.equal(code, 0, out)
+  t.ok((out.match(/\x1b\[H\x1b\[2J/g) ?? []).length >= 2, 'the screen is cleared at every refresh')
+  t.match(out, /every 0\.3s, \d{4}-/)
+  t.notMatch(out, /^--- /m, 'no separator lines on a terminal')
 })
