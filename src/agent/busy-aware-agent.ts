@@ -78,9 +78,15 @@ export class BusyAwareAgent extends https.Agent {
 
   override createConnection(options: https.RequestOptions & tls.ConnectionOptions, callback?: (err: Error | null, socket: net.Socket) => void): net.Socket {
     void callback // the socket is returned synchronously, as Node's own createConnection does
-    const raw = net.connect({ host: options.host ?? 'localhost', port: Number(options.port ?? 443), ...(options.localAddress ? { localAddress: options.localAddress } : {}) })
-    const socket = tls.connect({ ...options, socket: inspectingStream(raw) })
+    const socket = connectBusyAware({ host: options.host ?? 'localhost', port: Number(options.port ?? 443), ...(options.localAddress ? { localAddress: options.localAddress } : {}) }, options)
     socket.once('secureConnect', () => established.add(socket))
     return socket
   }
+}
+
+/** A TLS connection over TCP to `tcp` whose first server bytes are checked for a busy notice (ControllerBusyError). */
+export function connectBusyAware(tcp: net.TcpNetConnectOpts, options: tls.ConnectionOptions): tls.TLSSocket {
+  // No Nagle on the TCP socket itself: TLS over a stream cannot pass setNoDelay down, and a check-in is
+  // one small write waiting for one small answer.
+  return tls.connect({ ...options, socket: inspectingStream(net.connect({ ...tcp, noDelay: true })) })
 }

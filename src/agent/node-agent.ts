@@ -32,7 +32,7 @@ const SILENT = pino({ enabled: false })
  * How long a retry is assumed to take to be answered: a controller admits a connection only when it can
  * finish it within about this (server/admission.ts), and a dead one fails the attempt at connect.
  */
-const ATTEMPT_RESERVE_MS = 2000
+export const ATTEMPT_RESERVE_MS = 2000
 
 /** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {

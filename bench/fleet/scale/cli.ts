@@ -6,7 +6,7 @@ import { writeFile } from 'node:fs/promises'
 import { handleInterrupts } from '../interrupt.js'
 import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import type { DrainFigures } from './drain-phase.js'
-import { runFleetBench, type BenchFigures } from './fleet-bench.js'
+import { failedAttempts, runFleetBench, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
@@ -17,7 +17,7 @@ function report(f: BenchFigures): void {
   out(`fleet bench: ${o.nodes} nodes of capacity ${o.capacity}, ${o.shards} shards, max_concurrency ${o['max-concurrency']}, lease ${o.lease} s, planner ${o.planner}; ${o.workers} load-generator process(es); load average ${f.loadAverage.start.toFixed(2)} at the start, ${f.loadAverage.end.toFixed(2)} at the end`)
   const c = f.coldJoin
   out(`  (a) cold join      every node joined after ${s(c.allJoinedS)}; plan stable (generation ${c.generation}) and every node holding its range after ${s(c.stableS)}`)
-  out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failed(c.counters)}`)
+  out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failedAttempts(c.counters)}, deferred by admission ${c.counters.deferred ?? 0}`)
   for (const [label, w] of [['(c) steady state', f.steady], ['    after restart', f.steadyAfterRestart]] as const) {
     out(`  ${label}   ${w.checkinsPerS.toFixed(0)} check-ins/s over ${w.seconds.toFixed(0)} s: controller CPU ${w.controllerCpuPerS.toFixed(3)} s per second (${(w.controllerCpuPerS * 100).toFixed(1)} % of a core), RSS ${w.rssMiB.toFixed(0)} MiB; load generator ${w.generatorCpuPerS.toFixed(3)} s per second; ${w.handshakes} handshakes`)
   }
@@ -25,7 +25,7 @@ function report(f: BenchFigures): void {
   const verdict = r.allRenewedS !== null && r.allRenewedS <= o.lease ? 'MEETS' : 'MISSES'
   out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
-  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed`)
+  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   if (f.drain !== null) reportDrain(f.drain, o.planner)
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
@@ -45,9 +45,6 @@ function reportDrain(d: DrainFigures, planner: string): void {
   out(`                     claims answered handoff_pending ${d.handoffPending}, bucket_busy ${d.bucketBusy}, not_owner ${d.notOwner}, failed ${d.claimFailures}; controller CPU ${d.controllerCpuS.toFixed(1)} s, load generator ${d.generatorCpuS.toFixed(1)} s`)
 }
 
-function failed(counters: Record<string, number>): number {
-  return Object.entries(counters).filter(([k]) => k.startsWith('error_') || k.startsWith('status_')).reduce((sum, [, v]) => sum + v, 0)
-}
 
 async function main(): Promise<number> {
   let opts

@@ -60,7 +60,16 @@ export interface RestartBenchFigures {
   readonly handshakes: number
   /** Of those, how many resumed the TLS session of before the kill (session-ticket keys kept in state_dir). */
   readonly resumedHandshakes: number
+  /** Connections the controller deferred by admission (answered "come back in X" before any TLS work). */
+  readonly deferred: number
+  /** Failed attempts: time-outs, resets, error answers (deferrals not counted). */
+  readonly failedAttempts: number
   readonly peakRssMiB: number
+}
+
+/** Attempts that failed (time-outs, resets, error answers), from the load generator's counters. */
+export function failedAttempts(counters: Readonly<Record<string, number>>): number {
+  return Object.entries(counters).filter(([k]) => k.startsWith('error_') || k.startsWith('status_')).reduce((sum, [, v]) => sum + v, 0)
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
@@ -249,6 +258,8 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
     resumedHandshakes: (s.counters.handshakes_resumed ?? 0) - (s0.counters.handshakes_resumed ?? 0),
+    deferred: (s.counters.deferred ?? 0) - (s0.counters.deferred ?? 0),
+    failedAttempts: failedAttempts(s.counters) - failedAttempts(s0.counters),
     peakRssMiB: end.peakRssMiB,
   }
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)

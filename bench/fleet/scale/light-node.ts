@@ -13,7 +13,9 @@
  */
 import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
+import { ControllerBusyError } from '../../../src/agent/busy-aware-agent.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
+import { ATTEMPT_RESERVE_MS } from '../../../src/agent/node-agent.js'
 import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
 import { sharedNow } from '../shared-clock.js'
 import { RawConnection, type RawReply } from './raw-connection.js'
@@ -213,11 +215,28 @@ export class LightNode {
         return 0
       }
       this.shared.count(`status_${reply.status}_${error.error ?? ''}`, error.message)
-      return reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.cadence.retry()
+      return reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.retryDelay(null)
     } catch (err) {
+      if (err instanceof ControllerBusyError) {
+        // Deferred at accept time: not a failed attempt but an appointment (counted apart).
+        this.shared.count('deferred')
+        return this.retryDelay(err.retryAfterMs)
+      }
       this.shared.count(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
-      return this.cadence.retry()
+      return this.retryDelay(null)
     }
+  }
+
+  /** As the agent (node-agent.ts retryDelay): the retry spread over the slack left before the fail-safe. */
+  private retryDelay(busyRetryAfterMs: number | null): number {
+    let slackMs: number | null = null
+    if (this.lastRenewalSentAt !== null && this.leaseMs !== null) {
+      const lease = this.leaseMs
+      const failSafeAt = this.lastRenewalSentAt + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
+      const now = sharedNow()
+      if (now < failSafeAt) slackMs = Math.max(0, failSafeAt - now - ATTEMPT_RESERVE_MS)
+    }
+    return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
 
   /** Takes a 200 answer; returns the delay before the next check-in (0: stopped shards, report at once). */

@@ -4,8 +4,8 @@
  * about as much CPU as the controller spends per request (see bench/mtls-bench.ts); 10,000 simulated
  * nodes share this machine's two cores with the controller.
  */
-import net from 'node:net'
-import tls, { type SecureContext, type TLSSocket } from 'node:tls'
+import type { SecureContext, TLSSocket } from 'node:tls'
+import { connectBusyAware } from '../../../src/agent/busy-aware-agent.js'
 import { takeFrame } from '../../http-frames.js'
 
 /** An answer: the status and the raw body. */
@@ -47,9 +47,10 @@ export class RawConnection {
   /** Opens a connection (the node's certificate; resumed when `session` is given and still good) to the controller on 127.0.0.1. */
   static open(opts: ConnectOptions): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
-      const tcp = net.connect({ host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress })
+      // As the agent does: TLS over a stream that reads a busy controller's appointment (ControllerBusyError).
       // host names the server for the identity check (its certificate holds IP 127.0.0.1).
-      const socket = tls.connect({ socket: tcp, host: '127.0.0.1', secureContext: opts.context, ...(opts.session ? { session: opts.session } : {}) })
+      const tcp = { host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress }
+      const socket = connectBusyAware(tcp, { host: '127.0.0.1', secureContext: opts.context, ...(opts.session ? { session: opts.session } : {}) })
       if (opts.onSession) socket.on('session', opts.onSession)
       const timer = setTimeout(() => socket.destroy(new Error(`no TLS handshake within ${opts.timeoutMs} ms`)), opts.timeoutMs)
       socket.setNoDelay(true)
