@@ -76,9 +76,12 @@ export class BusyAwareAgent extends https.Agent {
     return established.has(socket)
   }
 
-  override createConnection(options: https.RequestOptions & tls.ConnectionOptions, callback?: (err: Error | null, socket: net.Socket) => void): net.Socket {
-    void callback // the socket is returned synchronously, as Node's own createConnection does
-    const socket = connectBusyAware({ host: options.host ?? 'localhost', port: Number(options.port ?? 443), ...(options.localAddress ? { localAddress: options.localAddress } : {}) }, options)
+  override createConnection(options: https.RequestOptions & tls.ConnectionOptions, callback?: (err: Error | null, stream: Duplex) => void): Duplex {
+    const tcp = { host: options.host ?? 'localhost', port: Number(options.port ?? 443), noDelay: true, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }
+    // Node's own createConnection with our stream as the socket: it keeps the agent's TLS session cache
+    // (a reconnect resumes the session, a cheap handshake, which is what a reconnect storm needs).
+    const withStream = { ...options, socket: inspectingStream(net.connect(tcp)) } as https.RequestOptions
+    const socket = super.createConnection(withStream, callback) as tls.TLSSocket
     socket.once('secureConnect', () => established.add(socket))
     return socket
   }

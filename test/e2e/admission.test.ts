@@ -61,3 +61,22 @@ t.test('a kept-alive connection is not affected by deferrals of new ones', async
   const reply = await client.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 }))
   t.equal(reply.status, 200, 'the agent reuses its connection: no new handshake, no admission')
 })
+
+t.test('the agent\'s connections keep their TLS sessions: a reconnect resumes (the cheap handshake a storm needs)', async (t) => {
+  const { BusyAwareAgent } = await import('../../src/agent/busy-aware-agent.js')
+  const https = await import('node:https')
+  const agent = new BusyAwareAgent({ keepAlive: false, maxSockets: 1, ca: pki.ca, cert: node.cert, key: node.key })
+  t.teardown(() => agent.destroy())
+  const once = () =>
+    new Promise<boolean>((resolve, reject) => {
+      const req = https.request({ host: '127.0.0.1', port: ctl.port, path: '/v1/keys', agent }, (res) => {
+        const reused = (res.socket as import('node:tls').TLSSocket).isSessionReused()
+        res.resume()
+        res.on('end', () => resolve(reused))
+      })
+      req.on('error', reject)
+      req.end()
+    })
+  t.equal(await once(), false, 'the first connection makes a full handshake')
+  t.equal(await once(), true, 'the next one resumes the session the first was given')
+})
