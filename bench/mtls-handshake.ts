@@ -152,6 +152,27 @@ function row(cell: Cell, f: CellFigures, versus: CellFigures | null): string {
   ])
 }
 
+/** The ceiling's server CPU per connection (ms), full and resumed, with `ids` as clients (at least CLIENTS of them). */
+export interface CeilingCosts {
+  readonly fullMs: number
+  readonly resumedMs: number
+}
+
+/**
+ * Measures the ceiling alone, as the table below does (warm-up, then ROUNDS rounds of each kind): what a
+ * connection costs at the least this machine can do today, so that another benchmark run at the same
+ * hour can tell a slow machine from a slow controller.
+ */
+export async function measureCeilingCosts(ceiling: Target, ids: readonly Identity[], requests: readonly Buffer[], ca: Buffer): Promise<CeilingCosts> {
+  if (ids.length < CLIENTS) throw new Error(`the ceiling measurement needs ${CLIENTS} client identities, got ${ids.length}`)
+  const fleet: HandshakeFleet = { key: ceiling.key, controller: ceiling, ceiling, ids, requests }
+  const sessions: Array<Buffer | undefined> = Array.from({ length: CLIENTS }, () => undefined)
+  const cells: Cell[] = (['full', 'resumed'] as const).map((mode) => ({ fleet, target: ceiling, mode, sessions, rounds: [] }))
+  for (const cell of cells) await runRound(cell, ca, false, WARMUP_MS)
+  for (let round = 0; round < ROUNDS; round++) for (const cell of round % 2 === 0 ? cells : [...cells].reverse()) await runRound(cell, ca, true, MEASURE_MS)
+  return { fullMs: figures(cells[0]!).cpuMs, resumedMs: figures(cells[1]!).cpuMs }
+}
+
 /** Runs every cell (server key × target × full/resumed) in rotating order and prints the table. */
 export async function runHandshakeSection(log: Log, fleets: readonly HandshakeFleet[], ca: Buffer): Promise<void> {
   log(`  new connections: TLS 1.3, ${CLIENTS} clients at once, each connection = handshake + one check-in + close; ${ROUNDS} rounds of ${MEASURE_MS} ms per cell, in rotating order`)

@@ -105,3 +105,14 @@ t.test("a light node's shard book: stops what a plan takes away (its session to 
   t.equal(book.applyPlan(6, 1), 15, 'a plan that keeps only shard 6 stops 7..21')
   t.equal(book.pendingDeposits().length, 19, 'every stopped session waits for the release check-in')
 })
+
+t.test('bench:fleet --repeat and --no-ceiling; the medians of several runs', async (t) => {
+  t.match(parseBenchArgs([]), { repeat: 1, 'no-ceiling': false })
+  t.match(parseBenchArgs(['--repeat', '3', '--no-ceiling']), { repeat: 3, 'no-ceiling': true })
+  for (const bad of ['0', '10', '1.5', 'x']) t.throws(() => parseBenchArgs(['--repeat', bad]), BenchUsageError, bad)
+  const { median } = await import('../../bench/fleet/scale/medians.js')
+  t.equal(median([3, 1, 2]), 2)
+  t.equal(median([4, 1, 3, 2]), 2.5)
+  t.equal(median([null, 5, null]), 5, 'unknown figures (a phase that did not finish) are left out')
+  t.equal(median([null]), null)
+})

@@ -22,6 +22,11 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
   --join-spread s      nodes start within this many seconds (0: all at once, a fleet powered on)
   --steady s           length of each steady-state window (30)
   --pki DIR            keep the PKI and bundles in DIR and reuse them next time (issuing 10,000 takes minutes)
+  --repeat n           run every phase n times, each with a fresh controller (1..9, default 1); prints each run,
+                       then the medians
+  --no-ceiling         skip measuring the ceiling (raw node:https, P-256) before each run; by default each run
+                       first measures what a full and a resumed connection cost at the least this machine can
+                       do now, and prints beside each phase the CPU the phase would need at that cost
   --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
   --json FILE          also write the figures as JSON
   -h, --help           this text`
@@ -38,6 +43,8 @@ const schema = z
     workers: z.coerce.number().int().min(1).max(16).default(1),
     'join-spread': z.coerce.number().min(0).max(3600).default(0),
     steady: z.coerce.number().min(1).max(3600).default(30),
+    repeat: z.coerce.number().int().min(1).max(9).default(1),
+    'no-ceiling': z.boolean().default(false),
     pki: z.string().min(1).optional(),
     'cpu-prof': z.string().min(1).optional(),
     json: z.string().min(1).optional(),
@@ -47,14 +54,14 @@ const schema = z
 /** The validated flags (`drain` resolved to a count). */
 export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'join-spread', 'steady', 'pki', 'cpu-prof', 'json'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'json'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
   let values: Record<string, string | boolean | undefined>
   try {
     const options = Object.fromEntries(STRINGS.map((name) => [name, { type: 'string' as const }]))
-    values = parseArgs({ args: [...argv], options: { ...options, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values
+    values = parseArgs({ args: [...argv], options: { ...options, 'no-ceiling': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values
   } catch (err) {
     throw new BenchUsageError((err as Error).message)
   }

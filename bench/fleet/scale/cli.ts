@@ -8,6 +8,8 @@ import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import type { DrainFigures } from './drain-phase.js'
 import { failedAttempts, runFleetBench, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
+import { atCeiling } from './ceiling-costs.js'
+import { medianLines } from './medians.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
 
@@ -18,6 +20,8 @@ function report(f: BenchFigures): void {
   const c = f.coldJoin
   out(`  (a) cold join      every node joined after ${s(c.allJoinedS)}; plan stable (generation ${c.generation}) and every node holding its range after ${s(c.stableS)}`)
   out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failedAttempts(c.counters)}, deferred by admission ${c.counters.deferred ?? 0}`)
+  const joined = c.counters.handshakes ?? 0
+  out(costLine(c.controllerCpuS, joined, f.ceiling === null ? null : atCeiling(f.ceiling, joined, 0), 'full'))
   for (const [label, w] of [['(c) steady state', f.steady], ['    after restart', f.steadyAfterRestart]] as const) {
     out(`  ${label}   ${w.checkinsPerS.toFixed(0)} check-ins/s over ${w.seconds.toFixed(0)} s: controller CPU ${w.controllerCpuPerS.toFixed(3)} s per second (${(w.controllerCpuPerS * 100).toFixed(1)} % of a core), RSS ${w.rssMiB.toFixed(0)} MiB; load generator ${w.generatorCpuPerS.toFixed(3)} s per second; ${w.handshakes} handshakes`)
   }
@@ -26,6 +30,7 @@ function report(f: BenchFigures): void {
   out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
+  out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
   if (f.drain !== null) reportDrain(f.drain, o.planner)
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
@@ -33,6 +38,13 @@ function report(f: BenchFigures): void {
     for (const line of formatProfile('steady state after the restart', f.profile.steady)) out(line)
     if (f.profile.drain !== null) for (const line of formatProfile('drain (first drain request to every moved shard running)', f.profile.drain)) out(line)
   }
+}
+
+/** Controller CPU per connection in a phase, and what those connections would have cost at the ceiling. */
+function costLine(cpuS: number, connections: number, ceilingS: number | null, kind: string): string {
+  const per = connections === 0 ? '-' : `${((cpuS * 1000) / connections).toFixed(2)} ms`
+  const at = ceilingS === null ? 'ceiling not measured' : `at the ceiling's cost (measured in this run) those ${connections} connections (${kind}) would take ${ceilingS.toFixed(1)} s: ${(cpuS / Math.max(ceilingS, 1e-9)).toFixed(2)}× (everything the phase did, re-plans included, per connection)`
+  return `                     controller CPU per connection ${per}; ${at}`
 }
 
 function reportDrain(d: DrainFigures, planner: string): void {
@@ -59,9 +71,13 @@ async function main(): Promise<number> {
     out(BENCH_HELP)
     return 0
   }
-  const figures = await runFleetBench(opts, out, (line) => process.stderr.write(`${line}\n`))
-  report(figures)
-  if (opts.json !== undefined) await writeFile(opts.json, `${JSON.stringify(figures, null, 2)}\n`)
+  const runs = await runFleetBench(opts, out, (line) => process.stderr.write(`${line}\n`))
+  runs.forEach((figures, i) => {
+    if (runs.length > 1) out(`run ${i + 1} of ${runs.length}:`)
+    report(figures)
+  })
+  if (runs.length > 1) for (const line of medianLines(runs)) out(line)
+  if (opts.json !== undefined) await writeFile(opts.json, `${JSON.stringify(runs.length === 1 ? runs[0] : runs, null, 2)}\n`)
   return 0
 }
 

@@ -16,6 +16,7 @@ import { OperatorClient } from '../operator-client.js'
 import { nodeName } from '../scenario.js'
 import { sharedNow } from '../shared-clock.js'
 import type { BenchOptions } from './bench-options.js'
+import { ceilingCosts, type CeilingCosts } from './ceiling-costs.js'
 import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { LoadPool } from './load-pool.js'
 import type { LoadNodeSpec, LoadStatus } from './load-protocol.js'
@@ -26,6 +27,8 @@ import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 export interface BenchFigures {
   readonly options: BenchOptions
   readonly loadAverage: { readonly start: number; readonly end: number }
+  /** What a connection cost at the ceiling just before this run (null with --no-ceiling). */
+  readonly ceiling: CeilingCosts | null
   readonly coldJoin: { readonly allJoinedS: number; readonly stableS: number; readonly generation: number | null; readonly controllerCpuS: number; readonly rssMiB: number; readonly peakRssMiB: number; readonly counters: Record<string, number> }
   readonly steady: SteadyFigures
   readonly restart: RestartBenchFigures
@@ -107,19 +110,39 @@ async function preparePki(opts: BenchOptions, names: readonly string[], log: (l:
   return { pki, root, temporary: opts.pki === undefined }
 }
 
-/** Runs every phase and returns the figures. */
-export async function runFleetBench(opts: BenchOptions, log: (line: string) => void, progress: (line: string) => void): Promise<BenchFigures> {
+/** Runs every phase --repeat times (a fresh controller and fresh nodes each time) and returns each run's figures. */
+export async function runFleetBench(opts: BenchOptions, log: (line: string) => void, progress: (line: string) => void): Promise<BenchFigures[]> {
   const names = Array.from({ length: opts.nodes }, (_, i) => nodeName(i, opts.nodes))
   const { pki, root, temporary } = await preparePki(opts, names, log)
-  const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
-  const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
-  const pool = new LoadPool(opts.workers)
   const unregister = onInterrupt(() => {
-    rmSync(run, { recursive: true, force: true })
     if (temporary) rmSync(root, { recursive: true, force: true })
   })
   try {
-    const loadStart = loadAverage()
+    const runs: BenchFigures[] = []
+    for (let r = 1; r <= opts.repeat; r++) {
+      if (opts.repeat > 1) log(`run ${r} of ${opts.repeat}`)
+      runs.push(await runOnce(opts, names, pki, log, progress))
+    }
+    return runs
+  } finally {
+    unregister()
+    if (temporary) await rm(root, { recursive: true, force: true }) // its private keys do not outlive the run
+  }
+}
+
+/** One run of every phase against a fresh controller, the ceiling measured first. */
+async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetPki, log: (line: string) => void, progress: (line: string) => void): Promise<BenchFigures> {
+  const loadStart = loadAverage()
+  let ceiling: CeilingCosts | null = null
+  if (!opts['no-ceiling']) {
+    ceiling = await ceilingCosts(pki)
+    log(`  ceiling (raw node:https, P-256, measured now): a full connection ${ceiling.fullMs.toFixed(2)} ms of server CPU, a resumed one ${ceiling.resumedMs.toFixed(2)} ms`)
+  }
+  const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
+  const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
+  const pool = new LoadPool(opts.workers)
+  const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
+  try {
     await controller.start()
     const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i) }))
     await pool.init(controller.port, pki.ca, specs)
@@ -134,13 +157,12 @@ export async function runFleetBench(opts: BenchOptions, log: (line: string) => v
     await controller.stop() // SIGTERM: a profiled controller writes its profile now
     const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after, drain)
     const figures = { coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, drain: drain?.figures ?? null }
-    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ...figures, profile }
+    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ceiling, ...figures, profile }
   } finally {
     unregister()
     pool.kill()
     await controller.close()
     await rm(run, { recursive: true, force: true })
-    if (temporary) await rm(root, { recursive: true, force: true }) // its private keys do not outlive the run
   }
 }
 
