@@ -6,13 +6,14 @@
  * backoff would bring them back all together, into a controller that can finish only so many
  * handshakes a second. So a retry is spread over the time the node can afford:
  * - a node that holds authority retries within its slack (until the last moment a check-in can still
- *   be answered before its fail-safe begins), at a random point of the first half of it: the node whose
- *   authority ends first comes back first, and each failure halves what is left, so the last attempts
- *   still come before the fail-safe (which stays exact: it is an alarm of its own, plan-manager.ts);
- * - a controller that said "busy, come back in X" (an admission deferral) is obeyed, unless the node's
- *   slack ends sooner;
+ *   be answered before its fail-safe begins), at a random point between a quarter and half of it: the
+ *   node whose authority ends first comes back first, and each failure shrinks what is left, so the
+ *   attempts still come before the fail-safe (which stays exact: it is an alarm of its own,
+ *   plan-manager.ts); with no slack left, a few last attempts 0.25–0.75 s apart;
+ * - a controller that said "busy, come back in X" (an admission deferral) is obeyed, at most 30 s (what a
+ *   controller ever gives), unless the node's slack ends sooner (then at a random point of its second half);
  * - a node without authority (joining, or after its fail-safe) backs off 0.5 s, 1 s, 2 s ... with wide
- *   jitter, never above the regular delay.
+ *   jitter (±50 %), never above the regular delay.
  */
 
 /** Before the first answer the lease is unknown: assume the SPEC's default, 30 s. */
@@ -20,6 +21,10 @@ const DEFAULT_LEASE_MS = 30_000
 const FIRST_RETRY_MS = 500
 /** The soonest retry: a failed attempt is never repeated in a tight loop. */
 const MIN_RETRY_MS = 100
+/** Slack below this is spent on quick last attempts (0.25–0.75 s apart) instead of being spread. */
+const SLACK_FLOOR_MS = 250
+/** The longest appointment kept: what a controller gives at most (server/admission.ts maxDeferMs). */
+export const MAX_APPOINTMENT_MS = 30_000
 
 /** What a retry is timed by. */
 export interface RetryContext {
@@ -60,15 +65,21 @@ export class CheckinCadence {
   /** The delay before the next attempt after a failure (see the top of this file). */
   retry(context: RetryContext = NO_CONTEXT): number {
     this.failures += 1
-    const { slackMs, busyRetryAfterMs } = context
     const regular = this.jittered()
-    if (busyRetryAfterMs !== null) {
-      // Appointments are already spaced by the controller: a little jitter keeps equal ones apart.
-      const appointment = busyRetryAfterMs * (1 + 0.1 * this.random())
-      const latest = slackMs === null ? Infinity : Math.max(MIN_RETRY_MS, slackMs * (0.5 + 0.5 * this.random()))
+    const { slackMs } = context
+    const holdsAuthority = slackMs !== null
+    // Less slack than this is none worth spreading over: a few quick last attempts, not a tight loop.
+    const slack = slackMs !== null && slackMs >= SLACK_FLOOR_MS ? slackMs : null
+    const lastChance = holdsAuthority && slack === null ? FIRST_RETRY_MS * (0.5 + this.random()) : null
+    if (context.busyRetryAfterMs !== null) {
+      // Appointments are already spaced by the controller: a little jitter keeps equal ones apart. No
+      // appointment is kept beyond what a controller ever gives, so a forged line cannot park a node.
+      const appointment = Math.min(context.busyRetryAfterMs, MAX_APPOINTMENT_MS) * (1 + 0.1 * this.random())
+      const latest = slack !== null ? slack * (0.5 + 0.5 * this.random()) : (lastChance ?? Infinity)
       return Math.round(Math.max(MIN_RETRY_MS, Math.min(appointment, latest)))
     }
-    if (slackMs !== null) return Math.round(Math.max(MIN_RETRY_MS, Math.min(regular, slackMs * (0.25 + 0.25 * this.random()))))
+    if (slack !== null) return Math.round(Math.max(MIN_RETRY_MS, Math.min(regular, slack * (0.25 + 0.25 * this.random()))))
+    if (lastChance !== null) return Math.round(lastChance)
     const backoff = FIRST_RETRY_MS * 2 ** Math.min(this.failures - 1, 16) * (0.5 + this.random())
     return Math.round(Math.max(MIN_RETRY_MS, Math.min(regular, backoff)))
   }

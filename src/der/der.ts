@@ -90,10 +90,19 @@ export function expectTag(node: DerNode | undefined, tag: number, what: string):
   return node
 }
 
+/**
+ * The longest OBJECT IDENTIFIER and INTEGER decoded to numbers: real ones are far shorter (an OID of 20
+ * bytes, a serial or CRL number of at most 20 octets, RFC 5280), and building a bigint from a megabyte of
+ * input takes quadratic time — a CRL body could hold the event loop for a second.
+ */
+export const MAX_OID_BYTES = 128
+export const MAX_NUMBER_BYTES = 32
+
 /** Dotted-decimal text of an OBJECT IDENTIFIER's content bytes. */
 export function decodeOid(node: DerNode): string {
   const bytes = expectTag(node, TAG.OID, 'object identifier').content
   if (bytes.length === 0) throw new DerError('empty object identifier')
+  if (bytes.length > MAX_OID_BYTES) throw new DerError(`object identifier of ${bytes.length} bytes (at most ${MAX_OID_BYTES})`)
   const arcs: bigint[] = []
   let value = 0n
   for (let i = 0; i < bytes.length; i++) {
@@ -127,6 +136,7 @@ export function integerBytes(node: DerNode, what: string): Buffer {
 /** A non-negative INTEGER as a bigint. */
 export function decodeUnsigned(node: DerNode, what: string): bigint {
   const bytes = integerBytes(node, what)
+  if (bytes.length > MAX_NUMBER_BYTES) throw new DerError(`${what}: INTEGER of ${bytes.length} bytes (at most ${MAX_NUMBER_BYTES})`)
   if (((bytes[0] as number) & 0x80) !== 0) throw new DerError(`${what}: negative INTEGER`)
   return BigInt(`0x${bytes.toString('hex')}`)
 }

@@ -38,7 +38,8 @@ export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
   initialCostMs: 3,
   minInFlight: 64,
   busyUtilization: 0.75,
-  maxDeferMs: 60_000,
+  // The agent keeps no appointment beyond 30 s (agent/cadence.ts MAX_APPOINTMENT_MS): a lease is 30 s by default.
+  maxDeferMs: 30_000,
   minDeferMs: 250,
 }
 

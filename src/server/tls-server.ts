@@ -65,7 +65,10 @@ function peerOf(socket: TLSSocket): string {
 function deferConnection(raw: Socket, retryAfterMs: number): void {
   raw.on('error', () => undefined)
   raw.on('data', () => undefined)
-  raw.setTimeout(DEFERRED_LINGER_MS, () => raw.destroy())
+  // A hard deadline, not an idle timeout: a peer trickling bytes must not keep a deferred socket open.
+  const linger = setTimeout(() => raw.destroy(), DEFERRED_LINGER_MS)
+  linger.unref()
+  raw.once('close', () => clearTimeout(linger))
   raw.end(busyNotice(retryAfterMs))
 }
 

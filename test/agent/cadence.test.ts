@@ -29,7 +29,8 @@ t.test('with authority: a retry lands in the first half of the slack, never late
   }
   const cadence = new CheckinCadence(() => 0.5)
   cadence.setLease(30_000)
-  t.equal(cadence.retry({ slackMs: 0, busyRetryAfterMs: null }), 100, 'no slack left: at once, but not in a loop')
+  t.equal(cadence.retry({ slackMs: 0, busyRetryAfterMs: null }), 500, 'no slack left: a last attempt soon (0.25-0.75 s), never a tight loop')
+  t.equal(cadence.retry({ slackMs: 200, busyRetryAfterMs: null }), 500, 'nor with a little slack left')
   t.equal(cadence.retry({ slackMs: 200_000, busyRetryAfterMs: null }), 10_000, 'never later than the regular delay')
 })
 
@@ -51,7 +52,8 @@ t.test('halving the slack each time: the attempts of a node whose controller sta
     attempts.push(now)
   }
   t.ok(attempts.length >= 5, `${attempts.length} attempts before the fail-safe: ${attempts.join(', ')}`)
-  t.ok(attempts.slice(0, -1).every((at) => at < failSafeAt), 'all but the last within the slack (the last is the one at once, 100 ms)')
+  t.ok(attempts.slice(0, -1).every((at) => at < failSafeAt), 'all but the last within the slack')
+  t.ok(attempts.length <= 20, `no tight loop at the end: ${attempts.length} attempts`)
 })
 
 t.test('a busy controller\'s appointment is kept unless the slack ends sooner', async (t) => {
@@ -60,7 +62,9 @@ t.test('a busy controller\'s appointment is kept unless the slack ends sooner', 
   t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 3000 }), 3150, 'joining: the appointment, jittered by at most 10 %')
   t.equal(cadence.retry({ slackMs: 20_000, busyRetryAfterMs: 3000 }), 3150, 'slack to spare: the appointment')
   t.equal(cadence.retry({ slackMs: 2000, busyRetryAfterMs: 30_000 }), 1500, 'the slack ends first: within it')
-  t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 40_000 }), 42_000, 'joining nodes wait as long as told, even beyond the regular delay')
+  t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 20_000 }), 21_000, 'joining nodes wait as long as told, even beyond the regular delay')
+  t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 999_999_999 }), 31_500, 'but never beyond what a controller ever gives (30 s): a forged notice cannot park a node')
+  t.equal(cadence.retry({ slackMs: 0, busyRetryAfterMs: 5000 }), 500, 'out of slack: the last attempts go before the appointment')
 })
 
 t.test('without authority: wide jitter, so that a fleet joining at once does not come back at once', async (t) => {

@@ -106,3 +106,36 @@ t.test('normalizeSerial matches X509Certificate.serialNumber', async (t) => {
   crlError(() => normalizeSerial('xyz'), 'malformed', /not a hexadecimal serial/)
   crlError(() => normalizeSerial(''), 'malformed', /not a hexadecimal serial/)
 })
+
+/** One DER TLV with a definite length (long form as needed). */
+function tlv(tag: number, content: Buffer): Buffer {
+  const n = content.length
+  const length = n < 0x80 ? Buffer.from([n]) : (() => {
+    const bytes: number[] = []
+    for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v % 256)
+    return Buffer.from([0x80 | bytes.length, ...bytes])
+  })()
+  return Buffer.concat([Buffer.from([tag]), length, content])
+}
+
+t.test('a huge INTEGER or OID is refused at once, with a short message (a CRL push must not hold the loop)', async (t) => {
+  const sig = tlv(0x03, Buffer.from([0, 1, 2]))
+  const hugeVersion = tlv(0x30, Buffer.concat([tlv(0x30, Buffer.concat([tlv(0x02, Buffer.alloc(700_000, 0x01)), tlv(0x30, Buffer.alloc(0))])), tlv(0x30, Buffer.alloc(0)), sig]))
+  const hugeArc = Buffer.concat([Buffer.alloc(350_000, 0x81), Buffer.from([0x01])])
+  const alg = tlv(0x30, tlv(0x06, hugeArc))
+  const hugeOid = tlv(0x30, Buffer.concat([tlv(0x30, Buffer.concat([tlv(0x02, Buffer.from([1])), alg])), alg, sig]))
+  for (const [label, der] of [['version', hugeVersion], ['algorithm OID', hugeOid]] as const) {
+    const started = performance.now()
+    let message = ''
+    try {
+      parseCrl(derToPem(der))
+      t.fail(`${label}: parsed`)
+    } catch (err) {
+      t.ok(err instanceof CrlError, `${label}: a CrlError`)
+      message = (err as Error).message
+    }
+    const ms = performance.now() - started
+    t.ok(ms < 200, `${label}: refused in ${ms.toFixed(0)} ms`)
+    t.ok(message.length < 200, `${label}: a short message (${message.length} characters): ${message}`)
+  }
+})

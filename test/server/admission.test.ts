@@ -1,6 +1,7 @@
 // Admission under a reconnect storm (src/server/admission.ts) and the busy notice's wire form.
 import t from 'tap'
 import { DEFAULT_ADMISSION, HandshakeAdmission } from '../../src/server/admission.js'
+import { MAX_APPOINTMENT_MS } from '../../src/agent/cadence.js'
 import { busyNotice, looksLikeBusyNotice, parseBusyNotice } from '../../src/net/busy-notice.js'
 
 function admission(overrides: Partial<typeof DEFAULT_ADMISSION> = {}) {
@@ -37,6 +38,7 @@ t.test('appointments: after the queue drains, one handshake apart, bounded', asy
   t.same(second, { admit: false, retryAfterMs: 603 }, 'the next one 3 ms later, not at the same moment')
   for (let i = 0; i < 1000; i++) a.decide(200)
   t.same(a.decide(200), { admit: false, retryAfterMs: 1000 }, 'never beyond maxDeferMs')
+  t.equal(DEFAULT_ADMISSION.maxDeferMs, MAX_APPOINTMENT_MS, 'no longer than the agent keeps an appointment')
   advance(60_000)
   t.same(a.decide(200), { admit: false, retryAfterMs: 600 }, 'after the storm the schedule starts over from the queue')
   t.equal(a.deferred, 1004)
