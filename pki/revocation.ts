@@ -1,5 +1,7 @@
 /** `revoke`, `crl` and `list`: revocation state in the index, and the CRL that publishes it. */
-import { resolve } from 'node:path'
+import { constants } from 'node:fs'
+import { access, stat } from 'node:fs/promises'
+import { dirname, resolve } from 'node:path'
 import { loadCa } from './ca.js'
 import { buildCrl, DEFAULT_CRL_DAYS, parseReason } from './crl.js'
 import type { CrlEntry, RevocationReason } from './crl.js'
@@ -73,6 +75,20 @@ function crlEntries(index: PkiIndex): CrlEntry[] {
     .map((c) => ({ serial: c.serial, revokedAt: new Date(c.revoked_at!), reason: parseReason(c.reason ?? 'unspecified') }))
 }
 
+/**
+ * Checks that `--out FILE` can be written before anything is committed: a revocation recorded in the
+ * index and crl.pem, followed by a failed copy, would leave the operator with "nothing to revoke" on
+ * the retry and no copy to ship.
+ */
+async function checkOutPath(out: string): Promise<void> {
+  const folder = dirname(out)
+  const info = await stat(folder).catch(() => null)
+  if (info === null || !info.isDirectory()) throw new PkiError(`--out ${out}: the folder ${folder} does not exist; nothing was changed`)
+  if (await access(folder, constants.W_OK).then(() => false, () => true)) throw new PkiError(`--out ${out}: the folder ${folder} is not writable; nothing was changed`)
+  const existing = await stat(out).catch(() => null)
+  if (existing !== null && !existing.isFile()) throw new PkiError(`--out ${out}: exists and is not a file; nothing was changed`)
+}
+
 /** Signs the next CRL for `index` (whose crl_number is already the new one) and writes crl.pem (and `out`). */
 async function publishCrl(dir: string, index: PkiIndex, now: Date, crlDays: number, out?: string): Promise<void> {
   const ca = await loadCa(dir)
@@ -92,6 +108,7 @@ export async function revoke(dir: string, target: RevokeTarget, opts: RevokeOpti
   else normalizeSerial(target.serial)
   const now = opts.now ?? new Date()
   const out = opts.out === undefined ? undefined : resolve(opts.out)
+  if (out !== undefined) await checkOutPath(out)
   return withPki(dir, async (index) => {
     const chosen = new Set(selectTargets(index, target, now).map((c) => c.serial))
     const at = wholeSecond(now).toISOString()
@@ -109,6 +126,7 @@ export async function writeCrl(dir: string, opts: CrlOptions = {}): Promise<{ cr
   const crlDays = checkDays(opts.crlDays ?? DEFAULT_CRL_DAYS, '--crl-days')
   const now = opts.now ?? new Date()
   const out = opts.out === undefined ? undefined : resolve(opts.out)
+  if (out !== undefined) await checkOutPath(out)
   return withPki(dir, async (index) => {
     const crlNumber = index.crl_number + 1
     const next = withHistory({ ...index, crl_number: crlNumber }, now, 'crl', `CRL ${crlNumber}${out === undefined ? '' : ` also to ${out}`}`)

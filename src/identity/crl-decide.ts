@@ -29,6 +29,7 @@ export type CrlRefusalReason =
   | 'superseded' // a pending CRL left the file before its thisUpdate came
   | 'install_failed' // the onLoaded callback threw, e.g. the TLS context could not be rebuilt
   | 'not_yet_valid' // a pushed CRL whose thisUpdate is in the future (a file's waits as pending instead)
+  | 'expires_soon' // a pushed CRL with less than an hour to its nextUpdate
 
 /** What to do with a candidate CRL. */
 export type CrlDecision =
@@ -107,6 +108,22 @@ function orderingProblem(current: ParsedCrl, crl: ParsedCrl): { reason: CrlRefus
     return { reason: 'older_crl', message: `the CRL's thisUpdate ${crl.thisUpdate.toISOString()} is older than the one in force` }
   }
   return null
+}
+
+/**
+ * A pushed CRL must have at least this long to its nextUpdate. Once the CRL in force expires, OpenSSL
+ * refuses every client — the operator too, so no push could mend it and only a new `tls.crl` on every
+ * replica would. A CRL a minute from expiry is a lock-out with a timer; an hour leaves time to push the
+ * next one. (A file's CRL is not held to this: the file is the operator's own last resort.)
+ */
+export const MIN_PUSHED_CRL_LIFETIME_MS = 3_600_000
+
+/** Why a push of `crl` must be refused for its remaining lifetime at `nowMs`, or null. */
+export function pushLifetimeProblem(crl: ParsedCrl, nowMs: number): string | null {
+  if (crl.nextUpdate === null) return null
+  const left = crl.nextUpdate.getTime() - nowMs
+  if (left >= MIN_PUSHED_CRL_LIFETIME_MS) return null
+  return `the CRL's nextUpdate ${crl.nextUpdate.toISOString()} is less than an hour away: once it passes, OpenSSL refuses every client (the operator's push too); publish one valid for longer (pxe-pki crl --crl-days N)`
 }
 
 /** Milliseconds left before `crl`'s nextUpdate when under a day (negative when past), else null. */

@@ -8,7 +8,7 @@
 import type { X509Certificate } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { ParsedCrl } from './crl.js'
-import { decideCrl, type CrlDecision } from './crl-decide.js'
+import { decideCrl, pushLifetimeProblem, type CrlDecision } from './crl-decide.js'
 import { CrlWatcher, type CrlRefusalDetails, type CrlRefusalReason } from './crl-watcher.js'
 
 /** Where a CRL came from, for the audit line: the `tls.crl` file, an operator's push, the cluster's copy (HA). */
@@ -108,9 +108,15 @@ export class CrlEnforcement {
     this.watcher.stop()
   }
 
-  /** What offering `pem` would do now, without doing it (parsed and verified under the CA). */
-  judge(pem: string): CrlDecision {
-    return decideCrl(this.inForce, pem, this.deps.ca, (this.deps.now ?? Date.now)())
+  /** What offering `pem` from `origin` would do now, without doing it (parsed and verified under the CA). */
+  judge(pem: string, origin?: Pick<CrlOrigin, 'source'>): CrlDecision {
+    const now = (this.deps.now ?? Date.now)()
+    const decision = decideCrl(this.inForce, pem, this.deps.ca, now)
+    if (origin?.source === 'push' && decision.kind === 'load') {
+      const problem = pushLifetimeProblem(decision.crl, now)
+      if (problem !== null) return { kind: 'refuse', reason: 'expires_soon', message: problem, crl: decision.crl }
+    }
+    return decision
   }
 
   /**
@@ -121,7 +127,7 @@ export class CrlEnforcement {
    */
   offer(pem: string, origin: CrlOrigin): CrlOfferOutcome {
     if (this.targets === null) throw new CrlSideNotStarted('the CRL side has not started yet')
-    const decision = this.judge(pem)
+    const decision = this.judge(pem, origin)
     const inForceNumber = this.inForce.crlNumber
     const refuse = (reason: CrlRefusalReason, message: string, crl?: ParsedCrl): CrlOfferOutcome => {
       this.refused(reason, { path: '', message, inForceCrlNumber: inForceNumber, ...(crl !== undefined ? { crlNumber: crl.crlNumber } : {}) }, origin)

@@ -41,7 +41,7 @@ export class CrlPush {
   private async pushNow(pem: string, by: string): Promise<CrlPushAnswer> {
     const { crls, store } = this.deps
     const version = await store.prepare()
-    const verdict = crls.judge(pem)
+    const verdict = crls.judge(pem, { source: 'push' })
     // A refusal goes through offer, which audits it with the operator's name and changes nothing.
     if (verdict.kind === 'refuse' || verdict.kind === 'pending') return answer(crls.offer(pem, { source: 'push', by }))
     const crl: ParsedCrl = verdict.kind === 'load' ? verdict.crl : crls.inForce

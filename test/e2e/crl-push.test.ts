@@ -60,12 +60,15 @@ t.test('refused pushes name the reason and change nothing', async (t) => {
   const caKeyPem = readFileSync(join(pki.dir, 'ca-key.pem'), 'utf8')
   const now = Date.now()
   const future = craftCrl({ caCertPem: pki.ca, caKeyPem, thisUpdate: new Date(now + 3_600_000), nextUpdate: new Date(now + 86_400_000), extensions: [{ oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1000) }] })
+  // Valid now and newer, but 10 minutes from its nextUpdate: pushed, it would lock every client out then.
+  const expiring = craftCrl({ caCertPem: pki.ca, caKeyPem, thisUpdate: new Date(now - 60_000), nextUpdate: new Date(now + 600_000), extensions: [{ oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1001) }] })
   const garbage = `-----BEGIN ${'X'.repeat(200)}-----\nAAAA\n-----END ${'X'.repeat(200)}-----\n`
   const cases: Array<{ name: string; who?: typeof op; body: string | Buffer; type?: string; status: number; error: string; message: RegExp; reason?: string }> = [
     { name: 'a node certificate', who: nodeB, body: inForce, status: 403, error: 'forbidden', message: /role "node" may not call POST \/v1\/crl/ },
     { name: 'another CA', body: readFileSync(join(foreign.dir, 'crl.pem')), status: 400, error: 'invalid_request', message: /wrong_issuer/, reason: 'wrong_issuer' },
     { name: 'an older CRL number', body: firstCrl, status: 400, error: 'invalid_request', message: /older_crl.*older than/, reason: 'older_crl' },
     { name: 'a thisUpdate in the future', body: future, status: 400, error: 'invalid_request', message: /not_yet_valid.*in the future/, reason: 'not_yet_valid' },
+    { name: 'less than an hour to its nextUpdate', body: expiring, status: 400, error: 'invalid_request', message: /expires_soon.*less than an hour away/, reason: 'expires_soon' },
     { name: 'garbage', body: garbage, status: 400, error: 'invalid_request', message: /malformed.*wrong PEM label/, reason: 'malformed' },
     { name: 'not PEM at all', body: Buffer.from([0x30, 0x82, 0xff, 0x00, 0x01]), status: 400, error: 'invalid_request', message: /malformed.*no PEM block/, reason: 'malformed' },
     { name: 'an empty body', body: '', status: 400, error: 'invalid_request', message: /empty/ },

@@ -51,10 +51,19 @@ t.test('revoke --out FILE: the fresh CRL also goes to FILE (the copy to push); -
   t.match(crl.out, /CRL Number:\s*4/)
   t.match(await cli('revoke', 'node-2', '--out', join(root, 'again.pem')), { code: 1, err: /nothing to revoke/ })
   await t.rejects(readFile(join(root, 'again.pem')), 'a refused revoke writes no FILE')
+  t.equal((await readIndex(dir)).history.at(-1)?.command, 'revoke')
+  // A FILE that cannot be written (the stick is not mounted) refuses the revocation before it is recorded.
+  t.match(await cli('issue', 'node-3', '--role', 'node', '--key-bits', '2048'), { code: 0 })
+  const before = await readFile(join(dir, 'crl.pem'), 'utf8')
+  const indexBefore = await readFile(join(dir, 'index.json'), 'utf8')
+  t.match(await cli('revoke', 'node-3', '--out', join(root, 'no-such-folder', 'crl.pem')), { code: 1, err: /the folder .*no-such-folder does not exist; nothing was changed/ })
+  t.match(await cli('revoke', 'node-3', '--out', root), { code: 1, err: /exists and is not a file; nothing was changed/ })
+  t.equal(await readFile(join(dir, 'crl.pem'), 'utf8'), before, 'crl.pem unchanged')
+  t.equal(await readFile(join(dir, 'index.json'), 'utf8'), indexBefore, 'the index unchanged: node-3 is not revoked')
+  t.match(await cli('crl', '--out', join(root, 'no-such-folder', 'crl.pem')), { code: 1, err: /does not exist; nothing was changed/ })
   const help = await cli('revoke', '--help')
   t.match(help.out, /\[--out FILE\]/)
   t.match(help.out, /pxe-ctl crl push FILE/)
-  t.equal((await readIndex(dir)).history.at(-1)?.command, 'revoke')
 })
 
 t.test('more usage errors exit 2 with one line', async (t) => {
