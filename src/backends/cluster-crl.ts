@@ -84,6 +84,11 @@ export class ClusterCrl implements PushedCrlStore {
     this.offered = crl.pem
   }
 
+  notInstalled(pem: string): void {
+    // the next poll (2 s) offers the cluster's copy again
+    if (this.offered === pem) this.offered = null
+  }
+
   private kick(): void {
     this.sync().catch((err: Error) => this.logThrottled(err))
   }
@@ -95,8 +100,10 @@ export class ClusterCrl implements PushedCrlStore {
       stored = await this.options.store.read()
       if (stored !== null && stored.pem !== this.offered && !this.stopped) {
         const outcome = this.options.offer(stored.pem)
-        // thisUpdate still in the future here (this host's clock behind the leader's): offered again next time
-        if (outcome.kind !== 'not_yet_valid') this.offered = stored.pem
+        // thisUpdate still in the future here (this host's clock behind the leader's), or an install that
+        // failed here (a transient TLS error): offered again next time, never taken as in force.
+        const again = outcome.kind === 'not_yet_valid' || (outcome.kind === 'refused' && outcome.reason === 'install_failed')
+        if (!again) this.offered = stored.pem
       }
     } while (this.again)
     return stored?.modRevision ?? null

@@ -15,8 +15,13 @@ export interface StoredCrl {
   readonly modRevision: string
 }
 
-/** Room for a CRL body of 1 MiB and its key: the state's 64 KiB entry bound sizes paged reads, which this key never is. */
-const CRL_ENTRY_BYTES = 1024 * 1024 + 1024
+/**
+ * Room for the canonical PEM of any CRL a 1 MiB body can carry, and its key: the DER is at most 3/4 of the
+ * body, its base64 4/3 of that with a newline every 64 characters (so up to 65/64 of the body when the
+ * body was sent with longer lines), plus the labels. Under etcd's 1.5 MiB request limit. (The state's
+ * 64 KiB entry bound sizes paged reads, which this key never is.)
+ */
+const CRL_ENTRY_BYTES = Math.ceil((1024 * 1024 * 65) / 64) + 4096
 
 /** Reads, writes (fenced) and watches the cluster's pushed CRL. */
 export class EtcdCrlStore {

@@ -54,7 +54,9 @@ export class CrlPush {
       this.deps.logger?.error({ err: (err as Error).message }, 'a pushed CRL could not be stored; the CRL in force is unchanged')
       throw new AppError('unavailable', `the CRL could not be stored (${code}); nothing changed, retry`)
     }
-    return answer(crls.offer(pem, { source: 'push', by }))
+    const outcome = crls.offer(pem, { source: 'push', by })
+    if (outcome.kind === 'refused') store.notInstalled?.(crl.pem)
+    return answer(outcome)
   }
 }
 

@@ -16,4 +16,9 @@ export interface PushedCrlStore {
   save(crl: ParsedCrl, version: PushedCrlVersion): Promise<void>
   /** HA: starts following the cluster's copy; called once the CRL side acts on new CRLs. */
   follow?(): void
+  /**
+   * HA: the push that saved `pem` could not install it here (e.g. the TLS context was refused): the
+   * cluster's copy is to be offered again by the usual watch, not taken as already in force.
+   */
+  notInstalled?(pem: string): void
 }

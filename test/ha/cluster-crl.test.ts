@@ -59,3 +59,44 @@ t.test('a new term installs the cluster CRL before serving; a stale save is refu
   await host.crlStore.save(third, await host.crlStore.prepare())
   t.equal((await client.range({ key })).kvs[0]?.value.toString(), third.pem, 'a save over the copy just read commits')
 })
+
+t.test('a cluster copy whose install failed here is offered again, not taken as in force', needsEtcd(), async (t) => {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const copy = join(root, 'controller-crl.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), copy)
+  const out2 = join(root, 'crl-2.pem')
+  await writeCrl(pki.dir, { out: out2 })
+  const prefix = '/pxe-cluster-crl-retry/'
+  const client = await cluster.client(t)
+  const audit: { event: string; fields: Record<string, unknown> }[] = []
+  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
+  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
+  let failures = 1 // the first install fails (in life: OpenSSL refusing the context for a moment)
+  crls.start({
+    installTls: () => {
+      if (failures-- > 0) throw new Error('the TLS context could not be rebuilt')
+    },
+    dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }),
+    recordCrlNumber: () => undefined,
+  })
+  t.teardown(() => crls.stop())
+  const host = new HaServiceHost(
+    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
+    {
+      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
+      now: Date.now,
+      audit: { record },
+      isRevoked: crls.isRevoked,
+      crlInForce: () => crls.inForce,
+      offerCrl: (pem, origin) => crls.offer(pem, origin),
+    },
+  ).start()
+  t.teardown(() => host.stop())
+  host.crlStore.follow?.()
+  await until(() => host.isLeader(), 10_000, 'the replica leads')
+  await client.txn({ compare: [], success: [{ type: 'put', key: `${prefix}crl/pushed`, value: readFileSync(out2, 'utf8') }] })
+  await until(() => crls.inForce.crlNumber === 2n, 10_000, 'the cluster copy is in force after a failed first install')
+  t.match(audit.find((e) => e.event === 'crl_refused'), { fields: { source: 'cluster', reason: 'install_failed' } }, 'the failure was audited')
+  t.match(audit.find((e) => e.event === 'crl_loaded'), { fields: { source: 'cluster', crl_number: '2' } })
+})
