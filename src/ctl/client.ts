@@ -42,6 +42,8 @@ export function describeFailure(err: Error & { code?: string }): string {
   if (code === 'CERT_HAS_EXPIRED' || code === 'CERT_NOT_YET_VALID') return `TLS: the controller's certificate is not valid now (${code})`
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `TLS: the controller's certificate does not name this host (${code}); use the host name or address it was issued for`
   if (/ALERT/.test(code)) return `TLS: the controller refused this operator certificate in the handshake (${code}); is it revoked, expired, or from another CA?`
+  // What a controller in a reconnect storm answers a connection it defers (the line "PXE-BUSY ...").
+  if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number/.test(err.message)) return 'the controller deferred this connection: it is busy with a reconnect storm (a restart or a take-over), or this port does not speak TLS; retry in a few seconds'
   if (code === 'ECONNRESET' || code === 'EPIPE') return 'the connection was closed by the controller (a refused client certificate looks like this too)'
   return `${err.message.slice(0, 200)}${code ? ` (${code})` : ''}`
 }
@@ -56,6 +58,8 @@ export class ControllerClient {
     private readonly timeoutMs: number,
     /** -v: one line per attempt. */
     private readonly verbose: ((line: string) => void) | null,
+    /** Aborted on Ctrl-C by a command that waits (watch, --wait): the request in flight ends at once. */
+    private readonly signal?: AbortSignal,
   ) {}
 
   /** The controller that answered last (or the first one before any answer). */
@@ -73,6 +77,7 @@ export class ControllerClient {
       try {
         answer = await this.once(base, method, path, body)
       } catch (err) {
+        if (this.signal?.aborted) throw new CtlError(`interrupted during ${method} ${path}`, 'interrupted')
         const why = describeFailure(err as Error)
         this.verbose?.(`${method} ${path} → ${base}: ${why}; trying the next controller`)
         skipped.push(`${base}: ${why}`)
@@ -108,6 +113,7 @@ export class ControllerClient {
         // The controller's own CA only, never the system store; verification is never turned off.
         ca: this.bundle.ca,
         agent: false,
+        ...(this.signal ? { signal: this.signal } : {}),
       })
       const timer = setTimeout(() => req.destroy(new TransportError(`no answer within ${this.timeoutMs / 1000} s`)), this.timeoutMs)
       req.on('response', (res) => {

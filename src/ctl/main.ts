@@ -32,8 +32,11 @@ function interrupter(onInterrupt: NonNullable<MainDeps['onInterrupt']>) {
   let interrupted = false
   let remove: (() => void) | null = null
   const sleepers = new Set<() => void>()
+  // Also ends a request in flight: a Ctrl-C must not wait for a controller that takes its time to answer.
+  const abort = new AbortController()
   const fire = () => {
     interrupted = true
+    abort.abort()
     for (const wake of sleepers) wake()
   }
   const trap = () => {
@@ -47,10 +50,10 @@ function interrupter(onInterrupt: NonNullable<MainDeps['onInterrupt']>) {
       const timer = setTimeout(() => (sleepers.delete(wake), resolve(true)), ms)
       sleepers.add(wake)
     })
-  return { sleep, trap, interrupted: () => interrupted, dispose: () => remove?.() }
+  return { sleep, trap, interrupted: () => interrupted, signal: abort.signal, dispose: () => remove?.() }
 }
 
-function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv): () => Promise<ControllerApi> {
+function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv, signal: AbortSignal): () => Promise<ControllerApi> {
   let api: Promise<ControllerApi> | null = null
   return () =>
     (api ??= (async () => {
@@ -59,7 +62,7 @@ function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv): () =>
       const verbose = global.verbose ? (line: string) => io.err(`pxe-ctl: ${line}`) : null
       verbose?.(`context ${context.path}: operator ${bundle.name}, controllers ${context.controllers.join(', ')}`)
       const roleHint = bundle.role === 'operator' ? null : `the bundle ${bundle.dir} holds a ${bundle.role ?? 'role-less'} certificate of ${bundle.name}; pxe-ctl needs an operator bundle ("pxe-pki issue NAME --role operator")`
-      return new ControllerApi(new ControllerClient(context.controllers, bundle, global.requestTimeoutMs, verbose), roleHint)
+      return new ControllerApi(new ControllerClient(context.controllers, bundle, global.requestTimeoutMs, verbose, signal), roleHint)
     })())
 }
 
@@ -101,7 +104,7 @@ export async function main(argv: readonly string[], deps: MainDeps): Promise<num
     const ctx: RunContext = {
       io,
       global: parsed.global,
-      api: apiLoader(parsed.global, io, deps.env ?? process.env),
+      api: apiLoader(parsed.global, io, deps.env ?? process.env, interrupts.signal),
       sleep: interrupts.sleep,
       interrupted: interrupts.interrupted,
       trapInterrupts: interrupts.trap,

@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { issueBundle } from '../../pki/issue-certs.js'
 import { makePki } from '../e2e/harness.js'
-import { runCtl, startFleet, writeContext } from './support.js'
+import { runCtl, spawnCtl, startFleet, writeContext } from './support.js'
 
 const fleet = await startFleet(t)
 const { root, pki, url, operatorBundle, home } = fleet
@@ -81,6 +81,35 @@ t.test('a controller that accepts the connection but never answers: the next one
   t.equal(res.code, 0, res.stderr)
   t.match(res.stderr, `GET /v1/plan → ${hung}: no answer within 0.5 s; trying the next controller`)
   t.match(res.stdout, `controller        ${url}`)
+})
+
+t.test('Ctrl-C ends a watch whose request a silent controller holds, at once and cleanly', async (t) => {
+  const sockets = new Set<net.Socket>()
+  const silent = net.createServer((socket) => void sockets.add(socket))
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => (sockets.forEach((s) => s.destroy()), silent.close(() => resolve()))))
+  const hung = `https://127.0.0.1:${(silent.address() as AddressInfo).port}`
+  const run = spawnCtl(['--context', context('hung-only', [hung]), 'watch', '--request-timeout', '60'], { home })
+  await new Promise((resolve) => setTimeout(resolve, 1500)) // the first request is held
+  const sentAt = performance.now()
+  run.child.kill('SIGINT')
+  const res = await run.done
+  t.ok(performance.now() - sentAt < 3000, `ended ${Math.round(performance.now() - sentAt)} ms after SIGINT, not after the 60 s request timeout`)
+  t.equal(res.code, 0, res.stderr)
+  t.equal(res.stderr, '', 'no error for the request the Ctrl-C cut')
+})
+
+t.test('a controller deferring connections (a reconnect storm) is named as such', async (t) => {
+  const busy = net.createServer((socket) => {
+    socket.on('data', () => undefined)
+    socket.end('PXE-BUSY retry_after_ms=1500\r\n')
+  })
+  await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => busy.close(() => resolve())))
+  const deferring = `https://127.0.0.1:${(busy.address() as AddressInfo).port}`
+  const res = await runCtl(['--context', context('busy-only', [deferring]), 'status'], { home })
+  t.equal(res.code, 1)
+  t.match(res.stderr, /deferred this connection: it is busy with a reconnect storm .*retry in a few seconds/)
 })
 
 t.test('an HA follower answering 503 not_leader is skipped for the next controller', async (t) => {

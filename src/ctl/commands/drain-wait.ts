@@ -36,6 +36,7 @@ export async function waitDrained(ctx: RunContext, api: ControllerApi, nodeId: s
       if (what === null) return { seconds: Math.round((ctx.now() - started) / 1000), left: node === undefined }
       held = what
     } catch (err) {
+      if (err instanceof CtlError && err.code === 'interrupted') throw new CtlError(`interrupted: ${held}; ${nodeId} stays flagged for drain`, 'interrupted')
       // A fail-over can leave no controller answering for a few seconds: keep waiting until the timeout.
       if (!(err instanceof CtlError) || err.code !== 'no_controller') throw err
       held = `what ${nodeId} holds is unknown (${err.message.split('\n')[0]})`

@@ -33,6 +33,7 @@ one plan per line (JSON Lines). A refresh that fails prints the error on stderr 
         }
       } catch (err) {
         if (!(err instanceof CtlError)) throw err
+        if (ctx.interrupted()) break // Ctrl-C during a request: the watch ends as usual, no error
         ctx.io.err(`pxe-ctl: ${new Date(ctx.now()).toISOString()}: ${err.message}`)
       }
       if (!(await ctx.sleep(intervalMs))) break
