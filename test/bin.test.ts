@@ -12,8 +12,8 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url))
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { bin: Record<string, string>; scripts: Record<string, string> }
 const run = (file: string, args: string[]) => spawnSync(process.execPath, [file, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, NODE_OPTIONS: '' } })
 
-t.test('npm run pki does not compile first', async (t) => {
-  t.equal(pkg.scripts.pki, 'node dist/pki/cli.js')
+t.test('npm run pki does not compile first, and goes through the bin (one line without dist/)', async (t) => {
+  t.equal(pkg.scripts.pki, `node ${pkg.bin['pxe-pki']}`)
   t.equal(pkg.scripts.prepare, 'npm run build', 'npm ci builds dist/ once')
 })
 
