@@ -3,10 +3,16 @@
  * replica watches the cluster's copy in etcd, re-reads it every two seconds in case a watch event was
  * missed, and offers each new copy to its own CRL enforcement, which judges it by the usual rules (never
  * lower, signature, times). A leader's push is stored through here: fenced, and only over the copy it saw.
+ *
+ * The leader also publishes its own CRL in force when it is newer than the cluster's copy (a newer
+ * `tls.crl` copied to that replica alone): otherwise, once it died, every other replica would refuse to
+ * lead (the state records the highest CRL number ever installed, and theirs is lower) and the cluster
+ * would stay without a leader, where no push can reach it.
  */
 import type { Logger } from 'pino'
 import { AppError } from '../errors.js'
-import type { ParsedCrl } from '../identity/crl.js'
+import { parseCrl, type ParsedCrl } from '../identity/crl.js'
+import { isNewerCrl } from '../identity/crl-decide.js'
 import type { CrlOfferOutcome } from '../identity/crl-enforcement.js'
 import type { PushedCrlStore, PushedCrlVersion } from '../service/pushed-crl-store.js'
 import type { EtcdWatch } from '../ha/etcd-api.js'
@@ -22,6 +28,17 @@ export interface ClusterCrlOptions {
   readonly logger?: Logger | undefined
   /** Period of the re-read (default 2000 ms). */
   readonly pollMs?: number
+  /** This replica's CRL in force: published by the leader when newer than the cluster's copy (see readAndOffer). */
+  readonly inForce?: () => ParsedCrl
+}
+
+/** The stored copy parsed (without verifying: only its order against ours is read), or null when it does not parse. */
+function parseStoredOrNull(pem: string): ParsedCrl | null {
+  try {
+    return parseCrl(pem)
+  } catch {
+    return null
+  }
 }
 
 /** The cluster's pushed CRL, followed by one replica and written by its pushes while it leads. */
@@ -106,7 +123,27 @@ export class ClusterCrl implements PushedCrlStore {
         if (!again) this.offered = stored.pem
       }
     } while (this.again)
+    // After a publish the key moved: a push prepared now must find the new revision.
+    if (await this.publishNewer(stored)) stored = await this.options.store.read()
     return stored?.modRevision ?? null
+  }
+
+  /** While leading: puts this replica's CRL in force into etcd when the cluster's copy is older (or none). */
+  private async publishNewer(stored: { readonly pem: string; readonly modRevision: string } | null): Promise<boolean> {
+    const inForce = this.options.inForce?.()
+    if (inForce === undefined || this.stopped) return false
+    if (stored !== null && (stored.pem === inForce.pem || !isNewerCrl(parseStoredOrNull(stored.pem) ?? inForce, inForce))) return false
+    let fence: Fence
+    try {
+      fence = this.options.servingFence()
+    } catch {
+      return false // not leading: the leader publishes
+    }
+    const status = await this.options.store.write(fence, inForce.pem, stored?.modRevision ?? null)
+    if (status !== 'committed') return false // the key moved or the term ended: the next poll looks again
+    this.offered = inForce.pem
+    this.options.logger?.info({ crl_number: inForce.crlNumber?.toString() ?? null }, 'published the CRL in force (newer than the cluster copy) to etcd, so that every replica holds it')
+    return true
   }
 
   /** etcd away (or the CRL side not started yet): one line every 5 s. */

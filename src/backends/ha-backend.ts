@@ -89,6 +89,7 @@ export class HaServiceHost implements ServiceHost {
         return term.fence
       },
       logger: options.logger,
+      inForce: () => deps.crlInForce(),
     })
     this.api = {
       checkIn: (body, cert) => this.serve((s) => s.checkIn(body, cert)),

@@ -100,3 +100,46 @@ t.test('a cluster copy whose install failed here is offered again, not taken as 
   t.match(audit.find((e) => e.event === 'crl_refused'), { fields: { source: 'cluster', reason: 'install_failed' } }, 'the failure was audited')
   t.match(audit.find((e) => e.event === 'crl_loaded'), { fields: { source: 'cluster', crl_number: '2' } })
 })
+
+t.test('the leader publishes its CRL in force when the cluster copy is older, so a take-over finds it', needsEtcd(), async (t) => {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const old = join(root, 'crl-1.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), old) // CRL 1: what the cluster holds
+  const copy = join(root, 'controller-crl.pem')
+  await writeCrl(pki.dir, { out: copy }) // CRL 2: a newer tls.crl copied to this replica alone
+  const prefix = '/pxe-cluster-crl-publish/'
+  const key = `${prefix}crl/pushed`
+  const client = await cluster.client(t)
+  await client.txn({ compare: [], success: [{ type: 'put', key, value: readFileSync(old, 'utf8') }] })
+  const audit: { event: string; fields: Record<string, unknown> }[] = []
+  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
+  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
+  crls.start({ installTls: () => undefined, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
+  t.teardown(() => crls.stop())
+  const host = new HaServiceHost(
+    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
+    {
+      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
+      now: Date.now,
+      audit: { record },
+      isRevoked: crls.isRevoked,
+      crlInForce: () => crls.inForce,
+      offerCrl: (pem, origin) => crls.offer(pem, origin),
+    },
+  ).start()
+  t.teardown(() => host.stop())
+  host.crlStore.follow?.()
+  await until(() => host.isLeader(), 10_000, 'the replica leads')
+  const stored = async () => parseCrl((await client.range({ key })).kvs[0]!.value.toString()).crlNumber
+  const started = performance.now()
+  while ((await stored()) !== 2n && performance.now() - started < 10_000) await new Promise((r) => setTimeout(r, 100))
+  t.equal(await stored(), 2n, 'the cluster copy is now the leader\'s newer CRL')
+  t.equal(crls.inForce.crlNumber, 2n, 'and the older cluster copy was refused, not installed')
+  t.match(audit.find((e) => e.event === 'crl_refused'), { fields: { source: 'cluster', reason: 'older_crl' } })
+  // a push prepared now finds the revision the publish left
+  const out3 = join(root, 'crl-3.pem')
+  await writeCrl(pki.dir, { out: out3 })
+  await host.crlStore.save(parseCrl(readFileSync(out3, 'utf8')), await host.crlStore.prepare())
+  t.equal(await stored(), 3n, 'a push after the publish commits')
+})
