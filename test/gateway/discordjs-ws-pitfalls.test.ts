@@ -39,7 +39,9 @@ t.test('an identify throttler that rejects: the shard reconnects and identifies,
     },
   })
   t.teardown(async () => {
-    await m.destroy()
+    // @discordjs/ws's destroy() can wait forever for a shard caught mid-reconnect by this very pitfall (a
+    // full CI run hung here for the whole file's 120 s): bounded, then the emulator cuts every socket.
+    await Promise.race([m.destroy(), new Promise((resolve) => setTimeout(resolve, 3000).unref())])
     await e.stop()
   })
   void m.connect().catch(() => undefined)
