@@ -3,6 +3,8 @@
 // (not GET /gateway/bot's count), and an identify throttler that rejects (other than on abort) makes
 // the shard IDENTIFY twice. A discord.js adapter must pass `shardCount` and throttle without throwing.
 import t from 'tap'
+import { spawn } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
 import { REST } from '@discordjs/rest'
 import { WebSocketManager, WebSocketShardEvents, type IIdentifyThrottler } from '@discordjs/ws'
 import { startGatewayEmulator } from '../support/gateway/gateway-emulator.js'
@@ -32,19 +34,18 @@ t.test('shardIds without shardCount: num_shards is max(shardIds) + 1, and here t
 
 t.test('an identify throttler that rejects: the shard reconnects and identifies, then IDENTIFYs again on that connection (4005)', async (t) => {
   const e = await startGatewayEmulator({ identifyWindowMs: 200, eventsPerSecond: 0 })
-  let calls = 0
-  const m = manager(e, [0], {
-    waitForIdentify: async () => {
-      if (calls++ === 0) throw new Error('not now')
-    },
+  // In a child process: a manager caught by this pitfall can hang in destroy() with its reconnect timers
+  // running, which kept the test file's process alive to its 120 s time-out on a loaded machine.
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./rejecting-throttler-child.ts', import.meta.url))], {
+    env: { ...process.env, PXE_EMULATOR_TOKEN: e.token, PXE_EMULATOR_API: e.apiUrl },
+    stdio: ['ignore', 'ignore', 'inherit'],
   })
+  const exited = new Promise((resolve) => child.once('exit', resolve))
   t.teardown(async () => {
-    // @discordjs/ws's destroy() can wait forever for a shard caught mid-reconnect by this very pitfall (a
-    // full CI run hung here for the whole file's 120 s): bounded, then the emulator cuts every socket.
-    await Promise.race([m.destroy(), new Promise((resolve) => setTimeout(resolve, 3000).unref())])
+    child.kill('SIGKILL')
+    await exited
     await e.stop()
   })
-  void m.connect().catch(() => undefined)
   await e.waitFor(() => e.breaches.some((b) => b.kind === 'protocol' && b.closeCode === 4005), { what: 'the second IDENTIFY' })
   await e.waitFor(() => e.sessions({ state: 'live' }).length === 1, { what: 'the shard to settle' })
   t.ok(e.stats.sessionsStarted.total >= 2, 'a session start was wasted')
