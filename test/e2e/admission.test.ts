@@ -63,6 +63,17 @@ t.test('a kept-alive connection is not affected by deferrals of new ones', async
 })
 
 t.test('the agent\'s connections keep their TLS sessions: a reconnect resumes (the cheap handshake a storm needs)', async (t) => {
+  // The stalled connection of the test before closes asynchronously on the controller's side: until it
+  // has, this controller (one handshake in flight at most) would defer us. Wait until a fresh one is admitted.
+  const probe = new ControllerClient({ urls: [`https://127.0.0.1:${ctl.port}`], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+  t.teardown(() => probe.close())
+  for (let i = 0; ; i++) {
+    const admitted = await probe.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => true, () => false)
+    if (admitted) break
+    if (i > 50) throw new Error('the controller kept deferring connections')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  probe.close()
   const { BusyAwareAgent } = await import('../../src/agent/busy-aware-agent.js')
   const https = await import('node:https')
   const agent = new BusyAwareAgent({ keepAlive: false, maxSockets: 1, ca: pki.ca, cert: node.cert, key: node.key })
