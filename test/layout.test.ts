@@ -36,7 +36,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/agent': ['src/core', 'src/state', 'src/log', 'src/net'],
   'src/discordjs': ['src/agent'],
   // The operator CLI speaks only the public HTTP API; core for the name rule and the dry run's planner.
-  'src/ctl': ['src/core'],
+  'src/ctl': ['src/core', 'src/net'],
   pki: ['src/core', 'src/der', 'src/state', 'src/audit'],
 }
 

@@ -5,6 +5,9 @@ import type { AgentClock } from './clock.js'
 import type { GenerationStore } from './generation-store.js'
 import type { NodeIdentity } from './identity.js'
 import type { ShardCallbacks } from './shard-runner.js'
+import { controllerUrlProblem } from '../net/controller-url.js'
+
+export { controllerUrlProblem }
 
 /** Shard counts a host may report for its check-ins instead of the agent's own view. */
 export interface ShardHealth {
@@ -78,20 +81,6 @@ export function defaultStopMarginMs(leaseMs: number): number {
  */
 export function defaultStopTimeoutMs(leaseMs: number): number {
   return Math.min(AGENT_DEFAULTS.maxStopTimeoutMs, Math.floor(leaseMs / 6))
-}
-
-/** Why `url` is not a controller base URL (https://host[:port] and nothing else), or null. */
-export function controllerUrlProblem(url: string): string | null {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return 'is not a URL'
-  }
-  if (parsed.protocol !== 'https:') return 'must use https (the controller speaks mutual TLS only)'
-  if (parsed.username !== '' || parsed.password !== '') return 'must not carry credentials'
-  if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') return 'must be a base URL without a path, query or fragment'
-  return null
 }
 
 function checkInt(name: string, value: number | undefined, min: number, max: number): void {

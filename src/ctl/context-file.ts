@@ -11,20 +11,9 @@ import { homedir } from 'node:os'
 import { dirname, isAbsolute, join, resolve } from 'node:path'
 import { z } from 'zod'
 import { CtlError, shown } from './errors.js'
+import { controllerUrlProblem } from '../net/controller-url.js'
 
-/** Why a controller URL is unusable, or null. */
-export function controllerUrlProblem(url: string): string | null {
-  let parsed: URL
-  try {
-    parsed = new URL(url)
-  } catch {
-    return 'is not a URL'
-  }
-  if (parsed.protocol !== 'https:') return 'must use https (the controller speaks mutual TLS only)'
-  if (parsed.username !== '' || parsed.password !== '') return 'must not carry credentials'
-  if (parsed.pathname !== '/' || parsed.search !== '' || parsed.hash !== '') return 'must be a base URL without a path, query or fragment'
-  return null
-}
+export { controllerUrlProblem }
 
 const urlSchema = z.string().superRefine((url, ctx) => {
   const problem = controllerUrlProblem(url)
