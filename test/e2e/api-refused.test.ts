@@ -28,6 +28,9 @@ const newlineCn = opensslCert(pki, work, 'nlcn', '/CN=node\na/OU=node', client)
 const noEku = opensslCert(pki, work, 'noeku', '/CN=node-n/OU=node', ['basicConstraints=CA:false'])
 const twoOu = opensslCert(pki, work, 'twoou', '/CN=node-o/OU=node/OU=operator', client)
 const noOu = opensslCert(pki, work, 'noou', '/CN=node-q', client)
+// Multi-valued RDNs: a CN and an OU in one RDN must not read as an identity (nor give a second role).
+const multiCnOu = opensslCert(pki, work, 'mvcnou', '/CN=node-m+OU=operator/OU=node', client, { multivalue: true })
+const multiOuCn = opensslCert(pki, work, 'mvoucn', '/OU=node+CN=node-m', client, { multivalue: true })
 const caTrue = opensslCert(pki, work, 'catrue', '/CN=node-c/OU=node', ['extendedKeyUsage=clientAuth', 'keyUsage=digitalSignature,keyCertSign', 'basicConstraints=critical,CA:true'])
 const notYetValid = await bundle(pki, 'node-future', 'node', { notBefore: new Date(Date.now() + 86_400_000) })
 // An intermediate CA under ours (pathlen:0 forbids it) and a node certificate it signed, sent with its chain.
@@ -119,6 +122,8 @@ t.test('401 unauthenticated for identities the SPEC refuses', async (t) => {
     ['no EKU at all', noEku],
     ['two OUs', twoOu],
     ['no OU (no role)', noOu],
+    ['a CN sharing its RDN with an OU', multiCnOu],
+    ['an OU sharing its RDN with the CN', multiOuCn],
     ['a CA certificate (CA:TRUE) as a client', caTrue],
   ] as const) {
     const res = await request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody('node-x') })
