@@ -16,8 +16,19 @@ function classify(err: NodeJS.ErrnoException): { code: ErrorCode; message: strin
     case 'HPE_HEADER_OVERFLOW':
       return { code: 'headers_too_large', message: `the request headers are larger than ${HTTP_LIMITS.maxHeaderBytes} bytes` }
     default:
-      return { code: 'invalid_request', message: 'malformed HTTP request' }
+      // The parser's own code says what was wrong (HPE_INVALID_METHOD, HPE_INVALID_EOF_STATE, …).
+      return { code: 'invalid_request', message: `malformed HTTP request (${err.code ?? 'unknown'})` }
   }
+}
+
+/**
+ * Whether the error is about the request's bytes (Node's HTTP parser, its timeouts): those get an
+ * answer. Node hands the same hook every other error of the socket too (EPIPE, ETIMEDOUT, a TLS
+ * alert): there is no request to answer then, and a "malformed HTTP request" would blame the client
+ * for a connection that failed.
+ */
+function aboutTheRequest(err: NodeJS.ErrnoException): boolean {
+  return typeof err.code === 'string' && (err.code.startsWith('HPE_') || err.code === 'ERR_HTTP_REQUEST_TIMEOUT')
 }
 
 /** The raw HTTP/1.1 answer for a refused request. */
@@ -41,7 +52,7 @@ export function handleClientError(err: NodeJS.ErrnoException, socket: Duplex): v
   if (err.code === 'ECONNRESET' || socket.destroyed) return
   // As Node's own handler: once a response has started on this socket, another one would corrupt it.
   const current = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage
-  if (!socket.writable || current?.headersSent) {
+  if (!aboutTheRequest(err) || !socket.writable || current?.headersSent) {
     socket.destroy()
     return
   }
