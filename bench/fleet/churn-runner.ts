@@ -24,7 +24,7 @@ export interface RestartNote {
   readonly generationAfter: number
   /** Shards whose owner differs between the plans read just before the kill and just after the start. */
   readonly moved: number
-  /** Expected nodes whose first renewal after the start differed from the plan before the kill. */
+  /** Expected nodes whose first renewal after the start carried an older plan, or its generation with another range. */
   readonly changedRenewals: number
 }
 
@@ -368,13 +368,18 @@ export class ChurnRunner {
     const after = await this.servedPlan()
     const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= upAt
     await waitFor(() => expected.every(renewed), this.deps.leaseMs)
-    // Each node's FIRST plan after the restart is judged, not its latest: churn that goes on meanwhile
-    // (an expiry, a drain) may already have given it a newer one, which is no fault of the restart.
+    // Each node's FIRST plan after the restart is judged, not its latest. A first plan of a NEWER
+    // generation is no fault of the restart: the plan served right after it was `before`, so the change
+    // came later, from churn that goes on meanwhile (a paused or cut-off node's lease running out while
+    // the others renew). What the restart must not do is serve an older plan, or the same generation
+    // with another range, or drop a node that renewed (checked on the plan once all have renewed).
     const firstAfter = firstPlansSince(this.deps.ledger.records, upAt)
-    const changedRenewals = expected.filter((n) => firstAfter.has(n) && !samePlan(before, n, firstAfter.get(n)!)).length
+    const changedRenewals = expected.filter((n) => firstAfter.has(n) && firstAfter.get(n)!.generation <= before.generation && !samePlan(before, n, firstAfter.get(n)!)).length
+    const settled = await this.servedPlan()
+    const dropped = expected.filter((n) => before.nodes.some((m) => m.node_id === n) && !settled.nodes.some((m) => m.node_id === n)).length
     const moved = movedShards(before, after)
-    if (moved > 0 || before.generation !== after.generation || changedRenewals > 0) {
-      const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan`
+    if (moved > 0 || before.generation !== after.generation || changedRenewals > 0 || dropped > 0) {
+      const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan, ${dropped} renewing nodes dropped`
       this.deps.violations.push({ kind: 'restart_moved', detail: `the ${what} at ${Math.round(killedAt)}: ${detail}` })
     }
     return { generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals }
