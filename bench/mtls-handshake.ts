@@ -11,8 +11,13 @@ import { measureWindow } from './mtls-checkin.js'
 
 /** Clients connecting at once (each its own node certificate, one connection at a time). */
 const CLIENTS = 16
-const ROUNDS = 3
-const MEASURE_MS = 1500
+/**
+ * Rounds per cell. Each controller round runs right beside the ceiling's round of the same kind (the
+ * order alternating), and "vs ceiling" is the median of those paired ratios: on a shared machine a
+ * round's CPU per connection varies by ±30 %, and a pair sees the same minute of it.
+ */
+const ROUNDS = 8
+const MEASURE_MS = 1000
 /** A discarded first round per cell (V8 warm-up of the connection path). */
 const WARMUP_MS = 1000
 /** One connection taking longer than this means a stalled target: the bench stops. */
@@ -120,6 +125,25 @@ function figures(cell: Cell): CellFigures {
 
 const pct = (share: number): string => `${Math.round(share * 100)} %`
 
+/** The median and quartiles of the controller/ceiling ratios of CPU per connection, round by round. */
+interface PairedRatio {
+  readonly median: number
+  readonly low: number
+  readonly high: number
+}
+
+function quantile(sorted: readonly number[], q: number): number {
+  const at = (sorted.length - 1) * q
+  const lo = Math.floor(at)
+  return sorted[lo]! + (sorted[Math.ceil(at)]! - sorted[lo]!) * (at - lo)
+}
+
+function pairedRatio(cell: Cell, twin: Cell): PairedRatio {
+  const perConn = (r: Cell['rounds'][number]) => r.serverCpuMicros / r.connections
+  const ratios = cell.rounds.map((r, i) => perConn(r) / perConn(twin.rounds[i]!)).sort((a, b) => a - b)
+  return { median: quantile(ratios, 0.5), low: quantile(ratios, 0.25), high: quantile(ratios, 0.75) }
+}
+
 /** The table's columns: heading, width, and whether values align right. */
 const COLUMNS = [
   ['server key / node keys', 22, false],
@@ -138,7 +162,7 @@ function line(values: readonly string[]): string {
 }
 
 /** One table row: the measured rate, the server's busy share, CPU per connection, and connections per core-second. */
-function row(cell: Cell, f: CellFigures, versus: CellFigures | null): string {
+function row(cell: Cell, f: CellFigures, versus: PairedRatio | null): string {
   return line([
     `${KEY_LABEL[cell.fleet.key]} / ${KEY_LABEL[cell.fleet.key]}`,
     cell.mode,
@@ -147,7 +171,7 @@ function row(cell: Cell, f: CellFigures, versus: CellFigures | null): string {
     pct(f.serverCore),
     `${f.cpuMs.toFixed(2)} ms (${f.cpuLow.toFixed(2)}–${f.cpuHigh.toFixed(2)})`,
     Math.round(1000 / f.cpuMs).toLocaleString('en-US'),
-    versus === null ? '' : `${(f.cpuMs / versus.cpuMs).toFixed(2)}×`,
+    versus === null ? '' : `${versus.median.toFixed(2)}×`,
     pct(f.generatorCpu),
   ])
 }
@@ -175,7 +199,7 @@ export async function measureCeilingCosts(ceiling: Target, ids: readonly Identit
 
 /** Runs every cell (server key × target × full/resumed) in rotating order and prints the table. */
 export async function runHandshakeSection(log: Log, fleets: readonly HandshakeFleet[], ca: Buffer): Promise<void> {
-  log(`  new connections: TLS 1.3, ${CLIENTS} clients at once, each connection = handshake + one check-in + close; ${ROUNDS} rounds of ${MEASURE_MS} ms per cell, in rotating order`)
+  log(`  new connections: TLS 1.3, ${CLIENTS} clients at once, each connection = handshake + one check-in + close; ${ROUNDS} rounds of ${MEASURE_MS} ms per cell, each controller round beside the ceiling's of the same kind`)
   log(`  (server = the target's CPU as a share of one core: well below 100 % means the load generator, which pays for its own half of every handshake, set the pace; per core-s = connections one core would serve at that CPU cost)`)
   const cells: Cell[] = []
   for (const fleet of fleets) {
@@ -186,20 +210,24 @@ export async function runHandshakeSection(log: Log, fleets: readonly HandshakeFl
   }
   // Full cells come first in the list, so each client holds a session before its first resumed round.
   for (const cell of cells) await runRound(cell, ca, false, WARMUP_MS)
+  // A pair is a controller cell and the ceiling's cell of the same key and mode: run back to back.
+  const pairs = cells.filter((c) => c.target.kind === 'controller').map((c) => [c, cells.find((d) => d.fleet === c.fleet && d.mode === c.mode && d.target.kind === 'ceiling')!] as const)
   for (let round = 0; round < ROUNDS; round++) {
-    const order = [...cells.slice(round % cells.length), ...cells.slice(0, round % cells.length)]
-    for (const cell of order) await runRound(cell, ca, true, MEASURE_MS)
+    const order = [...pairs.slice(round % pairs.length), ...pairs.slice(0, round % pairs.length)]
+    for (const [mine, theirs] of order) for (const cell of round % 2 === 0 ? [mine, theirs] : [theirs, mine]) await runRound(cell, ca, true, MEASURE_MS)
   }
   log(line(COLUMNS.map(([heading]) => heading)))
   const controllerCpu = new Map<string, number>()
-  for (const cell of cells.filter((c) => c.target.kind === 'controller')) {
-    const twin = cells.find((c) => c.fleet === cell.fleet && c.mode === cell.mode && c.target.kind === 'ceiling')!
+  const ratios: string[] = []
+  for (const [cell, twin] of pairs) {
     const mine = figures(cell)
-    const theirs = figures(twin)
+    const ratio = pairedRatio(cell, twin)
     controllerCpu.set(`${cell.fleet.key}/${cell.mode}`, mine.cpuMs)
-    log(row(cell, mine, theirs))
-    log(row(twin, theirs, null))
+    log(row(cell, mine, ratio))
+    log(row(twin, figures(twin), null))
+    ratios.push(`${cell.mode} ${KEY_LABEL[cell.fleet.key]} ${ratio.median.toFixed(2)}× (quartiles ${ratio.low.toFixed(2)}–${ratio.high.toFixed(2)})`)
   }
+  log(`  controller / ceiling CPU per connection, median of ${ROUNDS} paired rounds: ${ratios.join('; ')}`)
   const storm = (key: ServerKey, mode: Mode) => (((controllerCpu.get(`${key}/${mode}`) ?? Number.NaN) * FLEET) / 1000).toFixed(1)
   log(`  ${FLEET.toLocaleString('en-US')} nodes reconnecting after a restart cost the controller about ${storm('ec', 'resumed')} s of CPU (P-256, resumed), ${storm('ec', 'full')} s (P-256, full), ${storm('rsa', 'resumed')} s (RSA, resumed), ${storm('rsa', 'full')} s (RSA, full)`)
 }

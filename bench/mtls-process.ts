@@ -35,7 +35,11 @@ const isCpuReply = (msg: unknown): msg is CpuReply => typeof msg === 'object' &&
 export function startTarget(kind: TargetKind, key: ServerKey, root: string, extra: readonly string[] = []): Promise<Target> {
   const entry = fileURLToPath(new URL('./mtls-target.js', import.meta.url))
   // stdout (the controller's pino info lines) is discarded; stderr stays visible for failures.
-  const child = fork(entry, [kind, root, key, ...extra], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] })
+  // PXE_BENCH_PROFILE_DIR (bench/profile-connections.ts): the target runs under `node --cpu-prof` (its
+  // profile lands in that folder when it exits), to see where a connection's CPU goes.
+  const profileDir = process.env['PXE_BENCH_PROFILE_DIR']
+  const execArgv = profileDir === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', '--cpu-prof-dir', profileDir]
+  const child = fork(entry, [kind, root, key, ...extra], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv })
   const waiting: Array<(micros: number) => void> = []
   child.on('message', (msg: unknown) => {
     if (isCpuReply(msg)) waiting.shift()?.(msg.cpu.user + msg.cpu.system)
