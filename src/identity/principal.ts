@@ -86,11 +86,47 @@ export function principalFromCertificate(peer: X509Certificate | undefined): Pri
 
 const cache = new WeakMap<TLSSocket, Principal | IdentityFailure>()
 
+/** Certificates whose verdict is kept (a fleet's worth); beyond it the oldest is dropped first. */
+export const VERDICT_CACHE_SIZE = 50_000
+
+/**
+ * The verdict of each certificate seen lately, by the SHA-256 of its DER. The verdict is a function of
+ * the certificate alone (revocation and validity are checked on every request, not here), so a node
+ * reconnecting after a restart is not parsed again: reading the five fields costs 50–60 µs, the
+ * fingerprint a few. Only certificates OpenSSL verified under our CA reach it, so what it holds is
+ * bounded by what the CA issued, and by its size.
+ */
+export class VerdictCache {
+  private readonly verdicts = new Map<string, Principal | IdentityFailure>()
+
+  constructor(private readonly size = VERDICT_CACHE_SIZE) {}
+
+  /** The certificate's verdict: from the cache, or computed and kept. */
+  of(cert: X509Certificate | undefined): Principal | IdentityFailure {
+    if (cert === undefined) return principalFromCertificate(cert)
+    const key = cert.fingerprint256
+    let verdict = this.verdicts.get(key)
+    if (verdict === undefined) {
+      verdict = principalFromCertificate(cert)
+      if (this.verdicts.size >= this.size) this.verdicts.delete(this.verdicts.keys().next().value!)
+      this.verdicts.set(key, verdict)
+    }
+    return verdict
+  }
+
+  /** Certificates held. */
+  get held(): number {
+    return this.verdicts.size
+  }
+}
+
+const verdicts = new VerdictCache()
+
 /** The principal of a TLS socket, computed on first use and cached for the socket's life. */
 export function principalOfSocket(socket: TLSSocket): Principal | IdentityFailure {
   let found = cache.get(socket)
   if (found === undefined) {
-    found = socket.authorized ? principalFromCertificate(socket.getPeerX509Certificate()) : { reason: socket.authorizationError?.toString() ?? 'client certificate not verified' }
+    found = socket.authorized ? verdicts.of(socket.getPeerX509Certificate()) : { reason: socket.authorizationError?.toString() ?? 'client certificate not verified' }
     cache.set(socket, found)
   }
   return found
