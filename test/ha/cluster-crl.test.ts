@@ -1,18 +1,47 @@
 // The cluster's pushed CRL in one HA replica, in-process over a real etcd: a term loads the copy in etcd
 // before it serves even when the replica never followed the key (the start-up race: elected before its
 // watch is up), and a save over a copy that moved since it was read is refused (compare-and-swap).
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { X509Certificate } from 'node:crypto'
 import { copyFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { writeCrl } from '../../pki/revocation.js'
 import { HaServiceHost } from '../../src/backends/ha-backend.js'
+import type { EtcdClient } from '../../src/ha/etcd-api.js'
 import { CrlEnforcement } from '../../src/identity/crl-enforcement.js'
 import { parseCrl } from '../../src/identity/crl.js'
 import { makePki } from '../e2e/harness.js'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { testDir } from '../support/test-dir.js'
 import { until } from './replica.js'
+
+type Cluster = Awaited<ReturnType<typeof startEtcdCluster>>
+type Pki = Awaited<ReturnType<typeof makePki>>
+
+/**
+ * One HA replica in-process: CRL enforcement on its `tls.crl` copy and a service host on `prefix`, with
+ * every audited event kept. `installTls` stands for the TLS server (by default it always succeeds).
+ */
+function soloReplica(t: Test, cluster: Cluster, pki: Pki, copy: string, prefix: string, client: EtcdClient, installTls: () => void = () => undefined) {
+  const audit: { event: string; fields: Record<string, unknown> }[] = []
+  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
+  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
+  crls.start({ installTls, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
+  t.teardown(() => crls.stop())
+  const host = new HaServiceHost(
+    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client, crlPath: copy },
+    {
+      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
+      now: Date.now,
+      audit: { record },
+      isRevoked: crls.isRevoked,
+      crlInForce: () => crls.inForce,
+      offerCrl: (pem, origin) => crls.offer(pem, origin),
+    },
+  ).start()
+  t.teardown(() => host.stop())
+  return { audit, crls, host }
+}
 
 t.test('a new term installs the cluster CRL before serving; a stale save is refused', needsEtcd(), async (t) => {
   const root = testDir(t)
@@ -29,23 +58,8 @@ t.test('a new term installs the cluster CRL before serving; a stale save is refu
   // a copy pushed earlier (written here without a fence: only its presence matters)
   await client.txn({ compare: [], success: [{ type: 'put', key, value: readFileSync(out2, 'utf8') }] })
 
-  const audit: { event: string; fields: Record<string, unknown> }[] = []
-  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
-  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
-  crls.start({ installTls: () => undefined, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
-  t.teardown(() => crls.stop())
-  const host = new HaServiceHost(
-    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
-    {
-      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
-      now: Date.now,
-      audit: { record },
-      isRevoked: crls.isRevoked,
-      crlInForce: () => crls.inForce,
-      offerCrl: (pem, origin) => crls.offer(pem, origin),
-    },
-  ).start() // follow() is never called: only the term's own read can bring the copy in
-  t.teardown(() => host.stop())
+  // follow() is never called: only the term's own read can bring the copy in
+  const { audit, crls, host } = soloReplica(t, cluster, pki, copy, prefix, await cluster.client(t))
   await until(() => host.isLeader(), 10_000, 'the replica leads')
   t.equal(crls.inForce.crlNumber, 2n, 'the term installed the cluster copy before serving')
   t.match(audit.find((e) => e.event === 'crl_loaded'), { fields: { source: 'cluster', crl_number: '2' } })
@@ -69,30 +83,10 @@ t.test('a cluster copy whose install failed here is offered again, not taken as 
   await writeCrl(pki.dir, { out: out2 })
   const prefix = '/pxe-cluster-crl-retry/'
   const client = await cluster.client(t)
-  const audit: { event: string; fields: Record<string, unknown> }[] = []
-  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
-  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
   let failures = 1 // the first install fails (in life: OpenSSL refusing the context for a moment)
-  crls.start({
-    installTls: () => {
-      if (failures-- > 0) throw new Error('the TLS context could not be rebuilt')
-    },
-    dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }),
-    recordCrlNumber: () => undefined,
+  const { audit, crls, host } = soloReplica(t, cluster, pki, copy, prefix, await cluster.client(t), () => {
+    if (failures-- > 0) throw new Error('the TLS context could not be rebuilt')
   })
-  t.teardown(() => crls.stop())
-  const host = new HaServiceHost(
-    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
-    {
-      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
-      now: Date.now,
-      audit: { record },
-      isRevoked: crls.isRevoked,
-      crlInForce: () => crls.inForce,
-      offerCrl: (pem, origin) => crls.offer(pem, origin),
-    },
-  ).start()
-  t.teardown(() => host.stop())
   host.crlStore.follow?.()
   await until(() => host.isLeader(), 10_000, 'the replica leads')
   await client.txn({ compare: [], success: [{ type: 'put', key: `${prefix}crl/pushed`, value: readFileSync(out2, 'utf8') }] })
@@ -112,23 +106,7 @@ t.test('the leader publishes its CRL in force when the cluster copy is older, so
   const key = `${prefix}crl/pushed`
   const client = await cluster.client(t)
   await client.txn({ compare: [], success: [{ type: 'put', key, value: readFileSync(old, 'utf8') }] })
-  const audit: { event: string; fields: Record<string, unknown> }[] = []
-  const record = (event: string, fields: Record<string, unknown>) => void audit.push({ event, fields })
-  const crls = new CrlEnforcement(parseCrl(readFileSync(copy, 'utf8')), { path: copy, ca: new X509Certificate(pki.ca), intervalMs: 200, audit: { record } })
-  crls.start({ installTls: () => undefined, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
-  t.teardown(() => crls.stop())
-  const host = new HaServiceHost(
-    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client: await cluster.client(t), crlPath: copy },
-    {
-      settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
-      now: Date.now,
-      audit: { record },
-      isRevoked: crls.isRevoked,
-      crlInForce: () => crls.inForce,
-      offerCrl: (pem, origin) => crls.offer(pem, origin),
-    },
-  ).start()
-  t.teardown(() => host.stop())
+  const { audit, crls, host } = soloReplica(t, cluster, pki, copy, prefix, await cluster.client(t))
   host.crlStore.follow?.()
   await until(() => host.isLeader(), 10_000, 'the replica leads')
   const stored = async () => parseCrl((await client.range({ key })).kvs[0]!.value.toString()).crlNumber
