@@ -55,7 +55,7 @@ function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
 }
 
 /** One connection: handshake (resuming `session` if given), one check-in, close. */
-async function visit(target: Target, ca: Buffer, id: Identity, request: Buffer, session: Buffer | undefined): Promise<{ reused: boolean; session: Buffer | undefined }> {
+export async function visit(target: Target, ca: Buffer, id: Identity, request: Buffer, session: Buffer | undefined): Promise<{ reused: boolean; session: Buffer | undefined }> {
   const connection = await Connection.open(target.port, ca, id, session)
   const reply = await connection.send(request)
   await connection.close()

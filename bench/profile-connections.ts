@@ -10,8 +10,9 @@ import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { initPki } from '../pki/init-pki.js'
-import { Connection, checkinRequest } from './mtls-client.js'
+import { checkinRequest } from './mtls-client.js'
 import { joinAll } from './mtls-checkin.js'
+import { visit } from './mtls-handshake.js'
 import { makeNodes, makeServerCert } from './mtls-bench.js'
 import { startTarget, stopTarget, type ServerKey } from './mtls-process.js'
 import { summarizeProfile } from './fleet/scale/profile-summary.js'
@@ -36,20 +37,17 @@ async function main(): Promise<void> {
       const generation = kind === 'controller' ? await joinAll(target, ca, ids, (id, g) => checkinRequest(id.name, g)) : 1
       const requests = ids.map((id) => checkinRequest(id.name, generation))
       const sessions: Array<Buffer | undefined> = []
-      const visit = async (i: number): Promise<void> => {
-        const c = await Connection.open(target.port, ca, ids[i]!, mode === 'resumed' ? sessions[i] : undefined)
-        const reply = await c.send(requests[i]!)
-        await c.close()
-        if (reply.status !== 200) throw new Error(`${kind} answered ${reply.status}`)
-        if (c.session) sessions[i] = c.session
+      const once = async (i: number): Promise<void> => {
+        const outcome = await visit(target, ca, ids[i]!, requests[i]!, mode === 'resumed' ? sessions[i] : undefined)
+        if (outcome.session) sessions[i] = outcome.session
       }
-      for (let i = 0; i < 16; i++) await visit(i) // every client holds a session
+      for (let i = 0; i < 16; i++) await once(i) // every client holds a session
       let count = 0
       const until = Date.now() + seconds * 1000
       const cpu0 = await target.cpuMicros()
       await Promise.all(Array.from({ length: 16 }, async (_, i) => {
         while (Date.now() < until) {
-          await visit(i)
+          await once(i)
           count++
         }
       }))
