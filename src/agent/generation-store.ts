@@ -77,6 +77,6 @@ export class FileGenerationStore implements GenerationStore {
     const dir = dirname(this.path)
     await mkdir(dir, { recursive: true, mode: 0o700 })
     const data = JSON.stringify({ version: 1, node_id: this.nodeId, generation, saved_at: new Date().toISOString() }) + '\n'
-    await replaceFileAtomically(this.path, dir, data, 0o600)
+    replaceFileAtomically(this.path, dir, data, 0o600)
   }
 }

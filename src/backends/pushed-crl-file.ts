@@ -50,6 +50,6 @@ export class PushedCrlFile implements PushedCrlStore {
 
   async save(crl: ParsedCrl): Promise<void> {
     await mkdir(this.dir, { recursive: true, mode: 0o700 })
-    await replaceFileAtomically(this.path, this.dir, crl.pem, 0o600)
+    replaceFileAtomically(this.path, this.dir, crl.pem, 0o600)
   }
 }

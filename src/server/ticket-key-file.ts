@@ -90,12 +90,14 @@ export async function writeTicketKeyFile(dir: string, record: TicketKeyRecord): 
     crl_sha256: record.crlSha256,
     keys: record.keys.toString('base64'),
   })
-  await replaceFileAtomically(path, dir, text, 0o600)
+  replaceFileAtomically(path, dir, text, 0o600)
 }
 
 /** Deletes temp files an interrupted write left behind (they hold keys too). */
 export async function removeTicketKeyTemps(dir: string): Promise<void> {
-  await removeLeftoverTemps(dir, TICKET_KEY_FILE).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== 'ENOENT') throw err
-  })
+  try {
+    removeLeftoverTemps(dir, TICKET_KEY_FILE)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
 }

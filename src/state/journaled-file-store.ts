@@ -5,12 +5,16 @@
  * cost follows the size of the change; once the journal outgrows the snapshot it is compacted: the whole
  * state becomes the new snapshot (recording the last journal line it contains), then the journal starts over.
  *
+ * A write's file steps run synchronously (see durable-fs.ts for why): the answers waiting for it are
+ * released as soon as the disk has it, never a turn of a busy event loop per step later.
+ *
  * Crash safety: a line is acknowledged only after its fsync, so only the last line can be torn; a torn
  * tail is ignored on load and cut off before the next append. A compaction that stops half-way leaves a
  * snapshot whose `journalSeq` says which old lines it already holds. Any other damage stops the start,
  * and nothing on disk is changed (StateFileError, as for the state file).
  */
-import { open, readFile, stat, type FileHandle } from 'node:fs/promises'
+import { closeSync, fdatasyncSync, fstatSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs'
+import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
 import type { DurableState, StateDelta } from '../core/durable-state.js'
@@ -41,7 +45,8 @@ export interface JournaledFileStoreOptions {
 export class JournaledFileStore implements StateStore {
   readonly journalPath: string
   private readonly snapshots: SnapshotFile<SnapshotBody>
-  private journal: FileHandle | null = null
+  /** The journal's file descriptor while open. */
+  private journal: number | null = null
   private seq = 0
   private journalBytes = 0
   /** Where the last complete journal line ends; a torn tail beyond it is cut before the next append. */
@@ -99,12 +104,11 @@ export class JournaledFileStore implements StateStore {
     try {
       if (!this.loaded) await this.load() // never append to a journal nobody has checked
       if (state !== null || !this.hasSnapshot) await this.compact(state ?? full())
-      else await this.append(delta)
+      else this.append(delta)
       this.needsFull = false
     } catch (err) {
       this.needsFull = true
-      await this.journal?.close().catch(() => undefined)
-      this.journal = null
+      this.closeJournal()
       throw err
     } finally {
       this.busy = false
@@ -113,8 +117,18 @@ export class JournaledFileStore implements StateStore {
 
   /** Closes the journal file. */
   async close(): Promise<void> {
-    await this.journal?.close()
+    this.closeJournal()
+  }
+
+  private closeJournal(): void {
+    const fd = this.journal
     this.journal = null
+    if (fd === null) return
+    try {
+      closeSync(fd)
+    } catch {
+      // a close that fails leaves nothing to undo: the next write reopens the journal
+    }
   }
 
   private replay(base: DurableState, baseSeq: number, bytes: Buffer): DurableState {
@@ -137,16 +151,16 @@ export class JournaledFileStore implements StateStore {
     return builder.build()
   }
 
-  private async append(delta: StateDelta): Promise<void> {
+  private append(delta: StateDelta): void {
     if (this.journal === null) {
-      this.journal = await open(this.journalPath, 'r+').catch(() => open(this.journalPath, 'w+', 0o600))
+      this.journal = openJournal(this.journalPath)
       // Cut a torn tail (a crash mid-append) so the next line starts on a line boundary.
-      if ((await this.journal.stat()).size !== this.goodBytes) await this.journal.truncate(this.goodBytes)
+      if (fstatSync(this.journal).size !== this.goodBytes) ftruncateSync(this.journal, this.goodBytes)
     }
     const line = encodeJournalLine(this.seq + 1, delta)
     const bytes = Buffer.from(line, 'utf8')
-    await this.journal.write(bytes, 0, bytes.length, this.goodBytes)
-    await this.journal.datasync()
+    for (let done = 0; done < bytes.length; ) done += writeSync(this.journal, bytes, done, bytes.length - done, this.goodBytes + done)
+    fdatasyncSync(this.journal)
     this.seq += 1
     this.goodBytes += bytes.length
     this.journalBytes = this.goodBytes
@@ -155,18 +169,27 @@ export class JournaledFileStore implements StateStore {
   private async compact(state: DurableState): Promise<void> {
     await this.snapshots.save({ ...state, journalSeq: this.seq })
     this.hasSnapshot = true
-    this.snapshotBytes = (await stat(this.snapshots.path)).size
+    this.snapshotBytes = statSync(this.snapshots.path).size
     // A fresh, empty journal replaces the old one atomically; the snapshot already holds its lines.
-    await this.journal?.close()
-    this.journal = null
-    await removeLeftoverTemps(this.dir, 'state.journal')
-    await replaceFileAtomically(this.journalPath, this.dir, '')
+    this.closeJournal()
+    removeLeftoverTemps(this.dir, 'state.journal')
+    replaceFileAtomically(this.journalPath, this.dir, '')
     this.goodBytes = 0
     this.journalBytes = 0
   }
 
   private damaged(problem: string): StateFileError {
     return new StateFileError(this.journalPath, problem, this.snapshots.prevPath, false)
+  }
+}
+
+/** Opens the journal for writing, creating it (0600) when it does not exist yet. */
+function openJournal(path: string): number {
+  try {
+    return openSync(path, 'r+')
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    return openSync(path, 'w+', 0o600)
   }
 }
 

@@ -7,7 +7,7 @@
  * or the new file whole. load() never modifies, deletes or replaces a damaged file: it throws
  * StateFileError, also when the file is gone but `<file>.prev` is there. One store (one process) per directory: leftover temp files are deleted on the first save.
  */
-import { mkdir, readFile } from 'node:fs/promises'
+import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import type { z } from 'zod'
 import { keepCopy, pathExists, removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
@@ -18,9 +18,9 @@ import { decodeStateFile, encodeStateFile } from './state-file-format.js'
 export interface SnapshotStore<T> {
   /** The saved snapshot, or null when there is none yet (a first start); throws on a damaged store. */
   load(): Promise<T | null>
-  /** Replaces the snapshot atomically and durably; concurrent saves coalesce, the latest value wins. */
+  /** Replaces the snapshot atomically and durably. */
   save(value: T): Promise<void>
-  /** Waits for pending saves and releases the store. */
+  /** Releases the store. */
   close?(): Promise<void>
 }
 
@@ -30,11 +30,6 @@ export interface SnapshotFileOptions {
   fileName?: string
   /** Validate values on save too (default true); loads are always validated. */
   validateOnSave?: boolean
-}
-
-interface Waiter {
-  resolve(): void
-  reject(err: unknown): void
 }
 
 /** A SnapshotStore keeping one JSON snapshot, validated by `schema`, in `dir` (created 0700 if missing). */
@@ -48,8 +43,6 @@ export class SnapshotFile<T> implements SnapshotStore<T> {
   private verified = false // the file on disk is known good (loaded or written by us) or absent
   private cleaned = false
   private closed = false
-  private pending: { text: string; waiters: Waiter[] } | null = null
-  private writing: Promise<void> | null = null
 
   constructor(
     readonly dir: string,
@@ -65,94 +58,78 @@ export class SnapshotFile<T> implements SnapshotStore<T> {
 
   /** The saved snapshot, null if there is none; throws StateFileError if the file cannot be used. */
   async load(): Promise<T | null> {
-    const value = await this.readVerified()
+    const value = this.readVerified()
     this.verified = true
     return value
   }
 
-  /** Saves durably; resolves once this value or a later one is on disk. Rejects a value the schema refuses. */
+  /**
+   * Saves durably; resolves once the value is on disk. Rejects a value the schema refuses. The file
+   * steps run synchronously (see durable-fs.ts): the value is on disk when this returns, so two saves
+   * never race and there is nothing to coalesce.
+   */
   save(value: T): Promise<void> {
-    if (this.closed) return Promise.reject(new Error(`state store ${this.path} is closed`))
-    const checked = this.validateOnSave ? this.schema.safeParse(value) : { success: true as const }
-    if (!checked.success) {
-      return Promise.reject(new TypeError(`refusing to save state that does not match its schema: ${describeIssues(checked.error)}`))
-    }
-    let text: string
     try {
-      text = encodeStateFile(value) // serialized now: later mutations by the caller do not leak in
+      this.saveNow(value)
+      return Promise.resolve()
     } catch (err) {
       return Promise.reject(err)
     }
-    return new Promise<void>((resolve, reject) => {
-      if (this.pending === null) this.pending = { text, waiters: [] }
-      this.pending.text = text // coalesce: the latest value wins
-      this.pending.waiters.push({ resolve, reject })
-      this.writing ??= this.drain()
-    })
   }
 
-  /** Waits for pending saves; further saves reject. */
+  /** Further saves reject. */
   async close(): Promise<void> {
     this.closed = true
-    await this.writing
   }
 
-  /** Writes batches one at a time, so two renames never race. */
-  private async drain(): Promise<void> {
-    try {
-      while (this.pending !== null) {
-        const batch = this.pending
-        this.pending = null
-        try {
-          await this.writeNow(batch.text)
-          for (const w of batch.waiters) w.resolve()
-        } catch (err) {
-          for (const w of batch.waiters) w.reject(err)
-        }
-      }
-    } finally {
-      this.writing = null
-    }
-  }
-
-  private async writeNow(text: string): Promise<void> {
-    await mkdir(this.dir, { recursive: true, mode: 0o700 })
+  private saveNow(value: T): void {
+    if (this.closed) throw new Error(`state store ${this.path} is closed`)
+    const checked = this.validateOnSave ? this.schema.safeParse(value) : { success: true as const }
+    if (!checked.success) throw new TypeError(`refusing to save state that does not match its schema: ${describeIssues(checked.error)}`)
+    const text = encodeStateFile(value)
+    mkdirSync(this.dir, { recursive: true, mode: 0o700 })
     if (!this.cleaned) {
-      await removeLeftoverTemps(this.dir, this.fileName)
+      removeLeftoverTemps(this.dir, this.fileName)
       this.cleaned = true
     }
     // never replace a file nobody has verified: it may be the damaged file a failed load left alone
     if (!this.verified) {
-      await this.readVerified()
+      this.readVerified()
       this.verified = true
     }
-    await replaceFileAtomically(this.path, this.dir, text, 0o600, () => keepCopy(this.path, this.prevPath))
+    replaceFileAtomically(this.path, this.dir, text, 0o600, () => keepCopy(this.path, this.prevPath))
   }
 
-  private async readVerified(): Promise<T | null> {
+  private readVerified(): T | null {
     let bytes: Buffer
     try {
-      bytes = await readFile(this.path)
+      bytes = readFileSync(this.path)
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code
       if (code === 'ENOENT') {
         // Our writes never remove the file once it exists, so a lone .prev means someone deleted or
         // moved it: starting empty would send the generation back to 0 and later overwrite .prev.
-        if (await pathExists(this.prevPath)) throw await this.error('it is missing, but its previous copy exists (deleted or moved by hand?)')
+        if (pathExists(this.prevPath)) throw this.error('it is missing, but its previous copy exists (deleted or moved by hand?)')
         return null
       }
-      throw await this.error(`it cannot be read (${code ?? String(err)})`)
+      throw this.error(`it cannot be read (${code ?? String(err)})`)
     }
     const decoded = decodeStateFile(bytes)
-    if ('problem' in decoded) throw await this.error(decoded.problem)
+    if ('problem' in decoded) throw this.error(decoded.problem)
     const parsed = this.schema.safeParse(decoded.body)
-    if (!parsed.success) throw await this.error(`its content does not match the state schema: ${describeIssues(parsed.error)}`)
+    if (!parsed.success) throw this.error(`its content does not match the state schema: ${describeIssues(parsed.error)}`)
     return parsed.data
   }
 
-  private async error(problem: string): Promise<StateFileError> {
+  private error(problem: string): StateFileError {
     // Only for the message: a .prev we cannot even stat counts as absent.
-    return new StateFileError(this.path, problem, this.prevPath, await pathExists(this.prevPath).catch(() => false))
+    let prevExists = false
+    try {
+      prevExists = pathExists(this.prevPath)
+    } catch {
+      // unreadable: reported as absent
+    }
+    return new StateFileError(this.path, problem, this.prevPath, prevExists)
   }
 }
 
