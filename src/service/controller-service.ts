@@ -23,7 +23,7 @@ export interface ServiceDeps {
   /** Where state changes are made durable, one write at a time. Without it nothing persists. */
   readonly store?: Pick<StateStore, 'write'>
   /** Failure reporting and retry pacing of the state writes. */
-  readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version'>
+  readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version' | 'needsSettle'>
 }
 
 /** Maps a core event to its audit line. */
@@ -81,6 +81,7 @@ export class ControllerService {
         this.flushEvents()
       },
       version: () => this.controller.persistVersion,
+      needsSettle: () => this.controller.needsSettle,
       // The delta is taken synchronously here: exactly the state the waiting answers were computed from.
       write: store === undefined ? () => Promise.resolve() : (whole) => store.write(this.controller.takeDelta(), () => this.controller.snapshot(), whole),
     })

@@ -4,6 +4,11 @@
  * ever shown a generation, range or grant that a crash could take back. One write at a time; changes that
  * arrive during a write (check-ins of joining nodes, say) are settled (re-planned) and written together next.
  *
+ * Re-plans are spaced: a round that has to re-plan (joins arrived) starts at least `settleIntervalMs` after
+ * the last one that did, so the joins of a cold join are planned together in a few generations instead of
+ * one generation per round — each costs the re-plan, a journal line, and every node a new plan to take.
+ * (Writes themselves are fast and synchronous; without the spacing a round would carry one or two joins.)
+ *
  * A failed write never wedges the controller: it is retried (exponential backoff; the store then writes the
  * whole state), every answer waiting for it gets 503 `unavailable` (never a 500), new work is refused with
  * 503 while no write has succeeded since, and the first successful write heals everything.
@@ -21,6 +26,10 @@ export interface DurableWriterOptions {
    * must write the whole state.
    */
   readonly write: (whole: boolean) => Promise<void>
+  /** True when the next settle() re-plans (joins or capacity changes made the plan stale). */
+  readonly needsSettle?: () => boolean
+  /** The least time between two rounds that re-plan (ms, default 250; 0: none). */
+  readonly settleIntervalMs?: number
   /** Called on each failed write, with how many failed in a row. */
   readonly onFailure?: (err: Error, consecutive: number) => void
   /** Called on the first successful write after failures. */
@@ -35,6 +44,9 @@ interface Waiter {
   resolve(value: unknown): void
   reject(err: unknown): void
 }
+
+/** See the module comment: a cold join at a few hundred joins per second makes a handful of generations per second. */
+export const DEFAULT_SETTLE_INTERVAL_MS = 250
 
 const UNAVAILABLE_MESSAGE = 'the controller cannot make its state durable right now; retry shortly'
 const unavailable = () => new AppError('unavailable', UNAVAILABLE_MESSAGE)
@@ -54,6 +66,8 @@ export class DurableWriter {
   private wholeNext = false
   /** Set by abandon(): this process may no longer write. */
   private abandoned = false
+  /** When (performance.now()) the last round that re-planned settled. */
+  private lastReplanAt = Number.NEGATIVE_INFINITY
 
   constructor(private readonly opts: DurableWriterOptions) {}
 
@@ -136,6 +150,10 @@ export class DurableWriter {
   private async writeRounds(): Promise<void> {
     try {
       for (;;) {
+        // No await between the check and settle(): joins arriving in between would re-plan unspaced.
+        for (let waitMs = this.replanWaitMs(); waitMs > 0; waitMs = this.replanWaitMs()) await new Promise((resolve) => setTimeout(resolve, waitMs))
+        if (this.abandoned) return
+        if (this.opts.needsSettle?.() === true) this.lastReplanAt = performance.now()
         this.opts.settle()
         const version = this.opts.version()
         if (version === this.durable) {
@@ -159,6 +177,13 @@ export class DurableWriter {
     } finally {
       this.looping = false
     }
+  }
+
+  /** How long this round must wait before it may re-plan (0: it need not re-plan, or may now; see the module comment). */
+  private replanWaitMs(): number {
+    if (this.stopped || this.opts.needsSettle?.() !== true) return 0
+    const interval = this.opts.settleIntervalMs ?? DEFAULT_SETTLE_INTERVAL_MS
+    return Math.max(0, this.lastReplanAt + interval - performance.now())
   }
 
   private takeQueue(): Waiter[] {

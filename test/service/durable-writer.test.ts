@@ -135,3 +135,59 @@ t.test('an answer asked right after a loop that had nothing to write is never le
   writer.kick()
   t.equal(await Promise.race([writer.answer(() => state.value, true), timeout()]), 0, 'also when it asks for a settle')
 })
+
+t.test('rounds that re-plan are spaced by settleIntervalMs; other rounds are not', async (t) => {
+  const state = { version: 0, stale: false, replans: 0 }
+  const writtenAt: number[] = []
+  const writer = new DurableWriter({
+    settle: () => {
+      if (!state.stale) return
+      state.stale = false
+      state.replans += 1
+      state.version += 1
+    },
+    needsSettle: () => state.stale,
+    settleIntervalMs: 150,
+    version: () => state.version,
+    write: async () => void writtenAt.push(performance.now()),
+  })
+  const join = () => {
+    state.stale = true
+    return writer.answer(() => state.replans, true)
+  }
+  const t0 = performance.now()
+  t.equal(await join(), 1, 'the first re-plan is not held back')
+  t.ok(performance.now() - t0 < 100, 'answered at once')
+  const t1 = performance.now()
+  const joins = [join(), join(), join()]
+  t.same(await Promise.all(joins), [2, 2, 2], 'joins arriving within the interval share one re-plan')
+  t.ok(performance.now() - t1 >= 120, `the second re-plan waited for the interval (${(performance.now() - t1).toFixed(0)} ms)`)
+  // A change that needs no re-plan is written at once, even right after a re-plan.
+  const t2 = performance.now()
+  state.version += 1
+  await writer.answer(() => 0)
+  t.ok(performance.now() - t2 < 100, 'a change without a re-plan is not held back')
+  t.equal(writtenAt.length, 3)
+})
+
+t.test('an abandoned writer does not write after the re-plan interval', async (t) => {
+  const state = { version: 0, stale: false }
+  let writes = 0
+  const writer = new DurableWriter({
+    settle: () => {
+      if (state.stale) (state.stale = false), (state.version += 1)
+    },
+    needsSettle: () => state.stale,
+    settleIntervalMs: 100,
+    version: () => state.version,
+    write: async () => void (writes += 1),
+  })
+  state.stale = true
+  await writer.answer(() => 0, true)
+  state.stale = true
+  const held = writer.answer(() => 0, true)
+  writer.abandon()
+  await t.rejects(held, { code: 'unavailable' })
+  await new Promise((r) => setTimeout(r, 150))
+  t.equal(writes, 1, 'nothing written once abandoned')
+})
