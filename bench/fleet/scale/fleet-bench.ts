@@ -200,7 +200,11 @@ async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: n
     if (now - lastProgress >= 1000) {
       lastProgress = now
       const c = sample(bench)
-      bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB`)
+      // The load generators' own CPU and memory: when they run out of a core, the nodes are late, not the controller.
+      const load = bench.pool.pids.map(sampleProcess).filter((p) => p !== null)
+      const loadCpu = load.reduce((sum, p) => sum + p.cpuSeconds, 0)
+      const loadRss = load.reduce((sum, p) => sum + p.rssMiB, 0)
+      bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB; load generators CPU ${loadCpu.toFixed(1)} s, RSS ${loadRss.toFixed(0)} MiB`)
     }
     await sleep(500)
   }
