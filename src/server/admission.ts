@@ -10,8 +10,13 @@
  *
  * Two guards keep this from becoming a way to lock nodes out:
  * - stalled handshakes cost no CPU: while the event loop has time to spare (utilization below
- *   `busyUtilization` over the last window) every connection is admitted, however many are in flight,
- *   so idle TCP connections from anywhere cannot make the controller refuse nodes;
+ *   `busyUtilization` over the last window) connections are admitted however many are in flight, so
+ *   idle TCP connections from anywhere cannot make the controller refuse nodes for long — but only as
+ *   many per `budgetMs` as the budget covers. A handshake admitted moments ago has not stalled, it has
+ *   not started: after a restart 7,500 were admitted into an idle-looking loop while their clients were
+ *   still writing their ClientHellos, then all arrived at once (one 14 s turn of the loop, every client
+ *   timed out). So the connections admitted during the last `budgetMs` count as queued work whatever the
+ *   load, and an attacker's idle connections count only while they are new;
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
  * Pure apart from the injected clock and load reading: tested with both.
  */
@@ -59,6 +64,9 @@ export class HandshakeAdmission {
   private nextSlot = 0
   private finishedInWindow = 0
   private deferredCount = 0
+  /** Admissions in the current window, and in the windows before it that fall within budgetMs (newest first). */
+  private admittedNow = 0
+  private admittedBefore: number[] = []
 
   constructor(private readonly opts: AdmissionOptions) {
     this.costMs = opts.initialCostMs
@@ -66,17 +74,28 @@ export class HandshakeAdmission {
 
   /** Whether a new connection may start its handshake with `inFlight` others still in theirs. */
   decide(inFlight: number): AdmissionDecision {
-    if (inFlight < this.opts.minInFlight) return ADMIT
-    const queuedMs = inFlight * this.costMs
-    if (queuedMs <= this.opts.budgetMs) return ADMIT
-    // Many in flight but the loop is idle: they are stalled (a slow or hostile peer), not queued.
-    if (this.utilization < this.opts.busyUtilization) return ADMIT
+    if (inFlight < this.opts.minInFlight || inFlight * this.costMs <= this.opts.budgetMs) return this.admit()
+    // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer), the new ones queued.
+    const recentMs = this.admittedRecently() * this.costMs
+    if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit()
+    const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : inFlight * this.costMs
     const now = this.opts.now()
     // The first free appointment after the queue in front has drained; the next one a handshake later.
     const slot = Math.min(Math.max(this.nextSlot, now + queuedMs), now + this.opts.maxDeferMs)
     this.nextSlot = slot + this.costMs
     this.deferredCount += 1
     return { admit: false, retryAfterMs: Math.max(this.opts.minDeferMs, Math.round(slot - now)) }
+  }
+
+  private admit(): AdmissionDecision {
+    this.admittedNow += 1
+    return ADMIT
+  }
+
+  private admittedRecently(): number {
+    let sum = this.admittedNow
+    for (const n of this.admittedBefore) sum += n
+    return sum
   }
 
   /** A handshake finished (either way): one more sample of the cost. */
@@ -91,6 +110,10 @@ export class HandshakeAdmission {
    */
   endWindow(windowMs: number, utilization: number): void {
     this.utilization = utilization
+    // A loop too busy to end its windows keeps counting admissions in the current one: it errs on the safe side.
+    this.admittedBefore.unshift(this.admittedNow)
+    this.admittedNow = 0
+    this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
     if (this.finishedInWindow >= MIN_SAMPLE && utilization >= this.opts.busyUtilization) {
       const sample = (utilization * windowMs) / this.finishedInWindow
       this.costMs += COST_WEIGHT * (sample - this.costMs)

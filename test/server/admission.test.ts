@@ -29,6 +29,25 @@ t.test('stalled handshakes cost nothing: an idle loop admits however many are in
   t.equal(a.decide(10_000).admit, false, 'the same number while the loop is saturated is a queue')
 })
 
+t.test('an idle loop admits only as many new handshakes per budget as the budget covers: new ones have not stalled yet', async (t) => {
+  const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
+  a.endWindow(250, 0.05)
+  let admitted = 0
+  for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) admitted += 1
+  t.equal(admitted, 100, '100 × 3 ms fill the 300 ms budget; the rest of a burst into an idle-looking loop is deferred')
+  const deferred = a.decide(10_000)
+  t.equal(deferred.admit, false)
+  t.ok(!deferred.admit && deferred.retryAfterMs >= 300, 'the appointment comes after the new work in front of it')
+  a.endWindow(250, 0.05)
+  t.equal(a.decide(10_000).admit, false, 'one window later those 100 are still new (budget 300 ms > window 250 ms)')
+  a.endWindow(250, 0.05)
+  t.same(a.decide(10_000), { admit: true }, 'once they are older than the budget they count as stalled, not queued')
+  const busyLoop = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
+  busyLoop.a.endWindow(250, 0.05)
+  for (let i = 0; i < 100; i++) busyLoop.a.decide(10_000)
+  t.same(busyLoop.a.decide(50), { admit: true }, 'few in flight: admitted whatever was admitted before')
+})
+
 t.test('appointments: after the queue drains, one handshake apart, bounded', async (t) => {
   const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 1000, minDeferMs: 250 })
   a.endWindow(250, 1)
