@@ -8,6 +8,8 @@
  * the last one that did, so the joins of a cold join are planned together in a few generations instead of
  * one generation per round — each costs the re-plan, a journal line, and every node a new plan to take.
  * (Writes themselves are fast and synchronous; without the spacing a round would carry one or two joins.)
+ * A round that re-plans nothing never waits; but an answer asked for while a re-planning round waits is
+ * released with that round, so under a join storm grants and drain flags can wait up to the interval too.
  *
  * A failed write never wedges the controller: it is retried (exponential backoff; the store then writes the
  * whole state), every answer waiting for it gets 503 `unavailable` (never a 500), new work is refused with
