@@ -62,10 +62,13 @@ t.test('refused pushes name the reason and change nothing', async (t) => {
   const future = craftCrl({ caCertPem: pki.ca, caKeyPem, thisUpdate: new Date(now + 3_600_000), nextUpdate: new Date(now + 86_400_000), extensions: [{ oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1000) }] })
   // Valid now and newer, but 10 minutes from its nextUpdate: pushed, it would lock every client out then.
   const expiring = craftCrl({ caCertPem: pki.ca, caKeyPem, thisUpdate: new Date(now - 60_000), nextUpdate: new Date(now + 600_000), extensions: [{ oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1001) }] })
+  // Our CA's name and a newer number, signed with another CA's key: only the signature check can refuse it.
+  const forged = craftCrl({ caCertPem: pki.ca, caKeyPem: readFileSync(join(foreign.dir, 'ca-key.pem'), 'utf8'), thisUpdate: new Date(now - 60_000), nextUpdate: new Date(now + 86_400_000), extensions: [{ oid: '2.5.29.20', critical: false, value: EXTENSION_VALUES.crlNumber(1002) }] })
   const garbage = `-----BEGIN ${'X'.repeat(200)}-----\nAAAA\n-----END ${'X'.repeat(200)}-----\n`
   const cases: Array<{ name: string; who?: typeof op; body: string | Buffer; type?: string; status: number; error: string; message: RegExp; reason?: string }> = [
     { name: 'a node certificate', who: nodeB, body: inForce, status: 403, error: 'forbidden', message: /role "node" may not call POST \/v1\/crl/ },
     { name: 'another CA', body: readFileSync(join(foreign.dir, 'crl.pem')), status: 400, error: 'invalid_request', message: /wrong_issuer/, reason: 'wrong_issuer' },
+    { name: 'our CA\'s name, signed with another key', body: forged, status: 400, error: 'invalid_request', message: /bad_signature.*does not verify under the CA key/, reason: 'bad_signature' },
     { name: 'an older CRL number', body: firstCrl, status: 400, error: 'invalid_request', message: /older_crl.*older than/, reason: 'older_crl' },
     { name: 'a thisUpdate in the future', body: future, status: 400, error: 'invalid_request', message: /not_yet_valid.*in the future/, reason: 'not_yet_valid' },
     { name: 'less than an hour to its nextUpdate', body: expiring, status: 400, error: 'invalid_request', message: /expires_soon.*less than an hour away/, reason: 'expires_soon' },
