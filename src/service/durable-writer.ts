@@ -8,6 +8,8 @@
  * the last one that did, so the joins of a cold join are planned together in a few generations instead of
  * one generation per round — each costs the re-plan, a journal line, and every node a new plan to take.
  * (Writes themselves are fast and synchronous; without the spacing a round would carry one or two joins.)
+ * Every round first yields once to the event loop (setImmediate), so the requests read in the same turn
+ * share one write: a group commit.
  * A round that re-plans nothing never waits; but an answer asked for while a re-planning round waits is
  * released with that round, so under a join storm grants and drain flags can wait up to the interval too.
  *
@@ -152,6 +154,11 @@ export class DurableWriter {
   private async writeRounds(): Promise<void> {
     try {
       for (;;) {
+        // Group commit: the requests read in this turn of the event loop join the round. The file store
+        // writes synchronously, so without this yield every state-changing request of a reconnect storm
+        // paid a journal append and an fdatasync of its own, each blocking the loop (a restart measured
+        // 208 rounds for 500 nodes releasing their handoffs; with a busy disk one fdatasync took 0.9 s).
+        await new Promise<void>((resolve) => setImmediate(resolve))
         // No await between the check and settle(): joins arriving in between would re-plan unspaced.
         for (let waitMs = this.replanWaitMs(); waitMs > 0; waitMs = this.replanWaitMs()) await new Promise((resolve) => setTimeout(resolve, waitMs))
         if (this.abandoned) return

@@ -191,3 +191,21 @@ t.test('an abandoned writer does not write after the re-plan interval', async (t
   await new Promise((r) => setTimeout(r, 150))
   t.equal(writes, 1, 'nothing written once abandoned')
 })
+
+t.test('a group commit: changes made in the same turn of the event loop share one write, even with a store that writes synchronously', async (t) => {
+  const state = { version: 0 }
+  const written: number[] = []
+  // As the file store: the whole write happens inside the call.
+  const writer = new DurableWriter({ settle: () => {}, version: () => state.version, write: () => (written.push(state.version), Promise.resolve()) })
+  const answers: Promise<number>[] = []
+  for (let i = 1; i <= 50; i++) {
+    state.version = i
+    answers.push(writer.answer(() => i))
+  }
+  t.same(written, [], 'nothing written inside the requests')
+  t.same(await Promise.all(answers), Array.from({ length: 50 }, (_, i) => i + 1), 'every answer released')
+  t.same(written, [50], 'one write for the 50 changes')
+  state.version = 51
+  await writer.answer(() => 51)
+  t.same(written, [50, 51], 'a change in a later turn gets a write of its own')
+})
