@@ -18,6 +18,15 @@
  *   timed out). So the connections admitted during the last `budgetMs` count as queued work whatever the
  *   load, and an attacker's idle connections count only while they are new;
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
+ *
+ * Appointments are kept per source address. A client that comes back before its appointment (the agent
+ * does when its fail-safe is nearer than the appointment) is told the same moment again and takes no
+ * second slot: otherwise every early return pushed all later appointments out by one more handshake, and
+ * in a 10,000-node restart with 9,500 deferrals the slots drifted ~20 s ahead of the real queue (the
+ * controller stood idle while the last nodes waited out appointments, and their leases ran out). A client
+ * that comes at its appointment is admitted ahead of newcomers while the queue is within twice the budget:
+ * that moment was promised to it. One address holds one appointment, so a flood from one address cannot
+ * push the appointments of others out; the book is bounded (`maxAppointments`, oldest dropped first).
  * Pure apart from the injected clock and load reading: tested with both.
  */
 
@@ -36,6 +45,8 @@ export interface AdmissionOptions {
   readonly minDeferMs: number
   /** Monotonic ms. */
   readonly now: () => number
+  /** Source addresses whose appointments are remembered at most (default 131,072). */
+  readonly maxAppointments?: number
 }
 
 export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
@@ -57,6 +68,10 @@ const COST_WEIGHT = 0.3
 /** A window gives a cost sample only with this many finished handshakes (fewer say little about cost). */
 const MIN_SAMPLE = 8
 
+/** How long after its moment an appointment is still honoured (a client comes back a little late, jittered). */
+const APPOINTMENT_GRACE_MS = 5000
+const DEFAULT_MAX_APPOINTMENTS = 131_072
+
 /** Decides admission from the handshakes in flight, the measured cost per connection and the loop's load. */
 export class HandshakeAdmission {
   private costMs: number
@@ -67,29 +82,59 @@ export class HandshakeAdmission {
   /** Admissions in the current window, and in the windows before it that fall within budgetMs (newest first). */
   private admittedNow = 0
   private admittedBefore: number[] = []
+  /** Source address → the moment (opts.now) of its appointment, oldest first. */
+  private readonly appointments = new Map<string, number>()
 
   constructor(private readonly opts: AdmissionOptions) {
     this.costMs = opts.initialCostMs
   }
 
-  /** Whether a new connection may start its handshake with `inFlight` others still in theirs. */
-  decide(inFlight: number): AdmissionDecision {
-    if (inFlight < this.opts.minInFlight || inFlight * this.costMs <= this.opts.budgetMs) return this.admit()
+  /**
+   * Whether a new connection from `address` (the peer's IP address; omitted: no appointment is kept for
+   * it) may start its handshake with `inFlight` others still in theirs.
+   */
+  decide(inFlight: number, address?: string): AdmissionDecision {
+    const queueMs = inFlight * this.costMs
+    if (inFlight < this.opts.minInFlight || queueMs <= this.opts.budgetMs) return this.admit(address)
+    const now = this.opts.now()
+    const booked = address === undefined ? undefined : this.appointments.get(address)
+    const due = booked !== undefined && booked <= now + this.opts.minDeferMs && booked >= now - APPOINTMENT_GRACE_MS
+    if (due && queueMs <= 2 * this.opts.budgetMs) return this.admit(address)
     // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer), the new ones queued.
     const recentMs = this.admittedRecently() * this.costMs
-    if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit()
-    const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : inFlight * this.costMs
-    const now = this.opts.now()
+    if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit(address)
+    this.deferredCount += 1
+    // Back before its appointment: the same moment again, no second slot.
+    if (booked !== undefined && booked > now + this.opts.minDeferMs) return { admit: false, retryAfterMs: Math.round(booked - now) }
+    const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : queueMs
     // The first free appointment after the queue in front has drained; the next one a handshake later.
     const slot = Math.min(Math.max(this.nextSlot, now + queuedMs), now + this.opts.maxDeferMs)
     this.nextSlot = slot + this.costMs
-    this.deferredCount += 1
-    return { admit: false, retryAfterMs: Math.max(this.opts.minDeferMs, Math.round(slot - now)) }
+    const retryAfterMs = Math.max(this.opts.minDeferMs, Math.round(slot - now))
+    if (address !== undefined) this.book(address, now + retryAfterMs, now)
+    return { admit: false, retryAfterMs }
   }
 
-  private admit(): AdmissionDecision {
+  private admit(address: string | undefined): AdmissionDecision {
     this.admittedNow += 1
+    if (address !== undefined && this.appointments.size > 0) this.appointments.delete(address)
     return ADMIT
+  }
+
+  /** Remembers `address`'s appointment at `at`; drops those long past, and the oldest beyond the bound. */
+  private book(address: string, at: number, now: number): void {
+    // Re-inserted so that the Map's order stays the order of the appointments (slots only move forward).
+    this.appointments.delete(address)
+    for (const [key, when] of this.appointments) {
+      if (when >= now - APPOINTMENT_GRACE_MS && this.appointments.size < (this.opts.maxAppointments ?? DEFAULT_MAX_APPOINTMENTS)) break
+      this.appointments.delete(key)
+    }
+    this.appointments.set(address, at)
+  }
+
+  /** Source addresses holding an appointment (for tests). */
+  get appointmentsKept(): number {
+    return this.appointments.size
   }
 
   private admittedRecently(): number {

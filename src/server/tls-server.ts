@@ -151,10 +151,9 @@ export class TlsServer {
     server.removeListener('connection', tlsListener)
     server.on('connection', (raw: Socket) => {
       if (this.caps.wasDropped(raw)) return
-      // Reading remoteAddress now caches it on the raw socket: after a refused handshake the TLS
-      // socket is already destroyed and can no longer tell where it came from.
-      void raw.remoteAddress
-      const decision = this.admission.decide(this.handshaking.size)
+      // Appointments are kept per source address. (Reading remoteAddress now also caches it on the raw
+      // socket: after a refused handshake the TLS socket is already destroyed and can no longer tell.)
+      const decision = this.admission.decide(this.handshaking.size, raw.remoteAddress)
       if (!decision.admit) return deferConnection(raw, decision.retryAfterMs)
       this.handshaking.add(raw)
       raw.once('close', () => {

@@ -96,3 +96,48 @@ t.test('the busy notice: one plaintext line no TLS client takes for TLS', async 
     t.equal(parseBusyNotice(Buffer.from(bad, 'latin1')), null, JSON.stringify(bad))
   }
 })
+
+t.test('appointments are kept per address: coming back early gets the same moment and takes no second slot', async (t) => {
+  const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  a.endWindow(250, 1)
+  t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 600 })
+  for (let i = 0; i < 50; i++) t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 600 }, 'back at once: the same moment')
+  t.same(a.decide(200, '10.0.0.2'), { admit: false, retryAfterMs: 603 }, 'another address: the next slot, one handshake after the first, however often 10.0.0.1 came back')
+  t.equal(a.appointmentsKept, 2)
+  advance(100)
+  t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 500 }, 'back 100 ms later: the same moment, 500 ms from now')
+  // Without the address every deferral takes a slot (the drift the book prevents).
+  const anonymous = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  anonymous.a.endWindow(250, 1)
+  for (let i = 0; i < 52; i++) anonymous.a.decide(200)
+  t.same(anonymous.a.decide(200), { admit: false, retryAfterMs: 756 })
+})
+
+t.test('a client at its appointment goes ahead of newcomers while the queue is within twice the budget', async (t) => {
+  const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  a.endWindow(250, 1)
+  const first = a.decide(200, '10.0.0.1')
+  t.equal(first.admit, false)
+  advance(600)
+  t.equal(a.decide(150, '10.0.0.9').admit, false, 'a newcomer with 450 ms of queue in front is deferred')
+  t.same(a.decide(150, '10.0.0.1'), { admit: true }, 'the client whose appointment is now is admitted')
+  t.equal(a.appointmentsKept, 1, 'its appointment is used up; the newcomer holds one')
+  t.equal(a.decide(150, '10.0.0.1').admit, false, 'its next connection is an ordinary one again')
+  const late = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  late.a.endWindow(250, 1)
+  late.a.decide(200, '10.0.0.1')
+  late.advance(600)
+  t.equal(late.a.decide(201, '10.0.0.1').admit, false, 'not beyond twice the budget (603 ms of queue)')
+  late.advance(60_000)
+  t.equal(late.a.decide(150, '10.0.0.3').admit, false)
+  t.equal(late.a.decide(150, '10.0.0.1').admit, false, 'an appointment long past is forgotten: no priority')
+})
+
+t.test('the appointment book is bounded, oldest dropped first', async (t) => {
+  const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, maxAppointments: 100 })
+  a.endWindow(250, 1)
+  for (let i = 0; i < 10_000; i++) a.decide(200, `10.0.${i >> 8}.${i & 255}`)
+  t.equal(a.appointmentsKept, 100, '10,000 addresses, 100 kept')
+  const again = a.decide(200, '10.0.39.15') // the last one booked
+  t.same(again, { admit: false, retryAfterMs: 30_000 }, 'the newest are kept (its moment, capped at maxDeferMs)')
+})
