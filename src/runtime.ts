@@ -23,6 +23,7 @@ import { expectationHandler } from './http/early-answers.js'
 import type { ControllerService } from './service/controller-service.js'
 import type { ServiceHost, StateBackend } from './service/service-host.js'
 import { closeGracefully } from './server/graceful-close.js'
+import { HTTP_LIMITS } from './server/http-limits.js'
 import { Operations } from './ops/operations.js'
 import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
@@ -226,6 +227,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
   await app.listen({
     host: config.listen.host,
     port: config.listen.port,
+    backlog: HTTP_LIMITS.listenBacklog,
     // fastify cannot tell that a factory-made server speaks TLS and would log "http://".
     listenTextResolver: (address) => `server listening at ${address.replace(/^http:/, 'https:')} (mutual TLS)`,
   })

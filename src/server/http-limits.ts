@@ -17,4 +17,12 @@ export const HTTP_LIMITS = {
   checkIntervalMs: 1_000,
   /** Request headers larger than this are refused with 431. */
   maxHeaderBytes: 8192,
+  /**
+   * The kernel's queue of connections not yet accepted (Linux caps it at net.core.somaxconn, 4096 by
+   * default). Node's default, 511, overflowed in a 10,000-node restart while the new process was still
+   * warming up: the kernel dropped handshakes, their clients waited out SYN retransmits (1 s, 3 s, 7 s)
+   * and ~400 agents spent their whole 10 s attempt timeout before reaching the controller at all.
+   * Queued connections are accepted and then capped and admitted as any other.
+   */
+  listenBacklog: 4096,
 } as const
