@@ -19,14 +19,16 @@
  *   load, and an attacker's idle connections count only while they are new;
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
  *
- * Appointments are kept per source address. A client that comes back before its appointment (the agent
- * does when its fail-safe is nearer than the appointment) is told the same moment again and takes no
- * second slot: otherwise every early return pushed all later appointments out by one more handshake, and
- * in a 10,000-node restart with 9,500 deferrals the slots drifted ~20 s ahead of the real queue (the
- * controller stood idle while the last nodes waited out appointments, and their leases ran out). A client
- * that comes at its appointment is admitted ahead of newcomers while the queue is within twice the budget:
- * that moment was promised to it. One address holds one appointment, so a flood from one address cannot
- * push the appointments of others out; the book is bounded (`maxAppointments`, oldest dropped first).
+ * Appointments are kept per source address, and a client that holds one goes ahead of newcomers: it is
+ * admitted while the queue is within twice the budget (still well inside a client's timeout), newcomers
+ * only within the budget. It comes back either at its appointment (a moment promised to it) or before
+ * it, which the agent does only when its fail-safe is nearer than the appointment: the most urgent
+ * nodes get the reserved half of the queue. Past twice the budget it is told the same moment again and
+ * takes no second slot: otherwise every early return pushed all later appointments out by one more
+ * handshake, and in a 10,000-node restart with 9,500 deferrals the slots drifted ~20 s ahead of the
+ * real queue (the controller stood idle while the last nodes waited out appointments, and their leases
+ * ran out). One address holds one appointment, so a flood from one address cannot push the appointments
+ * of others out; the book is bounded (`maxAppointments`, oldest dropped first).
  * Pure apart from the injected clock and load reading: tested with both.
  */
 
@@ -98,13 +100,13 @@ export class HandshakeAdmission {
     if (inFlight < this.opts.minInFlight || queueMs <= this.opts.budgetMs) return this.admit(address)
     const now = this.opts.now()
     const booked = address === undefined ? undefined : this.appointments.get(address)
-    const due = booked !== undefined && booked <= now + this.opts.minDeferMs && booked >= now - APPOINTMENT_GRACE_MS
-    if (due && queueMs <= 2 * this.opts.budgetMs) return this.admit(address)
+    const returning = booked !== undefined && booked >= now - APPOINTMENT_GRACE_MS
+    if (returning && queueMs <= 2 * this.opts.budgetMs) return this.admit(address)
     // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer), the new ones queued.
     const recentMs = this.admittedRecently() * this.costMs
     if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit(address)
     this.deferredCount += 1
-    // Back before its appointment: the same moment again, no second slot.
+    // Back before its appointment and the queue is long: the same moment again, no second slot.
     if (booked !== undefined && booked > now + this.opts.minDeferMs) return { admit: false, retryAfterMs: Math.round(booked - now) }
     const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : queueMs
     // The first free appointment after the queue in front has drained; the next one a handshake later.

@@ -97,20 +97,29 @@ t.test('the busy notice: one plaintext line no TLS client takes for TLS', async 
   }
 })
 
-t.test('appointments are kept per address: coming back early gets the same moment and takes no second slot', async (t) => {
+t.test('appointments are kept per address: back early into a long queue, the same moment and no second slot', async (t) => {
   const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
   a.endWindow(250, 1)
-  t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 600 })
-  for (let i = 0; i < 50; i++) t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 600 }, 'back at once: the same moment')
-  t.same(a.decide(200, '10.0.0.2'), { admit: false, retryAfterMs: 603 }, 'another address: the next slot, one handshake after the first, however often 10.0.0.1 came back')
+  t.same(a.decide(250, '10.0.0.1'), { admit: false, retryAfterMs: 750 })
+  for (let i = 0; i < 50; i++) t.same(a.decide(250, '10.0.0.1'), { admit: false, retryAfterMs: 750 }, 'back at once, 750 ms of queue (over twice the budget): the same moment')
+  t.same(a.decide(250, '10.0.0.2'), { admit: false, retryAfterMs: 753 }, 'another address: the next slot, one handshake after the first, however often 10.0.0.1 came back')
   t.equal(a.appointmentsKept, 2)
   advance(100)
-  t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 500 }, 'back 100 ms later: the same moment, 500 ms from now')
+  t.same(a.decide(250, '10.0.0.1'), { admit: false, retryAfterMs: 650 }, 'back 100 ms later: the same moment, 650 ms from now')
   // Without the address every deferral takes a slot (the drift the book prevents).
   const anonymous = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
   anonymous.a.endWindow(250, 1)
-  for (let i = 0; i < 52; i++) anonymous.a.decide(200)
-  t.same(anonymous.a.decide(200), { admit: false, retryAfterMs: 756 })
+  for (let i = 0; i < 52; i++) anonymous.a.decide(250)
+  t.same(anonymous.a.decide(250), { admit: false, retryAfterMs: 906 })
+})
+
+t.test('a client back before its appointment (its fail-safe is near) goes ahead of newcomers within twice the budget', async (t) => {
+  const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  a.endWindow(250, 1)
+  t.same(a.decide(150, '10.0.0.1'), { admit: false, retryAfterMs: 450 })
+  advance(50)
+  t.equal(a.decide(150, '10.0.0.9').admit, false, 'a newcomer with 450 ms of queue in front is deferred')
+  t.same(a.decide(150, '10.0.0.1'), { admit: true }, 'the returning client, 400 ms before its appointment, is admitted')
 })
 
 t.test('a client at its appointment goes ahead of newcomers while the queue is within twice the budget', async (t) => {
@@ -138,6 +147,6 @@ t.test('the appointment book is bounded, oldest dropped first', async (t) => {
   a.endWindow(250, 1)
   for (let i = 0; i < 10_000; i++) a.decide(200, `10.0.${i >> 8}.${i & 255}`)
   t.equal(a.appointmentsKept, 100, '10,000 addresses, 100 kept')
-  const again = a.decide(200, '10.0.39.15') // the last one booked
+  const again = a.decide(250, '10.0.39.15') // the last one booked, back into a queue over twice the budget
   t.same(again, { admit: false, retryAfterMs: 30_000 }, 'the newest are kept (its moment, capped at maxDeferMs)')
 })
