@@ -185,6 +185,8 @@ export class ControllerMetrics {
     gauge('pxe_nodes_live', 'Nodes with a live lease', (v) => v.figures.live)
     gauge('pxe_nodes_draining', 'Live nodes set draining by an operator', (v) => v.figures.draining)
     gauge('pxe_shards', 'Shards of the deployment (total_shards)', () => totalShards)
+    // The contract's name for the same gauge, kept for what reads it (promtool frowns on _total on a gauge).
+    gauge('pxe_shards_total', 'Shards of the deployment (total_shards); the same value as pxe_shards', () => totalShards)
     gauge('pxe_shards_unassigned', 'Shards no live node is assigned', (v) => v.figures.unassigned)
     gauge('pxe_sessions_held', 'Deposited sessions held for the next owner of their shard (memory only, at most session_handoff.ttl_seconds)', (v) => v.figures.sessionsHeld)
     if (dailyLimit !== null) {

@@ -35,6 +35,7 @@ t.test('a fresh controller: state gauges, certificate and CRL timestamps, leader
   t.equal(s.value('pxe_nodes_live'), 0)
   t.equal(s.value('pxe_nodes_draining'), 0)
   t.equal(s.value('pxe_shards'), 64)
+  t.equal(s.value('pxe_shards_total'), 64, 'also under the name the SPEC gives')
   t.equal(s.value('pxe_shards_unassigned'), 64)
   t.equal(s.value('pxe_identify_daily_budget_remaining'), 2)
   t.equal(s.value('pxe_identify_daily_budget_limit'), 2)
