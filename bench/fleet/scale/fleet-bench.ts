@@ -140,7 +140,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   }
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
   const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
-  const pool = new LoadPool(opts.workers)
+  const pool = new LoadPool(opts.workers, opts['generator-nice'])
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
   try {
     await controller.start()
