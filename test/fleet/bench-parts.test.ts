@@ -27,15 +27,20 @@ t.test('a profile is summarized by self time within a window, by category and by
   t.throws(() => summarizeProfile({ nodes: 'nope' }, null, null), 'not a profile')
 })
 
-t.test('50 nodes per loopback source address, under the controller default cap of 64', async (t) => {
-  t.equal(sourceAddress(0), '127.1.0.1')
-  t.equal(sourceAddress(49), '127.1.0.1')
-  t.equal(sourceAddress(50), '127.1.0.2')
-  t.equal(sourceAddress(9999), '127.1.0.200')
-  t.equal(sourceAddress(50 * 250), '127.1.1.1')
+t.test('loopback source addresses: one per node by default, or shared by up to 64 (under the default cap)', async (t) => {
+  t.equal(sourceAddress(0, 1), '127.1.0.1')
+  t.equal(sourceAddress(249, 1), '127.1.0.250')
+  t.equal(sourceAddress(250, 1), '127.1.1.1')
+  t.equal(sourceAddress(62_499, 1), '127.1.249.250')
+  t.equal(sourceAddress(62_500, 1), '127.2.0.1', 'past 62,500 addresses the next /16')
+  const ones = new Set(Array.from({ length: 60_000 }, (_, i) => sourceAddress(i, 1)))
+  t.equal(ones.size, 60_000, 'every node of the largest fleet has its own address')
+  t.equal(sourceAddress(49, 50), '127.1.0.1')
+  t.equal(sourceAddress(50, 50), '127.1.0.2')
+  t.equal(sourceAddress(9999, 50), '127.1.0.200')
   const counts = new Map<string, number>()
-  for (let i = 0; i < 10_000; i++) counts.set(sourceAddress(i), (counts.get(sourceAddress(i)) ?? 0) + 1)
-  t.equal(Math.max(...counts.values()), 50)
+  for (let i = 0; i < 10_000; i++) counts.set(sourceAddress(i, 64), (counts.get(sourceAddress(i, 64)) ?? 0) + 1)
+  t.equal(Math.max(...counts.values()), 64)
 })
 
 t.test('the load generators read one answer at a time off the raw socket bytes', async (t) => {

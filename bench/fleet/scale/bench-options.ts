@@ -19,6 +19,8 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
   --planner P          the controller's planner: contiguous (the default) or stable
   --drain n            nodes drained in phase (d) (default 1 % of --nodes, at least 1; 0: no phase d)
   --workers n          load-generator processes (1)
+  --nodes-per-address n  nodes sharing one loopback source address (1: a machine each, as PXE-booted nodes
+                       have; up to 64, the controller's default cap per address: nodes behind one NAT)
   --generator-nice n   their scheduling priority, 0..19 (default 10: they stand in for machines with CPUs of
                        their own, so they take only the CPU the controller leaves; 0: the same as the controller)
   --join-spread s      nodes start within this many seconds (0: all at once, a fleet powered on)
@@ -43,6 +45,7 @@ const schema = z
     planner: z.enum(['contiguous', 'stable']).default('contiguous'),
     drain: z.coerce.number().int().min(0).optional(),
     workers: z.coerce.number().int().min(1).max(16).default(1),
+    'nodes-per-address': z.coerce.number().int().min(1).max(64).default(1),
     'generator-nice': z.coerce.number().int().min(0).max(19).default(10),
     'join-spread': z.coerce.number().min(0).max(3600).default(0),
     steady: z.coerce.number().min(1).max(3600).default(30),
@@ -57,7 +60,7 @@ const schema = z
 /** The validated flags (`drain` resolved to a count). */
 export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'json'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'json'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {

@@ -78,13 +78,14 @@ export function failedAttempts(counters: Readonly<Record<string, number>>): numb
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 const COLD_JOIN_TIMEOUT_MS = 600_000
 const RESTART_TIMEOUT_MS = 180_000
-/** Nodes per source address: under the controller's default cap of 64 connections per address. */
-const NODES_PER_ADDRESS = 50
-
-/** Node i's source address: 127.1.x.y, one per 50 nodes. */
-export function sourceAddress(i: number): string {
-  const k = Math.floor(i / NODES_PER_ADDRESS)
-  return `127.1.${Math.floor(k / 250)}.${(k % 250) + 1}`
+/**
+ * Node i's source address: 127.1.x.y, one per `perAddress` nodes (--nodes-per-address). One each by
+ * default, as PXE-booted machines have; more stand for nodes behind one NAT, which share the per-address
+ * connection cap and admission's appointment book (server/admission.ts).
+ */
+export function sourceAddress(i: number, perAddress: number): string {
+  const k = Math.floor(i / perAddress)
+  return `127.${1 + Math.floor(k / 62_500)}.${Math.floor(k / 250) % 250}.${(k % 250) + 1}`
 }
 
 interface Bench {
@@ -144,7 +145,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
   try {
     await controller.start()
-    const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i) }))
+    const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i, opts['nodes-per-address']) }))
     await pool.init(controller.port, pki.ca, specs)
     const bench: Bench = { opts, log, progress, controller, pool }
     const coldJoin = await coldJoinPhase(bench)
