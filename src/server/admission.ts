@@ -80,6 +80,7 @@ export class HandshakeAdmission {
   private utilization = 0
   private nextSlot = 0
   private finishedInWindow = 0
+  private deferredInWindow = 0
   private deferredCount = 0
   /** Admissions in the current window, and in the windows before it that fall within budgetMs (newest first). */
   private admittedNow = 0
@@ -106,6 +107,7 @@ export class HandshakeAdmission {
     const recentMs = this.admittedRecently() * this.costMs
     if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit(address)
     this.deferredCount += 1
+    this.deferredInWindow += 1
     // Back before its appointment and the queue is long: the same moment again, no second slot.
     if (booked !== undefined && booked > now + this.opts.minDeferMs) return { admit: false, retryAfterMs: Math.round(booked - now) }
     const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : queueMs
@@ -153,7 +155,13 @@ export class HandshakeAdmission {
   /**
    * Ends a measuring window of `windowMs` during which the event loop was busy for `utilization`
    * (0..1) of the time: the cost is the busy time per finished handshake (check-ins included, as they
-   * are what a connection costs), taken only from windows that were busy enough to be a measurement.
+   * are what a connection costs), taken from windows that are a measurement: busy enough, or ones in
+   * which admission deferred connections. The second matters: admission caps the rate at one handshake
+   * per estimated cost, so an estimate above the real cost holds the loop below `busyUtilization`, and
+   * if only busy windows counted it could never come down. In a 10,000-node restart the estimate of 3 ms
+   * against a real ~1.5 ms kept the loop two-thirds idle while 14,000 connections were deferred and
+   * every node was late. (Deferring because of idle stalled connections only lowers the estimate, which
+   * busy windows correct if it goes too low.)
    */
   endWindow(windowMs: number, utilization: number): void {
     this.utilization = utilization
@@ -161,11 +169,13 @@ export class HandshakeAdmission {
     this.admittedBefore.unshift(this.admittedNow)
     this.admittedNow = 0
     this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
-    if (this.finishedInWindow >= MIN_SAMPLE && utilization >= this.opts.busyUtilization) {
+    const measured = utilization >= this.opts.busyUtilization || this.deferredInWindow > 0
+    if (this.finishedInWindow >= MIN_SAMPLE && measured) {
       const sample = (utilization * windowMs) / this.finishedInWindow
       this.costMs += COST_WEIGHT * (sample - this.costMs)
     }
     this.finishedInWindow = 0
+    this.deferredInWindow = 0
   }
 
   /** The cost per connection in use (ms). */

@@ -66,7 +66,7 @@ t.test('appointments: after the queue drains, one handshake apart, bounded', asy
   t.same(short.a.decide(2), { admit: false, retryAfterMs: 250 }, 'never sooner than minDeferMs')
 })
 
-t.test('the cost follows busy windows with enough handshakes, and ignores the others', async (t) => {
+t.test('the cost follows busy windows with enough handshakes, and windows that deferred, and ignores the others', async (t) => {
   const { a } = admission({ initialCostMs: 3 })
   for (let i = 0; i < 50; i++) a.finished()
   a.endWindow(250, 1) // 250 ms for 50 handshakes: 5 ms each
@@ -82,6 +82,26 @@ t.test('the cost follows busy windows with enough handshakes, and ignores the ot
     a.endWindow(250, 1)
   }
   t.ok(Math.abs(a.estimatedCostMs - 1) < 0.01, `converges to 1 ms: ${a.estimatedCostMs}`)
+})
+
+t.test('an estimate above the real cost comes down although the cap it sets keeps the loop below busy', async (t) => {
+  // A restart: the estimate says 3 ms, a resumed connection really costs 1.5 ms. The cap (2000 ms of
+  // admissions per 2 s) then admits 667 per 2 s, which keep the loop only half busy.
+  const { a, advance } = admission({ initialCostMs: 3, budgetMs: 2000, minInFlight: 1 })
+  let deferred = 0
+  for (let w = 0; w < 40; w++) {
+    // 2,000 clients waiting in their handshakes (slow to finish theirs) and 200 new ones per window.
+    for (let i = 0; i < 200; i++) if (!a.decide(2000, `127.1.${w}.${i}`).admit) deferred += 1
+    const finished = Math.min(200, Math.floor(2000 / 8 / a.estimatedCostMs)) // what the cap let through
+    for (let i = 0; i < finished; i++) a.finished()
+    advance(250)
+    a.endWindow(250, Math.min(1, (finished * 1.5) / 250))
+  }
+  t.ok(deferred > 0, 'the cap deferred connections')
+  t.ok(Math.abs(a.estimatedCostMs - 1.5) < 0.1, `the estimate found the real cost: ${a.estimatedCostMs.toFixed(2)} ms`)
+  for (let i = 0; i < 50; i++) a.finished()
+  a.endWindow(250, 0.1)
+  t.ok(Math.abs(a.estimatedCostMs - 1.5) < 0.1, 'a quiet window without deferrals still measures nothing')
 })
 
 t.test('the busy notice: one plaintext line no TLS client takes for TLS', async (t) => {
