@@ -22,8 +22,11 @@ export class ControllerBusyError extends Error {
   }
 }
 
-/** The raw TCP connection under TLS, with the first server bytes inspected before TLS sees them. */
-function inspectingStream(raw: net.Socket): Duplex {
+/**
+ * The raw TCP connection under TLS, with the first server bytes inspected before TLS sees them: a busy
+ * notice destroys the stream with a ControllerBusyError (also before any TLS socket is put on it).
+ */
+export function inspectingStream(raw: net.Socket): Duplex {
   let decided = false
   let notice: Buffer = Buffer.alloc(0)
   const stream = new Duplex({

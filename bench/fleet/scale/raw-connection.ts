@@ -4,8 +4,9 @@
  * about as much CPU as the controller spends per request (see bench/mtls-bench.ts); 10,000 simulated
  * nodes share this machine's two cores with the controller.
  */
-import type { SecureContext, TLSSocket } from 'node:tls'
-import { connectBusyAware } from '../../../src/agent/busy-aware-agent.js'
+import net from 'node:net'
+import tls, { type SecureContext, type TLSSocket } from 'node:tls'
+import { inspectingStream } from '../../../src/agent/busy-aware-agent.js'
 import { takeFrame } from '../../http-frames.js'
 
 /** An answer: the status and the raw body. */
@@ -44,26 +45,43 @@ export class RawConnection {
     return this.failure !== null
   }
 
-  /** Opens a connection (the node's certificate; resumed when `session` is given and still good) to the controller on 127.0.0.1. */
+  /**
+   * Opens a connection (the node's certificate; resumed when `session` is given and still good) to the
+   * controller on 127.0.0.1. As the agent's, over a stream that reads a busy controller's appointment
+   * (ControllerBusyError) — but the TLS client is built only once TCP is connected and a turn of the loop
+   * has passed: a controller that defers writes its notice at accept time, so a deferred attempt usually
+   * costs no TLS client at all. Building one (its SSL object, the session ticket parsed, a key share) is
+   * most of what an attempt costs the load generator, and in a storm every node is deferred about once:
+   * a real node spends that on its own CPU, here it came off the two cores the controller runs on. The
+   * controller sees the same bytes, less a ClientHello it would not have read.
+   */
   static open(opts: ConnectOptions): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
-      // As the agent does: TLS over a stream that reads a busy controller's appointment (ControllerBusyError).
-      // host names the server for the identity check (its certificate holds IP 127.0.0.1).
-      const tcp = { host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress }
-      const socket = connectBusyAware(tcp, { host: '127.0.0.1', secureContext: opts.context, ...(opts.session ? { session: opts.session } : {}) })
-      if (opts.onSession) socket.on('session', opts.onSession)
-      const timer = setTimeout(() => socket.destroy(new Error(`no TLS handshake within ${opts.timeoutMs} ms`)), opts.timeoutMs)
-      socket.setNoDelay(true)
-      socket.once('secureConnect', () => {
-        clearTimeout(timer)
-        socket.removeListener('error', onError)
-        resolve(new RawConnection(socket))
-      })
+      const raw = net.connect({ host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress, noDelay: true })
+      const stream = inspectingStream(raw)
+      let socket: TLSSocket | null = null
+      const timer = setTimeout(() => (socket ?? stream).destroy(timeoutError(`no TLS handshake within ${opts.timeoutMs} ms`, 'HANDSHAKE_TIMEOUT')), opts.timeoutMs)
       const onError = (err: Error) => {
         clearTimeout(timer)
         reject(err)
       }
-      socket.once('error', onError)
+      stream.once('error', onError)
+      raw.once('connect', () =>
+        setImmediate(() => {
+          if (stream.destroyed) return // a busy notice (or an error) came first: rejected already
+          stream.removeListener('error', onError)
+          // host names the server for the identity check (its certificate holds IP 127.0.0.1).
+          const tlsSocket = tls.connect({ host: '127.0.0.1', secureContext: opts.context, socket: stream, ...(opts.session ? { session: opts.session } : {}) })
+          socket = tlsSocket
+          if (opts.onSession) tlsSocket.on('session', opts.onSession)
+          tlsSocket.once('secureConnect', () => {
+            clearTimeout(timer)
+            tlsSocket.removeListener('error', onError)
+            resolve(new RawConnection(tlsSocket))
+          })
+          tlsSocket.once('error', onError)
+        }),
+      )
     })
   }
 
@@ -72,7 +90,7 @@ export class RawConnection {
     if (this.failure !== null) return Promise.reject(this.failure)
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.fail(new Error(`no answer within ${timeoutMs} ms`))
+        this.fail(timeoutError(`no answer within ${timeoutMs} ms`, 'ANSWER_TIMEOUT'))
         this.socket.destroy()
       }, timeoutMs)
       this.waiting = {
@@ -116,4 +134,9 @@ export class RawConnection {
     this.waiting = null
     waiter?.resolve({ status: frame.status, body: frame.body })
   }
+}
+
+/** A time-out, with a code that the load generator's counters tell apart (error_HANDSHAKE_TIMEOUT ...). */
+function timeoutError(message: string, code: 'HANDSHAKE_TIMEOUT' | 'ANSWER_TIMEOUT'): Error {
+  return Object.assign(new Error(message), { code })
 }
