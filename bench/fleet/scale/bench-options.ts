@@ -32,6 +32,7 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
                        first measures what a full and a resumed connection cost at the least this machine can
                        do now, and prints beside each phase the CPU the phase would need at that cost
   --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
+  --generator-prof DIR each load generator writes a CPU profile of its whole run into DIR (node --cpu-prof)
   --json FILE          also write the figures as JSON
   -h, --help           this text`
 
@@ -53,6 +54,7 @@ const schema = z
     'no-ceiling': z.boolean().default(false),
     pki: z.string().min(1).optional(),
     'cpu-prof': z.string().min(1).optional(),
+    'generator-prof': z.string().min(1).optional(),
     json: z.string().min(1).optional(),
   })
   .strict()
@@ -60,7 +62,7 @@ const schema = z
 /** The validated flags (`drain` resolved to a count). */
 export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'json'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'generator-prof', 'json'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {

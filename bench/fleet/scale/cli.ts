@@ -29,6 +29,7 @@ function report(f: BenchFigures): void {
   const verdict = r.allRenewedS !== null && r.allRenewedS <= o.lease ? 'MEETS' : 'MISSES'
   out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
+  if (r.failSafeLate > 0) out(`                     those by their fail-safe's second after the kill: ${byNumber(r.lateByFailSafeS)}; their attempts before the late answer: ${byName(r.lateAttempts)}`)
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
   if (f.drain !== null) reportDrain(f.drain, o.planner)
@@ -89,3 +90,13 @@ main().then(
     process.exit(1)
   },
 )
+
+/** "9 s: 12, 10 s: 40" in numeric order. */
+function byNumber(counts: Readonly<Record<string, number>>): string {
+  return Object.entries(counts).sort(([a], [b]) => Number(a) - Number(b)).map(([k, v]) => `${k} s: ${v}`).join(', ') || '-'
+}
+
+/** "deferred 30, error_ECONNREFUSED 12", the largest first. */
+function byName(counts: Readonly<Record<string, number>>): string {
+  return Object.entries(counts).sort(([, a], [, b]) => b - a).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'
+}

@@ -58,6 +58,9 @@ export interface RestartBenchFigures {
   readonly changedPlans: number
   /** Nodes whose answer came after their agent's fail-safe would have stopped its shards. */
   readonly failSafeLate: number
+  /** The late nodes by the second after the kill their fail-safe was due in, and their attempts before the late answer. */
+  readonly lateByFailSafeS: Readonly<Record<string, number>>
+  readonly lateAttempts: Readonly<Record<string, number>>
   readonly controllerCpuS: number
   readonly generatorCpuS: number
   readonly handshakes: number
@@ -141,7 +144,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   }
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
   const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
-  const pool = new LoadPool(opts.workers, opts['generator-nice'])
+  const pool = new LoadPool(opts.workers, opts['generator-nice'], opts['generator-prof'] === undefined ? undefined : resolve(opts['generator-prof']))
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
   try {
     await controller.start()
@@ -281,6 +284,8 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     movedShards: s.markLostShards,
     changedPlans: s.markRenewed - s.markSame,
     failSafeLate: s.markLate,
+    lateByFailSafeS: s.markLateByFailSafe,
+    lateAttempts: s.markLateAttempts,
     controllerCpuS: end.cpuSeconds - cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),

@@ -37,6 +37,10 @@ export interface MarkOutcome {
   readonly lostShards: number
   /** The answer came after the moment its agent would have stopped its shards (fail-safe). */
   readonly late: boolean
+  /** That moment, in ms after the mark (the kill). */
+  readonly failSafeAfterMarkMs: number
+  /** Its attempts between the mark and this answer that got none, by outcome (deferred, error_ECONNREFUSED ...). */
+  readonly attempts: Readonly<Record<string, number>>
 }
 
 /** An Identify claim's 200 answer (SPEC "Identify claims", "Session handoff"). */
@@ -60,7 +64,7 @@ export class LightNode {
   private maxConcurrency = 1
   private leaseMs: number | null = null
   private lastRenewalSentAt: number | null = null
-  private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number } | null = null
+  private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
   private conn: RawConnection | null = null
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
@@ -106,7 +110,7 @@ export class LightNode {
     const lease = this.leaseMs ?? 30_000
     // The agent's own defaults: the fail-safe begins stop timeout + margin before authority ends.
     const failSafeAt = (this.lastRenewalSentAt ?? sharedNow()) + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
-    this.mark = { generation: this.generation, rangeStart: this.rangeStart, rangeCount: this.rangeCount, failSafeAt }
+    this.mark = { generation: this.generation, rangeStart: this.rangeStart, rangeCount: this.rangeCount, failSafeAt, at: sharedNow(), attempts: {} }
     this.markOutcome = null
   }
 
@@ -215,14 +219,17 @@ export class LightNode {
         return 0
       }
       this.shared.count(`status_${reply.status}_${error.error ?? ''}`, error.message)
+      this.noteAttempt(`status_${reply.status}`)
       return reply.status === 429 ? (error.retry_after_ms ?? 1000) : this.retryDelay(null)
     } catch (err) {
       if (err instanceof ControllerBusyError) {
         // Deferred at accept time: not a failed attempt but an appointment (counted apart).
         this.shared.count('deferred')
+        this.noteAttempt('deferred')
         return this.retryDelay(err.retryAfterMs)
       }
       this.shared.count(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
+      this.noteAttempt(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
       return this.retryDelay(null)
     }
   }
@@ -324,11 +331,17 @@ export class LightNode {
     this.book.backOff(shard, now, reply.status === 429 ? (error.retry_after_ms ?? 1000) : 1000)
   }
 
+  /** Counts an attempt without an answer while the node waits for its first answer after the mark. */
+  private noteAttempt(outcome: string): void {
+    if (this.mark === null || this.markOutcome !== null) return
+    this.mark.attempts[outcome] = (this.mark.attempts[outcome] ?? 0) + 1
+  }
+
   private judgeMark(now: number): MarkOutcome {
     const m = this.mark!
     const same = m.generation === this.generation && m.rangeStart === this.rangeStart && m.rangeCount === this.rangeCount
     const keptFrom = Math.max(m.rangeStart, this.rangeStart)
     const keptTo = Math.min(m.rangeStart + m.rangeCount, this.rangeStart + this.rangeCount)
-    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt }
+    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts }
   }
 }

@@ -3,7 +3,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { setPriority } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from '../interrupt.js'
-import type { FromLoad, LoadNodeSpec, LoadStatus, ToLoad } from './load-protocol.js'
+import { tally, type FromLoad, type LoadNodeSpec, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 const WORKER = fileURLToPath(new URL('./load-worker.js', import.meta.url))
 
@@ -33,11 +33,13 @@ export class LoadPool {
    * in for 10,000 machines that each have a CPU of their own, so by default they take only the CPU the
    * controller leaves: at equal priority, in a storm the generators' reconnect work (every attempt builds
    * a TLS client, also the ones deferred) took 1.6 of the 2 cores, the controller's handshakes slowed,
-   * admission deferred more, and the generators spun harder.
+   * admission deferred more, and the generators spun harder. `profileDir`: each process writes a CPU
+   * profile there when it ends (node --cpu-prof), to tell whether a slow phase was the generators'.
    */
-  constructor(count: number, nice = 0) {
+  constructor(count: number, nice = 0, profileDir?: string) {
+    const execArgv = profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]
     // Each process holds thousands of sockets; stderr stays visible.
-    this.children = Array.from({ length: count }, () => fork(WORKER, [], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }))
+    this.children = Array.from({ length: count }, () => fork(WORKER, [], { execArgv, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] }))
     if (nice !== 0) for (const child of this.children) setPriority(child.pid!, nice)
   }
 
@@ -100,8 +102,7 @@ const sum = (values: number[]): number => values.reduce((a, b) => a + b, 0)
 export function combine(all: readonly LoadStatus[]): LoadStatus {
   const maxGeneration = maxOrNull(all.map((s) => s.maxGeneration))
   const atMax = all.filter((s) => s.maxGeneration === maxGeneration)
-  const counters: Record<string, number> = {}
-  for (const s of all) for (const [k, v] of Object.entries(s.counters)) counters[k] = (counters[k] ?? 0) + v
+  const counters = tally(all.map((s) => s.counters))
   return {
     nodes: sum(all.map((s) => s.nodes)),
     answered: sum(all.map((s) => s.answered)),
@@ -114,6 +115,8 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markSame: sum(all.map((s) => s.markSame)),
     markLostShards: sum(all.map((s) => s.markLostShards)),
     markLate: sum(all.map((s) => s.markLate)),
+    markLateByFailSafe: tally(all.map((s) => s.markLateByFailSafe)),
+    markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
     markLastAt: maxOrNull(all.map((s) => s.markLastAt)),
     shardsHeld: sum(all.map((s) => s.shardsHeld)),
     movesMissing: sum(all.map((s) => s.movesMissing)),

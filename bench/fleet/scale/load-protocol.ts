@@ -34,6 +34,12 @@ export interface LoadStatus {
   readonly markSame: number
   readonly markLostShards: number
   readonly markLate: number
+  /**
+   * The late ones: how many had their fail-safe moment in each second after the mark ("9": 9.0-9.9 s),
+   * and their attempts without an answer before the late one, by outcome (deferred, error_ECONNREFUSED ...).
+   */
+  readonly markLateByFailSafe: Readonly<Record<string, number>>
+  readonly markLateAttempts: Readonly<Record<string, number>>
   readonly markLastAt: number | null
   /** Shards in the ranges the nodes hold. */
   readonly shardsHeld: number
@@ -54,3 +60,10 @@ export type FromLoad =
   | { readonly type: 'marked' }
   | { readonly type: 'tracked' }
   | { readonly type: 'stopped' }
+
+/** Adds up counts by name. */
+export function tally(records: readonly Readonly<Record<string, number>>[]): Record<string, number> {
+  const out: Record<string, number> = {}
+  for (const r of records) for (const [k, v] of Object.entries(r)) out[k] = (out[k] ?? 0) + v
+  return out
+}

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import { mapChunked } from '../chunked.js'
 import { LightNode } from './light-node.js'
-import type { FromLoad, LoadStatus, ToLoad } from './load-protocol.js'
+import { tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 let nodes: LightNode[] = []
 const counters: Record<string, number> = {}
@@ -58,6 +58,8 @@ function status(): LoadStatus {
     markSame: marked.filter((o) => o.same).length,
     markLostShards: marked.reduce((sum, o) => sum + o.lostShards, 0),
     markLate: marked.filter((o) => o.late).length,
+    markLateByFailSafe: tally(marked.filter((o) => o.late).map((o) => ({ [String(Math.floor(o.failSafeAfterMarkMs / 1000))]: 1 }))),
+    markLateAttempts: tally(marked.filter((o) => o.late).map((o) => o.attempts)),
     markLastAt: maxOf(marked.map((o) => o.at)),
     shardsHeld: nodes.reduce((sum, n) => sum + n.rangeCount, 0),
     movesMissing: moves.reduce((sum, m) => sum + m.missing, 0),
