@@ -4,7 +4,7 @@
  * main.ts and by the e2e tests.
  */
 import { readFile } from 'node:fs/promises'
-import { X509Certificate } from 'node:crypto'
+import { X509Certificate, type KeyObject } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
@@ -16,6 +16,8 @@ import type { ParsedCrl } from './identity/crl.js'
 import { loadInitialCrl, startupCrlWarning } from './identity/crl-startup.js'
 import { CrlPush } from './service/crl-push.js'
 import { TlsServer, type TlsServerDeps } from './server/tls-server.js'
+import { SharedTicketKeys, type TicketKeyStoreAccess } from './server/shared-ticket-keys.js'
+import { TicketSealKey } from './server/ticket-key-seal.js'
 import { TicketKeys } from './server/ticket-keys.js'
 import { PrincipalRateLimiter } from './http/principal-rate-limiter.js'
 import type { Role } from './identity/principal.js'
@@ -79,7 +81,7 @@ async function readConfigured(path: string, key: string): Promise<string> {
 }
 
 /** The file store (the default) or, with `ha`, etcd: opened before anything is written. */
-async function openBackend(config: Config, material: Material, opts: RuntimeOptions): Promise<StateBackend> {
+async function openBackend(config: Config, material: Material, opts: RuntimeOptions): Promise<StateBackend & { readonly ticketKeyStore?: TicketKeyStoreAccess }> {
   const crl = material.crl
   if (config.ha !== null) {
     // Loaded only in HA mode: the etcd client (grpc-js inside) costs ~0.4 s of CPU to load, which every
@@ -101,6 +103,8 @@ interface Material {
   readonly crlPem: string
   readonly crl: ParsedCrl
   readonly signer: PlanSigner
+  /** The plan-signing key (HA: the shared ticket keys are sealed under a key derived from it). */
+  readonly planPrivateKey: KeyObject
 }
 
 /** Reads the TLS files, the CRL (verified under the CA) and the plan keys; refuses loose private keys. */
@@ -116,7 +120,8 @@ async function loadMaterial(config: Config): Promise<Material> {
   ])
   const ca = new X509Certificate(caPem)
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
-  return { caPem, certPem, keyPem, ca, crlPem, crl, signer: new PlanSigner(await loadPlanKeys(config.planKeys)) }
+  const planKeys = await loadPlanKeys(config.planKeys)
+  return { caPem, certPem, keyPem, ca, crlPem, crl, signer: new PlanSigner(planKeys), planPrivateKey: planKeys.privateKey }
 }
 
 /** What the stop reports in its audit line, filled in by the closers as they run. */
@@ -164,9 +169,17 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     await audit.close()
   })
   // Sessions from before a restart resume (unless the CRL changed meanwhile): no full-handshake storm.
-  // HA: state_dir is never written, and a session made with one replica's keys cannot resume on another
-  // replica anyway, so each replica draws its own keys and keeps them in memory.
-  const ticketKeys = await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: startingCrl.pem, logger })
+  // HA: state_dir is never written; the replicas share their keys through etcd, sealed, so that sessions
+  // also resume on the replica that takes over (server/shared-ticket-keys.ts).
+  const ticketKeys =
+    config.ha === null || backend.ticketKeyStore === undefined
+      ? await TicketKeys.open(config.ha === null ? config.stateDir : null, { crlPem: startingCrl.pem, logger })
+      : await SharedTicketKeys.open({
+          store: backend.ticketKeyStore,
+          seal: TicketSealKey.derive(material.planPrivateKey, config.ha.prefix),
+          crlPem: startingCrl.pem,
+          logger,
+        })
   closers.push('the ticket keys', () => ticketKeys.close())
   const now = monotonicEpochClock()
   // The operational log mirrors these audit lines with the same limits (a flood must not fill either).

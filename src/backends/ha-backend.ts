@@ -25,6 +25,8 @@ import type { HaConfig } from '../ha/ha-config.js'
 import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
 import { Leadership, sameFence, type Fence, type StepDownReason } from '../ha/leader-election.js'
 import { EtcdCrlStore } from '../ha/crl-store.js'
+import { EtcdTicketKeyStore } from '../ha/ticket-key-store.js'
+import type { TicketKeyStoreAccess } from '../server/shared-ticket-keys.js'
 import type { ParsedCrl } from '../identity/crl.js'
 import { CrlSideNotStarted } from '../identity/crl-enforcement.js'
 import { ClusterCrl } from './cluster-crl.js'
@@ -134,6 +136,10 @@ export class HaServiceHost implements ServiceHost {
   }
 
   /** The term that may serve now: leading (renew deadline checked now), under the term's fence, state loaded. */
+  servingFence(): Fence | null {
+    return this.servingTerm()?.fence ?? null
+  }
+
   private servingTerm(): (Term & { service: ControllerService }) | null {
     const term = this.term
     const fence = this.leadership.fence()
@@ -270,13 +276,24 @@ export interface HaBackendConfig {
  * Connects to etcd (the PEM files are read and checked now: a bad one stops the start); `start` creates the
  * replica and begins campaigning.
  */
-export async function openHaBackend(config: HaBackendConfig, logger?: Logger): Promise<StateBackend> {
+export async function openHaBackend(config: HaBackendConfig, logger?: Logger): Promise<StateBackend & { readonly ticketKeyStore: TicketKeyStoreAccess }> {
   const client = await connectEtcd(config.ha.etcd)
   const { stateDir } = config
   const seed = stateDir === null ? undefined : () => new JournaledFileStore(stateDir).load()
+  let host: HaServiceHost | null = null
+  const keyStore = new EtcdTicketKeyStore(client, config.ha.prefix)
   return {
     restored: null,
     startingCrl: { crl: config.crl, pushed: false },
-    start: (deps) => new HaServiceHost({ ha: config.ha, controllerId: config.controllerId, client, crlPath: config.crlPath, seed, logger }, deps).start(),
+    // The replicas' shared TLS session-ticket keys: only a leader's write is tried, under its term's fence.
+    ticketKeyStore: {
+      read: (timeoutMs) => keyStore.read(timeoutMs),
+      write: async (record, expected) => {
+        const fence = host?.servingFence() ?? null
+        return fence === null ? 'not_leading' : keyStore.write(fence, record, expected)
+      },
+      watch: (onChange) => keyStore.watch(onChange),
+    },
+    start: (deps) => (host = new HaServiceHost({ ha: config.ha, controllerId: config.controllerId, client, crlPath: config.crlPath, seed, logger }, deps).start()),
   }
 }
