@@ -37,7 +37,7 @@ export class RawConnection {
   private constructor(readonly socket: TLSSocket) {
     socket.on('data', (chunk: Buffer) => this.onData(chunk))
     socket.on('error', (err: Error) => this.fail(err))
-    socket.on('close', () => this.fail(new Error('closed by the server')))
+    socket.on('close', () => this.fail(Object.assign(new Error('closed by the server'), { code: 'SERVER_CLOSED' })))
   }
 
   /** True once the connection failed or closed (open a new one). */
