@@ -262,6 +262,9 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
   closers.push('the CRL watcher', () => crls.stop())
   host.crlStore.follow?.() // HA: the cluster's pushed CRL, from now on offered as it changes
   ticketKeys.startTimer((keys) => tls.installTicketKeys(keys))
+  // HA: stop following the cluster's record before the state closer closes the etcd client (the
+  // closer above, run later, then finds it closed already).
+  if (ticketKeys instanceof SharedTicketKeys) closers.push('the shared ticket keys', () => ticketKeys.close())
   const crlWarning = startupCrlWarning(startingCrl, Date.now())
   if (crlWarning !== null) logger?.warn(crlWarning)
   const tick = setInterval(() => {

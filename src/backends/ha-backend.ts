@@ -135,11 +135,12 @@ export class HaServiceHost implements ServiceHost {
     this.options.client.close()
   }
 
-  /** The term that may serve now: leading (renew deadline checked now), under the term's fence, state loaded. */
+  /** The fence of the term that serves now, or null (the shared ticket keys are written under it). */
   servingFence(): Fence | null {
     return this.servingTerm()?.fence ?? null
   }
 
+  /** The term that may serve now: leading (renew deadline checked now), under the term's fence, state loaded. */
   private servingTerm(): (Term & { service: ControllerService }) | null {
     const term = this.term
     const fence = this.leadership.fence()

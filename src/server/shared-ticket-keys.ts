@@ -76,6 +76,7 @@ export class SharedTicketKeys {
   private checking: Promise<void> | null = null
   private checkAgain = false
   private closed = false
+  private closing: Promise<void> | null = null
   /** The mod revision of the last record whose problem was logged (each bad record is logged once). */
   private loggedRevision: string | null = null
   private readonly now: () => number
@@ -102,9 +103,9 @@ export class SharedTicketKeys {
       opts.logger?.warn({ err: err.message }, 'TLS session-ticket keys: the cluster record could not be read; drawing keys of our own')
       return null
     })
-    if (stored !== null && keys.adoptable(stored) !== null) {
-      keys.adopt(stored, 'TLS session-ticket keys taken from the cluster: sessions made with another replica resume here')
-    } else opts.logger?.info('TLS session-ticket keys drawn; they are shared through etcd once this replica leads')
+    const usable = stored === null ? null : keys.usable(stored)
+    if (usable !== null) keys.adopt(usable, 'TLS session-ticket keys taken from the cluster: sessions made with another replica resume here')
+    else opts.logger?.info('TLS session-ticket keys drawn; they are shared through etcd once this replica leads')
     return keys
   }
 
@@ -143,13 +144,16 @@ export class SharedTicketKeys {
     this.checkSoon()
   }
 
-  /** Stops following and waits for a check in flight. */
-  async close(): Promise<void> {
-    this.closed = true
-    clearTimeout(this.ageTimer)
-    clearInterval(this.checkTimer)
-    await this.watch?.cancel().catch(() => undefined)
-    await this.checking
+  /** Stops following and waits for a check in flight (again: the same wait). */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      this.closed = true
+      clearTimeout(this.ageTimer)
+      clearInterval(this.checkTimer)
+      await this.watch?.cancel().catch(() => undefined)
+      await this.checking
+    })()
+    return this.closing
   }
 
   /** Runs a check now, or once more after the one in flight. */
@@ -175,30 +179,32 @@ export class SharedTicketKeys {
   private async check(): Promise<void> {
     try {
       const stored = await this.opts.store.read(CALL_TIMEOUT_MS)
-      if (stored !== null && this.adoptable(stored) !== null) {
-        if (!this.holds(stored)) this.adopt(stored, 'TLS session-ticket keys taken from the cluster record')
+      const usable = stored === null ? null : this.usable(stored)
+      if (usable !== null) {
+        if (!usable.keys.equals(this.#keys)) this.adopt(usable, 'TLS session-ticket keys taken from the cluster record')
         return
       }
       if (this.keysTooOld()) return // the age timer draws new ones first (then this runs again)
       const record = this.opts.seal.seal(this.#keys, { createdAt: this.createdAt, crlSha256: this.crlSha256 })
       // Only the leader's write lands; a follower waits for the leader's record (the watch, the re-read).
       const status = await this.opts.store.write(record, stored?.modRevision ?? null)
+      // Refused: another leader's write (its watch event brings it here again) or a lost term (the
+      // leadership notices); trying again at once would spin on a stale fence until then.
       if (status === 'committed') this.opts.logger?.info('TLS session-ticket keys published to the cluster (sealed): the other replicas take them')
-      else if (status === 'refused') this.checkAgain = true // another leader's write, or a lost term: look again
     } catch (err) {
       this.opts.logger?.warn({ err: (err as Error).message }, 'TLS session-ticket keys: the cluster record could not be checked; keeping the keys in force')
     }
   }
 
-  /** The record's keys when they are good here (open, this CRL, young), else null (its problem logged once). */
-  private adoptable(stored: StoredTicketKeys): Buffer | null {
+  /** The record's keys and binding when they are good here (open, this CRL, young), else null (its problem logged once). */
+  private usable(stored: StoredTicketKeys): { readonly keys: Buffer; readonly createdAt: number } | null {
     const opened = this.opts.seal.open(stored.raw)
     let problem: string | null = null
     if ('problem' in opened) problem = `${opened.problem}: ${opened.detail}`
     else if (opened.binding.crlSha256 !== this.crlSha256) problem = null // another CRL (older, or one this replica has not taken yet): not ours to judge
     else if (opened.binding.createdAt > this.now() + FUTURE_TOLERANCE_MS) problem = 'dated in the future (was a clock set back?)'
     else if (this.now() - opened.binding.createdAt >= this.maxAgeMs) problem = null // older than the maximum age: replaced in due course
-    else return opened.keys
+    else return { keys: opened.keys, createdAt: opened.binding.createdAt }
     if (problem !== null && this.loggedRevision !== stored.modRevision) {
       this.loggedRevision = stored.modRevision
       this.opts.logger?.warn({ key_revision: stored.modRevision, problem }, 'TLS session-ticket key record in etcd not used')
@@ -206,17 +212,10 @@ export class SharedTicketKeys {
     return null
   }
 
-  private holds(stored: StoredTicketKeys): boolean {
-    const opened = this.opts.seal.open(stored.raw)
-    return 'keys' in opened && opened.keys.equals(this.#keys)
-  }
-
-  private adopt(stored: StoredTicketKeys, message: string): void {
-    const opened = this.opts.seal.open(stored.raw)
-    if (!('keys' in opened)) return
-    this.install?.(opened.keys) // throws: nothing changed
-    this.#keys = opened.keys
-    this.createdAt = opened.binding.createdAt
+  private adopt(usable: { readonly keys: Buffer; readonly createdAt: number }, message: string): void {
+    this.install?.(usable.keys) // throws: nothing changed
+    this.#keys = usable.keys
+    this.createdAt = usable.createdAt
     this.deadline = this.deadlineFor(this.createdAt)
     this.armAgeTimer()
     this.opts.logger?.info({ createdAt: new Date(this.createdAt).toISOString() }, message)
