@@ -11,7 +11,7 @@ import { revoke } from '../../pki/revocation.js'
 import { bundle, checkinBody, makePki, request } from '../e2e/harness.js'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { pushCrl, within } from '../support/crl-push.js'
-import { auditOf, haSection, spawnReplicaController, type ReplicaProcess } from './ha-fleet.js'
+import { auditOf, haSection, leadingReplicas, spawnReplicaController, type ReplicaProcess } from './ha-fleet.js'
 import { until } from './replica.js'
 
 const TTL = 2
@@ -30,10 +30,7 @@ t.test('a pushed CRL reaches every replica through etcd and survives a take-over
   const ha = haSection(cluster, PREFIX, TTL)
   const spawn = (id: string) => spawnReplicaController(t, pki, root, id, ha, { tls })
   const replicas: ReplicaProcess[] = await Promise.all([spawn('ctl-0'), spawn('ctl-1')])
-  const leading = async (among: readonly ReplicaProcess[]) => {
-    const answers = await Promise.all(among.map((r) => request(r.port, pki.ca, op, '/v1/plan').catch(() => null)))
-    return among.filter((_, i) => answers[i]?.status === 200)
-  }
+  const leading = (among: readonly ReplicaProcess[]) => leadingReplicas(among, pki.ca, op)
   await until(async () => (await leading(replicas)).length === 1, 30_000, 'a leader')
   const [leader] = await leading(replicas)
   const follower = replicas.find((r) => r !== leader)!

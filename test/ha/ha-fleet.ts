@@ -44,6 +44,12 @@ export interface ReplicaProcess {
   signal(signal: NodeJS.Signals): void
 }
 
+/** The replicas among `among` that serve operator requests now (the leader, or none during a take-over). */
+export async function leadingReplicas<R extends { readonly port: number }>(among: readonly R[], ca: string, operator: Identity): Promise<R[]> {
+  const answers = await Promise.all(among.map((r) => request(r.port, ca, operator, '/v1/plan').catch(() => null)))
+  return among.filter((_, i) => answers[i]?.status === 200)
+}
+
 /** Starts `node dist/src/main.js --config` for a replica and resolves once it listens; killed at the test's end. */
 export async function spawnReplicaController(
   t: Test,
