@@ -228,8 +228,9 @@ export class LightNode {
         this.noteAttempt('deferred')
         return this.retryDelay(err.retryAfterMs)
       }
-      this.shared.count(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
-      this.noteAttempt(`error_${(err as NodeJS.ErrnoException).code ?? 'other'}`)
+      const outcome = `error_${(err as NodeJS.ErrnoException).code ?? 'other'}`
+      this.shared.count(outcome)
+      this.noteAttempt(outcome)
       return this.retryDelay(null)
     }
   }
