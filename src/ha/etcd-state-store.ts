@@ -12,6 +12,7 @@ import type { StateStore } from '../state/state-store.js'
 import type { EtcdClient } from './etcd-api.js'
 import { DEFAULT_ETCD_LIMITS, type EtcdLimits, type WriteOp } from './etcd-limits.js'
 import { fencedWrites } from './fenced-write.js'
+import { HandoffRunIndex } from './handoff-runs.js'
 import { FencedWriteRefused, NotLeading } from './ha-errors.js'
 import { sameFence, type Fence } from './leader-election.js'
 import { readPrefix } from './paged-read.js'
@@ -40,12 +41,15 @@ export class EtcdStateStore implements StateStore {
   private readonly context: WriteContext
   /** The first write of a term, and the one after a failure, reconciles instead of trusting a delta. */
   private reconcileNext = true
+  /** The handoff runs etcd holds after the last committed write (rebuilt by every reconcile). */
+  private runs: HandoffRunIndex
   private busy = false
   private grants = 0
 
   constructor(private readonly options: EtcdStateStoreOptions) {
     this.layout = new StateLayout(options.prefix)
     this.limits = options.limits ?? DEFAULT_ETCD_LIMITS
+    this.runs = new HandoffRunIndex(this.layout)
     // the election key's create revision is unique to this term: grant keys of two terms never collide
     this.context = { layout: this.layout, grantId: () => `${options.fence.createRevision}.${++this.grants}` }
   }
@@ -66,7 +70,7 @@ export class EtcdStateStore implements StateStore {
     this.busy = true
     const state = whole || this.reconcileNext ? full() : null // before any await (the interface's rule)
     try {
-      const ops = state === null ? deltaWrites(delta, this.context) : await this.reconcile(state)
+      const ops = state === null ? deltaWrites(delta, this.context, this.runs) : await this.reconcile(state)
       await this.send(ops)
       this.reconcileNext = false
     } catch (err) {
@@ -82,7 +86,9 @@ export class EtcdStateStore implements StateStore {
 
   private async reconcile(state: DurableState): Promise<WriteOp[]> {
     const { entries } = await readPrefix(this.options.client, this.layout.root, { limits: this.limits })
-    return reconcileWrites(entries, state, this.context)
+    const { ops, runs } = reconcileWrites(entries, state, this.context)
+    this.runs = runs // exact once the ops committed; a failure makes the next write reconcile again
+    return ops
   }
 
   private async send(ops: readonly WriteOp[]): Promise<void> {

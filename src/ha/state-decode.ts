@@ -4,15 +4,23 @@
  * (EtcdStateError naming the key), never skipped: a controller must not run on state it cannot read.
  *
  * Handoffs follow the write order (README.md): an entry newer than the meta's generation belongs to a
- * write whose meta never landed, so it is ignored; of a shard's other entries only the newest counts,
- * the older ones were superseded by a write whose release step did not land yet.
+ * write whose meta never landed, so it is ignored; of the other entries covering a shard only the newest
+ * counts, older ones were superseded by a write whose release step did not land yet. Entries are runs
+ * (`handoff-run/`) or, as earlier releases wrote them, one per shard (`handoff/`); both load.
  */
 import { z } from 'zod'
 import type { DurableState, PersistedHandoff, PersistedNode, StateMeta } from '../core/durable-state.js'
 import { durableStateSchema, handoffSchema, persistedNodeSchema, stateMetaSchema } from '../core/durable-state-schema.js'
+import { nameSchema } from '../core/names.js'
 import type { EtcdKeyValue } from './etcd-api.js'
 import { EtcdStateError } from './ha-errors.js'
-import type { StateLayout } from './state-layout.js'
+import type { IndexedRun } from './handoff-runs.js'
+import type { StateKey, StateLayout } from './state-layout.js'
+
+/** A handoff run's value (state-layout.ts). */
+const handoffRunValueSchema = z
+  .object({ first: z.number().int().min(0).max(65535), count: z.number().int().min(1).max(65536), fromNode: nameSchema, generation: z.number().int().min(1) })
+  .strict()
 
 /** The meta key's value. */
 export const metaValueSchema = z.object({ version: z.literal(2), meta: stateMetaSchema }).strict()
@@ -61,7 +69,7 @@ export function decodeState(layout: StateLayout, entries: readonly EtcdKeyValue[
   let meta: StateMeta | null = null
   const nodes: PersistedNode[] = []
   const draining: string[] = []
-  const handoffs: PersistedHandoff[] = []
+  const runs: IndexedRun[] = []
   const grants: number[] = []
   for (const kv of entries) {
     const key = layout.parse(kv.key)
@@ -80,14 +88,10 @@ export function decodeState(layout: StateLayout, entries: readonly EtcdKeyValue[
         expectEmpty(layout, kv)
         draining.push(key.nodeId)
         break
-      case 'handoff': {
-        const handoff = parseValue(layout, kv, handoffSchema, 'pending handoff')
-        if (handoff.shardId !== key.shardId || handoff.generation !== key.generation) {
-          throw new EtcdStateError(layout.root, kv.key, `holds the handoff of shard ${handoff.shardId} at generation ${handoff.generation}`)
-        }
-        handoffs.push(handoff)
+      case 'handoff':
+      case 'handoff_run':
+        runs.push(handoffEntry(layout, kv, key))
         break
-      }
       case 'grant':
         expectEmpty(layout, kv)
         grants.push(key.at)
@@ -95,13 +99,45 @@ export function decodeState(layout: StateLayout, entries: readonly EtcdKeyValue[
     }
   }
   if (meta === null) return null
-  return checked(layout, { version: 2, meta, nodes, draining, handoffs: currentHandoffs(handoffs, meta.generation), dailyGrants: grants.sort((a, b) => a - b) })
+  const handoffs = currentHandoffs(layout, runs, meta.generation)
+  return checked(layout, { version: 2, meta, nodes, draining, handoffs, dailyGrants: grants.sort((a, b) => a - b) })
 }
 
-/** Per shard, the newest entry not newer than the meta's generation (entries arrive in key order). */
-function currentHandoffs(entries: readonly PersistedHandoff[], generation: number): PersistedHandoff[] {
+/** A handoff entry of either layout as a run, its value checked against its key. Throws EtcdStateError. */
+export function handoffEntry(layout: StateLayout, kv: EtcdKeyValue, key: Extract<StateKey, { kind: 'handoff' | 'handoff_run' }>): IndexedRun {
+  if (key.kind === 'handoff') {
+    const h = parseValue(layout, kv, handoffSchema, 'pending handoff')
+    if (h.shardId !== key.shardId || h.generation !== key.generation) {
+      throw new EtcdStateError(layout.root, kv.key, `holds the handoff of shard ${h.shardId} at generation ${h.generation}`)
+    }
+    return { key: kv.key, first: h.shardId, count: 1, fromNode: h.fromNode, generation: h.generation }
+  }
+  const run = parseValue(layout, kv, handoffRunValueSchema, 'handoff run')
+  if (run.first !== key.first || run.count !== key.count || run.generation !== key.generation) {
+    throw new EtcdStateError(layout.root, kv.key, `holds the handoffs of shards ${run.first} (${run.count}) at generation ${run.generation}`)
+  }
+  if (run.first + run.count > 65_536) throw new EtcdStateError(layout.root, kv.key, 'holds a run that ends beyond shard 65535')
+  return { key: kv.key, ...run }
+}
+
+/**
+ * Per shard, the newest entry not newer than the meta's generation. Two entries of one shard and
+ * generation name the same node (a shard gets one handoff per generation; the pieces of a partly
+ * released run repeat it until the run's key is deleted); if they do not, the state is not ours.
+ */
+function currentHandoffs(layout: StateLayout, runs: readonly IndexedRun[], generation: number): PersistedHandoff[] {
   const byShard = new Map<number, PersistedHandoff>()
-  for (const h of entries) if (h.generation <= generation) byShard.set(h.shardId, h)
+  for (const run of runs) {
+    if (run.generation > generation) continue
+    for (let shardId = run.first; shardId < run.first + run.count; shardId++) {
+      const seen = byShard.get(shardId)
+      if (seen !== undefined && seen.generation > run.generation) continue
+      if (seen !== undefined && seen.generation === run.generation && seen.fromNode !== run.fromNode) {
+        throw new EtcdStateError(layout.root, run.key, `says shard ${shardId} waits for ${run.fromNode} since generation ${run.generation}, another entry says ${seen.fromNode}`)
+      }
+      byShard.set(shardId, { shardId, fromNode: run.fromNode, generation: run.generation })
+    }
+  }
   return [...byShard.values()].sort((a, b) => a.shardId - b.shardId)
 }
 

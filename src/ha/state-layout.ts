@@ -1,17 +1,20 @@
 /**
  * How the controller's durable state is laid out in etcd, under `<prefix>state/`: one key per node
- * record, per drain flag, per pending handoff and per grant counted against the daily budget, and one
- * meta key (generation, plan fingerprint, reshard barrier, CRL number). Pure: key names and value
- * encodings only; see etcd-state-store.ts for the reads and writes and README.md for the write order.
+ * record, per drain flag, per run of pending handoffs (contiguous shards waiting for one node since one
+ * generation) and per grant counted against the daily budget, and one meta key (generation, plan
+ * fingerprint, reshard barrier, CRL number). Pure: key names and value encodings only; see
+ * etcd-state-store.ts for the reads and writes and README.md for the write order.
  *
- *   meta                              {"version":2,"meta":{...StateMeta}}
- *   node/<node id>                    PersistedNode as JSON
- *   draining/<node id>                (empty)
- *   handoff/<shard:5>/<generation:16> PersistedHandoff as JSON
- *   grant/<time ms:16>/<unique id>    (empty)
+ *   meta                                                {"version":2,"meta":{...StateMeta}}
+ *   node/<node id>                                      PersistedNode as JSON
+ *   draining/<node id>                                  (empty)
+ *   handoff-run/<first:5>/<count:5>/<generation:16>     {first, count, fromNode, generation}
+ *   grant/<time ms:16>/<unique id>                      (empty)
+ *   handoff/<shard:5>/<generation:16>                   PersistedHandoff: written by earlier releases, still read
  *
  * Numbers in keys are zero-padded so that key order is numeric order: a range delete can drop every
- * grant before a time, or every handoff of a shard older than a generation.
+ * grant before a time. The count is in a run's key so that the pieces a partial release leaves of a run
+ * are new keys, written before the run they replace is deleted (state-writes.ts).
  */
 import type { PersistedHandoff, PersistedNode, StateMeta } from '../core/durable-state.js'
 import { isValidName } from '../core/names.js'
@@ -24,7 +27,9 @@ export type StateKey =
   | { readonly kind: 'meta' }
   | { readonly kind: 'node'; readonly nodeId: string }
   | { readonly kind: 'draining'; readonly nodeId: string }
+  /** An entry of the per-shard layout of earlier releases (loaded, and replaced by runs on the next reconcile). */
   | { readonly kind: 'handoff'; readonly shardId: number; readonly generation: number }
+  | { readonly kind: 'handoff_run'; readonly first: number; readonly count: number; readonly generation: number }
   | { readonly kind: 'grant'; readonly at: number }
 
 function pad(n: number, digits: number, what: string): string {
@@ -33,6 +38,7 @@ function pad(n: number, digits: number, what: string): string {
 }
 
 const HANDOFF_KEY = /^handoff\/(\d{5})\/(\d{16})$/
+const HANDOFF_RUN_KEY = /^handoff-run\/(\d{5})\/(\d{5})\/(\d{16})$/
 const GRANT_KEY = /^grant\/(\d{16})\/[0-9a-z.-]{1,64}$/
 
 /** The key names of one deployment's state (`prefix` is the HA prefix, e.g. `/pxe/`). */
@@ -56,18 +62,15 @@ export class StateLayout {
     return `${this.root}draining/${nodeId}`
   }
 
-  handoff(shardId: number, generation: number): string {
-    return `${this.handoffsOf(shardId)}${pad(generation, NUMBER_DIGITS, 'generation')}`
+  /** The key of shards first .. first + count - 1 waiting since `generation`. */
+  handoffRun(first: number, count: number, generation: number): string {
+    if (!Number.isSafeInteger(count) || count < 1 || first + count > 65_536) throw new RangeError(`a handoff run of ${count} shards from ${first} cannot be stored`)
+    return `${this.root}handoff-run/${pad(first, SHARD_DIGITS, 'shard')}/${pad(count, SHARD_DIGITS, 'count')}/${pad(generation, NUMBER_DIGITS, 'generation')}`
   }
 
-  /** The prefix of every entry of one shard. */
-  handoffsOf(shardId: number): string {
-    return `${this.root}handoff/${pad(shardId, SHARD_DIGITS, 'shard')}/`
-  }
-
-  /** `[from, to)` holding a shard's entries of generations below `generation`. */
-  handoffsBefore(shardId: number, generation: number): { readonly key: string; readonly rangeEnd: string } {
-    return { key: this.handoffsOf(shardId), rangeEnd: this.handoff(shardId, generation) }
+  /** A per-shard entry as earlier releases wrote it (tests write such states to check they still load). */
+  legacyHandoff(shardId: number, generation: number): string {
+    return `${this.root}handoff/${pad(shardId, SHARD_DIGITS, 'shard')}/${pad(generation, NUMBER_DIGITS, 'generation')}`
   }
 
   /** A counted grant at `at` (ms); `id` makes grants of one millisecond distinct keys. */
@@ -92,6 +95,8 @@ export class StateLayout {
     if ((dir === 'node' || dir === 'draining') && isValidName(name)) return { kind: dir, nodeId: name }
     const handoff = HANDOFF_KEY.exec(rest)
     if (handoff) return { kind: 'handoff', shardId: Number(handoff[1]), generation: Number(handoff[2]) }
+    const run = HANDOFF_RUN_KEY.exec(rest)
+    if (run) return { kind: 'handoff_run', first: Number(run[1]), count: Number(run[2]), generation: Number(run[3]) }
     const grant = GRANT_KEY.exec(rest)
     if (grant) return { kind: 'grant', at: Number(grant[1]) }
     return null
@@ -126,9 +131,22 @@ export function encodeNode(n: PersistedNode): string {
   })
 }
 
-/** A pending handoff's value. */
+/** A pending handoff's value in the per-shard layout of earlier releases (tests write such states). */
 export function encodeHandoff(h: PersistedHandoff): string {
   return JSON.stringify({ shardId: h.shardId, fromNode: h.fromNode, generation: h.generation })
+}
+
+/** A run of pending handoffs: shards first .. first + count - 1 waiting for `fromNode` since `generation`. */
+export interface StoredHandoffRun {
+  readonly first: number
+  readonly count: number
+  readonly fromNode: string
+  readonly generation: number
+}
+
+/** A handoff run's value. */
+export function encodeHandoffRun(r: StoredHandoffRun): string {
+  return JSON.stringify({ first: r.first, count: r.count, fromNode: r.fromNode, generation: r.generation })
 }
 
 /** The value of flag-like keys (drain flags, grants): the key says it all. */

@@ -2,10 +2,11 @@
  * The etcd operations that make a state change durable, in the order that keeps every prefix of them
  * a state a new leader can safely start from (the argument is in README.md, "Write order"):
  *
- *   1. additions that only make a new leader more careful: counted grants, new handoff entries
+ *   1. additions that only make a new leader more careful: counted grants, new handoff runs, and the
+ *      pieces that remain of runs partly released or superseded (they repeat what those runs say)
  *   2. node records and drain flags (puts and deletes)
  *   3. the meta key (generation, plan fingerprint, reshard barrier, CRL number)
- *   4. releases, justified by 2 and 3: handoff entries released or superseded
+ *   4. releases, justified by 2 and 3: the keys of handoff runs released, superseded or split
  *   5. grants that left the daily window
  *
  * A large change is split into several transactions in this order (fencedWrites); they are not atomic
@@ -14,8 +15,9 @@
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { EtcdKeyValue } from './etcd-api.js'
 import type { WriteOp } from './etcd-limits.js'
-import { storedGeneration } from './state-decode.js'
-import { EMPTY_VALUE, encodeHandoff, encodeMeta, encodeNode, type StateLayout } from './state-layout.js'
+import { reconcileHandoffRuns, type HandoffRunIndex, type IndexedRun } from './handoff-runs.js'
+import { handoffEntry, storedGeneration } from './state-decode.js'
+import { EMPTY_VALUE, encodeMeta, encodeNode, type StateLayout } from './state-layout.js'
 
 /** What the writes need besides the change: the key layout and a fresh ID per counted grant. */
 export interface WriteContext {
@@ -30,36 +32,39 @@ const put = (key: string, value: string): WriteOp => ({ type: 'put', key, value 
 const del = (key: string): WriteOp => ({ type: 'delete', key })
 const phases = (): Phases => [[], [], [], [], []]
 
-/** The operations of one delta, in write order. */
-export function deltaWrites(delta: StateDelta, ctx: WriteContext): WriteOp[] {
+/**
+ * The operations of one delta, in write order. `runs` is the index of the handoff runs etcd holds (as of
+ * the last committed write): it is updated to what etcd holds once these operations committed.
+ */
+export function deltaWrites(delta: StateDelta, ctx: WriteContext, runs: HandoffRunIndex): WriteOp[] {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
   for (const at of delta.addGrants) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
-  for (const [first, count, fromNode, generation] of delta.putHandoffs) {
-    for (let shardId = first; shardId < first + count; shardId++) {
-      additions.push(put(layout.handoff(shardId, generation), encodeHandoff({ shardId, fromNode, generation })))
-      // an older entry of the shard (released and replaced in one delta) goes with the releases
-      releases.push({ type: 'delete_range', ...layout.handoffsBefore(shardId, generation) })
-    }
-  }
+  const handoffs = runs.change(delta.putHandoffs, delta.deleteHandoffs)
+  additions.push(...handoffs.puts)
   for (const n of delta.putNodes) records.push(put(layout.node(n.nodeId), encodeNode(n)))
   for (const id of delta.deleteNodes) records.push(del(layout.node(id)))
   for (const id of delta.putDraining) records.push(put(layout.draining(id), EMPTY_VALUE))
   for (const id of delta.deleteDraining) records.push(del(layout.draining(id)))
   meta.push(put(layout.meta(), encodeMeta(delta.meta)))
-  for (const [first, count] of delta.deleteHandoffs) {
-    for (let shardId = first; shardId < first + count; shardId++) releases.push({ type: 'delete_prefix', prefix: layout.handoffsOf(shardId) })
-  }
+  releases.push(...handoffs.deletes)
   if (delta.dropGrantsBefore !== null) drops.push({ type: 'delete_range', ...layout.grantsBefore(delta.dropGrantsBefore) })
   return [additions, records, meta, releases, drops].flat()
+}
+
+/** A reconcile's operations in write order, and the handoff runs etcd holds once they committed. */
+export interface Reconcile {
+  readonly ops: WriteOp[]
+  readonly runs: HandoffRunIndex
 }
 
 /**
  * The operations that turn what etcd holds (`current`, read at one revision) into `full`, in write order;
  * only what differs is written. Handoff entries newer than the stored meta's generation are invisible to
  * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count.
+ * Handoff runs that still say what `full` says stay; per-shard entries of earlier releases become runs.
  */
-export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableState, ctx: WriteContext): WriteOp[] {
+export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableState, ctx: WriteContext): Reconcile {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
   const invisible: WriteOp[] = []
@@ -67,8 +72,21 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   const storedGen = storedGeneration(layout, current)
   const wantGrants = countTimes(full.dailyGrants)
   const have = new Set<string>()
+  const storedRuns: IndexedRun[] = []
   for (const kv of current) {
     const key = layout.parse(kv.key)
+    if (key?.kind === 'handoff' || key?.kind === 'handoff_run') {
+      const generation = key.generation
+      if (generation > storedGen) invisible.push(del(kv.key))
+      else {
+        try {
+          storedRuns.push(handoffEntry(layout, kv, key))
+        } catch {
+          releases.push(del(kv.key)) // unreadable: the load would refuse it; the runs below replace it
+        }
+      }
+      continue
+    }
     if (key?.kind === 'grant') {
       const left = wantGrants.get(key.at) ?? 0
       if (left > 0) wantGrants.set(key.at, left - 1)
@@ -81,25 +99,25 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
       continue
     }
     if (wanted !== undefined) continue // rewritten below, in its phase
-    if (key?.kind === 'handoff') (key.generation > storedGen ? invisible : releases).push(del(kv.key))
-    else if (key?.kind === 'node' || key?.kind === 'draining') records.push(del(kv.key))
+    if (key?.kind === 'node' || key?.kind === 'draining') records.push(del(kv.key))
     else if (key?.kind !== 'meta') releases.push(del(kv.key)) // not ours: removed once the state is whole
   }
   for (const [at, count] of wantGrants) for (let i = 0; i < count; i++) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
   for (const [key, value] of want) {
     if (have.has(key)) continue
-    const kind = layout.parse(key)?.kind
-    ;(kind === 'handoff' ? additions : kind === 'meta' ? meta : records).push(put(key, value))
+    ;(layout.parse(key)?.kind === 'meta' ? meta : records).push(put(key, value))
   }
-  return [invisible, additions, records, meta, releases, drops].flat()
+  const handoffs = reconcileHandoffRuns(layout, storedRuns, full.handoffs)
+  additions.push(...handoffs.puts)
+  releases.push(...handoffs.deletes)
+  return { ops: [invisible, additions, records, meta, releases, drops].flat(), runs: handoffs.index }
 }
 
-/** Every key of `state` but its grants, with its encoded value. */
+/** Every key of `state` but its grants and handoffs, with its encoded value. */
 function wantedValues(state: DurableState, layout: StateLayout): Map<string, string> {
   const want = new Map<string, string>([[layout.meta(), encodeMeta(state.meta)]])
   for (const n of state.nodes) want.set(layout.node(n.nodeId), encodeNode(n))
   for (const id of state.draining) want.set(layout.draining(id), EMPTY_VALUE)
-  for (const h of state.handoffs) want.set(layout.handoff(h.shardId, h.generation), encodeHandoff(h))
   return want
 }
 

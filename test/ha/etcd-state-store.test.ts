@@ -1,7 +1,9 @@
 // The etcd state store on a real etcd: what a controller writes (deltas, a large change split over
 // several transactions, a reconcile after a write that stopped half-way) is read back by a fresh store
-// exactly as the controller's snapshot; a deposed leader's write is refused and leaves nothing behind;
-// a bad value stops the load with a message naming the key.
+// exactly as the controller's snapshot; a leader stopped after any transaction of a split write leaves a
+// state its successor can safely start from; handoffs written one key per shard by earlier releases load
+// and become runs; a deposed leader's write is refused and leaves nothing behind; a bad value stops the
+// load with a message naming the key.
 import t, { type Test } from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { prefixRangeEnd, type EtcdClient } from '../../src/ha/etcd-api.js'
@@ -9,6 +11,8 @@ import { DEFAULT_ETCD_LIMITS } from '../../src/ha/etcd-limits.js'
 import { EtcdStateStore } from '../../src/ha/etcd-state-store.js'
 import { EtcdStateError, FencedWriteRefused, NotLeading } from '../../src/ha/ha-errors.js'
 import type { Fence } from '../../src/ha/leader-election.js'
+import { encodeHandoff, StateLayout } from '../../src/ha/state-layout.js'
+import type { DurableState } from '../../src/core/durable-state.js'
 import { body, cert, checkIn, T0 } from '../core/fixtures.js'
 import { needsEtcd, startEtcdCluster, type EtcdCluster } from '../support/etcd-cluster.js'
 import { startReplica, until, type Replica } from './replica.js'
@@ -131,6 +135,106 @@ t.test('a write that stops half-way is made whole by the next (reconciling) writ
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile wrote the difference: etcd equals the snapshot')
   await writeChanges(store, c)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and deltas go on from there')
+})
+
+const SPLIT_SETTINGS = { ...SETTINGS, totalShards: 1024, dailyIdentifyLimit: null }
+
+/** 32 nodes, node-05 drained (shards wait for their previous owners): the same state on every call. */
+function drainedFleet(): Controller {
+  const c = new Controller(SPLIT_SETTINGS)
+  for (let i = 0; i < 32; i++) c.register(T0, body(`node-${String(i).padStart(2, '0')}`, 64), cert(`f${i}`))
+  c.settle()
+  c.setDraining(T0 + 1, 'node-05', true)
+  c.settle()
+  return c
+}
+
+/**
+ * Per shard, the node that may be running it in `state`: the node its handoff waits for (its owner could
+ * not identify it meanwhile), or else its owner.
+ */
+function runnersOf(state: DurableState): Map<number, string> {
+  const c = new Controller(SPLIT_SETTINGS, { state, now: T0 + 2 })
+  const runners = new Map<number, string>()
+  for (let shardId = 0; shardId < SPLIT_SETTINGS.totalShards; shardId++) runners.set(shardId, c.ownerOf(shardId)!)
+  for (const h of state.handoffs) runners.set(h.shardId, h.fromNode)
+  return runners
+}
+
+t.test('a leader stopped after any transaction of a split write leaves a state its successor can safely start from', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-split/'
+  const r = await leader(t, cluster, prefix)
+  const limits = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 }
+  const before = drainedFleet().snapshot()
+  const runners = runnersOf(before)
+  t.ok(before.handoffs.length > 100, `${before.handoffs.length} shards wait for their previous owners before the write`)
+  let transactions = Infinity
+  let partsChecked = 0
+  for (let k = 0; k <= transactions; k++) {
+    let allowed = Infinity
+    const store = storeOf(r, prefix, { currentFence: () => (allowed-- > 0 ? r.leadership.fence() : null), limits })
+    const c = drainedFleet()
+    c.takeDelta()
+    await store.write(c.takeDelta(), () => before, true) // etcd holds `before` exactly (a reconcile)
+    // node-05 comes back (shards return to the node they wait for: parts of runs released) and node-20 is
+    // drained (new runs); node-07 reports the generation (its runs released)
+    c.setDraining(T0 + 2, 'node-05', false)
+    c.setDraining(T0 + 2, 'node-20', true)
+    checkIn(c, T0 + 2, body('node-07', 64, { generation: c.generation }), cert('f7'))
+    const rev0 = await revision(r.client)
+    allowed = k
+    const outcome = await writeChanges(store, c).then(
+      () => 'whole',
+      (err: unknown) => (err instanceof NotLeading ? 'stopped' : Promise.reject(err)),
+    )
+    const committed = Number((await revision(r.client)) - rev0)
+    if (outcome === 'whole') transactions = committed
+    t.equal(committed, Math.min(k, transactions), `stopped after ${k} transactions: ${committed} committed`)
+    const loaded = await storeOf(r, prefix).load()
+    t.ok(loaded!.meta.generation >= before.meta.generation, 'the generation does not go back')
+    const after = new Controller(SPLIT_SETTINGS, { state: loaded!, now: T0 + 3 })
+    const exposed: number[] = []
+    for (const [shardId, runner] of runners) {
+      const owner = after.ownerOf(shardId)
+      if (owner === null || runner === owner) continue
+      if (runner === 'node-07' && c.ownerOf(shardId) !== 'node-07') continue // it applied the new plan: stopped
+      const claim = after.claimIdentify(T0 + 3, { node_id: owner, shard_id: shardId })
+      if (!(claim.granted === false && claim.reason === 'handoff_pending')) exposed.push(shardId)
+    }
+    t.same(exposed, [], `after ${committed} transaction(s): every shard a node may still run is held back from its new owner`)
+    if (outcome === 'whole') t.same(loaded, c.snapshot(), 'the whole write loads as the snapshot')
+    partsChecked += 1
+  }
+  t.ok(transactions >= 4, `the write took ${transactions} transactions of at most 16 operations; all ${partsChecked} stopping points checked`)
+})
+
+t.test('handoffs stored one key per shard (earlier releases) load, and the next reconcile turns them into runs', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-legacy/'
+  const r = await leader(t, cluster, prefix)
+  const layout = new StateLayout(prefix)
+  const c = drainedFleet()
+  const state = c.snapshot()
+  c.takeDelta()
+  await storeOf(r, prefix).write(c.takeDelta(), () => state, true)
+  // as a controller of an earlier release left it: the same state, a key per pending handoff
+  const runKeys = await keysUnder(r.client, `${prefix}state/handoff-run/`)
+  const ops = [
+    { type: 'delete' as const, key: `${prefix}state/handoff-run/`, rangeEnd: prefixRangeEnd(`${prefix}state/handoff-run/`) },
+    ...state.handoffs.map((h) => ({ type: 'put' as const, key: layout.legacyHandoff(h.shardId, h.generation), value: encodeHandoff(h) })),
+  ]
+  for (let i = 0; i < ops.length; i += 100) await r.client.txn({ compare: [], success: ops.slice(i, i + 100) })
+  t.equal((await keysUnder(r.client, `${prefix}state/handoff/`)).length, state.handoffs.length, `${state.handoffs.length} per-shard keys`)
+  t.same(await storeOf(r, prefix).load(), state, 'they load as the same state')
+
+  const next = storeOf(r, prefix) // a new term: its first write reconciles
+  checkIn(c, T0 + 2, body('node-09', 64, { generation: c.generation }), cert('f9'))
+  await writeChanges(next, c)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'after the reconcile: the same state')
+  t.same(await keysUnder(r.client, `${prefix}state/handoff/`), [], 'no per-shard key is left')
+  const runs = await keysUnder(r.client, `${prefix}state/handoff-run/`)
+  t.ok(runs.length > 0 && runs.length <= runKeys.length, `${runs.length} run keys hold ${c.snapshot().handoffs.length} handoffs`)
 })
 
 t.test('the load refuses what it cannot use, naming the key; a first write that never completed is no state', needsEtcd(), async (t) => {

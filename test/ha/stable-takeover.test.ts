@@ -4,6 +4,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import type { EtcdKeyValue } from '../../src/ha/etcd-api.js'
 import type { WriteOp } from '../../src/ha/etcd-limits.js'
+import { HandoffRunIndex } from '../../src/ha/handoff-runs.js'
 import { decodeState } from '../../src/ha/state-decode.js'
 import { StateLayout } from '../../src/ha/state-layout.js'
 import { deltaWrites, type WriteContext } from '../../src/ha/state-writes.js'
@@ -40,6 +41,7 @@ t.test('stable planner: every take-over over random histories plans the same ran
     const ctx: WriteContext = { layout, grantId: () => `7.${++n}` }
     const c = new Controller(SETTINGS)
     const kv = new Map<string, string>()
+    const runs = new HandoffRunIndex(layout)
     let now = T0
     for (let write = 1; write <= 30 && problems === 0; write++) {
       now += Math.floor(random() * 8000)
@@ -49,7 +51,7 @@ t.test('stable planner: every take-over over random histories plans the same ran
       else if (roll < 0.85) c.setDraining(now, nodeId, random() < 0.5)
       else c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
       c.settle()
-      apply(kv, deltaWrites(c.takeDelta(), ctx))
+      apply(kv, deltaWrites(c.takeDelta(), ctx, runs))
       const state = decodeState(layout, entries(kv))
       if (JSON.stringify(state) !== JSON.stringify(c.snapshot())) {
         problems += 1

@@ -3,8 +3,10 @@
 // operations is checked for safety: it loads (decodeState), restores a Controller exactly as after a
 // restart, and must never let a shard be identified by a new owner while a node that may still run it
 // has not confirmed stopping; the generation never goes back; no counted grant is lost. After the whole
-// write, the load equals the controller's snapshot. Etcd's key-value semantics (put, delete, range
-// delete in byte order) are modelled by a sorted map here; etcd-state-store.test.ts runs the real thing.
+// write, the load equals the controller's snapshot. Some histories start from a state in the per-shard
+// handoff layout of earlier releases (an upgrade: the new term's reconcile turns it into runs). Etcd's
+// key-value semantics (put, delete, range delete in byte order) are modelled by a sorted map here;
+// etcd-state-store.test.ts runs the real thing.
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import type { DurableState } from '../../src/core/durable-state.js'
@@ -12,8 +14,9 @@ import { DAILY_WINDOW_MS } from '../../src/core/identify.js'
 import type { ControllerSettings } from '../../src/core/types.js'
 import type { EtcdKeyValue } from '../../src/ha/etcd-api.js'
 import type { WriteOp } from '../../src/ha/etcd-limits.js'
+import { HandoffRunIndex } from '../../src/ha/handoff-runs.js'
 import { decodeState } from '../../src/ha/state-decode.js'
-import { StateLayout } from '../../src/ha/state-layout.js'
+import { encodeHandoff, StateLayout } from '../../src/ha/state-layout.js'
 import { deltaWrites, reconcileWrites, type WriteContext } from '../../src/ha/state-writes.js'
 import { body, cert, seededRandom, T0 } from '../core/fixtures.js'
 
@@ -34,6 +37,20 @@ class KeySpace {
       }
     }
     return this
+  }
+  /** The same state with its handoffs as earlier releases stored them: one key per shard. */
+  legacy(): KeySpace {
+    const next = new KeySpace()
+    for (const [k, v] of this.kv) {
+      if (layout.parse(k)?.kind !== 'handoff_run') next.kv.set(k, v)
+      else {
+        const run = JSON.parse(v) as { first: number; count: number; fromNode: string; generation: number }
+        for (let shardId = run.first; shardId < run.first + run.count; shardId++) {
+          next.kv.set(layout.legacyHandoff(shardId, run.generation), encodeHandoff({ shardId, fromNode: run.fromNode, generation: run.generation }))
+        }
+      }
+    }
+    return next
   }
   copy(): KeySpace {
     const next = new KeySpace()
@@ -115,8 +132,15 @@ function unsafe(loaded: DurableState | null, committed: DurableState | null, run
   return null
 }
 
-/** Runs one random history; returns the first problem found, or null. */
-function history(seed: number, reconcileEvery: number): string | null {
+/** How many histories were upgraded from the per-shard layout (a history without handoffs has nothing to upgrade). */
+let upgrades = 0
+
+/**
+ * Runs one random history; returns the first problem found, or null. Every `reconcileEvery` writes one
+ * fails half-way and the next reconciles; at the first write from `legacyAt` on with handoffs in etcd, it is turned into the per-shard layout
+ * of earlier releases (a leader of the previous release wrote it) and a new term reconciles.
+ */
+function history(seed: number, reconcileEvery: number, legacyAt = 0): string | null {
   const random = seededRandom(seed)
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!
   let n = 0
@@ -125,6 +149,8 @@ function history(seed: number, reconcileEvery: number): string | null {
   const reports = new Map<string, number>()
   const running = new Running()
   let etcd = new KeySpace()
+  let runs = new HandoffRunIndex(layout)
+  let legacyKeys = 0
   let now = T0
   for (let write = 1; write <= 25; write++) {
     for (let i = 0, ops = 1 + Math.floor(random() * 6); i < ops; i++) {
@@ -137,10 +163,19 @@ function history(seed: number, reconcileEvery: number): string | null {
     const delta = c.takeDelta()
     // every few writes, one that failed half-way (etcd holds a prefix of it) and is then made whole by a reconcile
     let start = etcd
-    let ops = deltaWrites(delta, ctx)
-    if (write % reconcileEvery === 0) {
-      start = etcd.copy().apply(ops.slice(0, Math.floor(random() * ops.length)))
-      ops = reconcileWrites(start.entries(), full, ctx)
+    let ops: WriteOp[]
+    if (legacyAt > 0 && write >= legacyAt && legacyKeys === 0 && etcd.entries().some((kv) => layout.parse(kv.key)?.kind === 'handoff_run')) {
+      start = etcd.legacy()
+      legacyKeys = [...start.kv.keys()].filter((k) => layout.parse(k)?.kind === 'handoff').length
+      upgrades += 1
+      if (JSON.stringify(decodeState(layout, start.entries())) !== JSON.stringify(committed)) return `write ${write}: the per-shard layout loads otherwise`
+      ;({ ops, runs } = reconcileWrites(start.entries(), full, ctx))
+    } else {
+      ops = deltaWrites(delta, ctx, runs)
+      if (write % reconcileEvery === 0) {
+        start = etcd.copy().apply(ops.slice(0, Math.floor(random() * ops.length)))
+        ;({ ops, runs } = reconcileWrites(start.entries(), full, ctx))
+      }
     }
     for (let k = 0; k <= ops.length; k++) {
       const found = unsafe(decodeState(layout, start.copy().apply(ops.slice(0, k)).entries()), committed, running, now)
@@ -149,6 +184,9 @@ function history(seed: number, reconcileEvery: number): string | null {
     etcd = start.apply(ops)
     running.released()
     if (JSON.stringify(decodeState(layout, etcd.entries())) !== JSON.stringify(full)) return `write ${write}: the load differs from the snapshot`
+    const stored = etcd.entries().filter((kv) => layout.parse(kv.key)?.kind === 'handoff_run')
+    if (JSON.stringify(stored.map((kv) => kv.key)) !== JSON.stringify(runs.list().map((r) => r.key))) return `write ${write}: the store's index of handoff runs is not what etcd holds`
+    if (etcd.entries().some((kv) => layout.parse(kv.key)?.kind === 'handoff')) return `write ${write}: a per-shard handoff key is left`
   }
   return null
 }
@@ -177,43 +215,116 @@ function step(c: Controller, now: number, pick: <T>(items: readonly T[]) => T, r
 t.test('every prefix of every write is a safe state to take over from; the whole write loads as the snapshot', async (t) => {
   let failures = 0
   for (let seed = 1; seed <= 60 && failures < 3; seed++) {
-    const found = history(seed, seed % 2 === 0 ? 4 : 1000)
+    const found = history(seed, seed % 2 === 0 ? 4 : 1000, seed % 3 === 0 ? 12 : 0)
     if (found !== null) {
       failures += 1
       t.fail(`seed ${seed}: ${found}`)
     }
   }
-  t.equal(failures, 0, '60 histories of 25 writes, half of them with torn writes reconciled')
+  t.equal(failures, 0, '60 histories of 25 writes, half of them with torn writes reconciled, a third upgraded from per-shard handoff keys')
+  t.ok(upgrades >= 10, `${upgrades} of 20 histories were upgraded from per-shard handoff keys`)
 })
 
-t.test('a write that releases and replaces a handoff in one change keeps the old entry until the meta lands', async (t) => {
+const META = { generation: 3, totalShards: 24, maxConcurrency: 4, planFingerprint: '0'.repeat(64), reshard: null, crlNumber: null }
+const NO_CHANGE = { putNodes: [], deleteNodes: [], putDraining: [], deleteDraining: [], addGrants: [], dropGrantsBefore: null }
+const described = (ops: readonly WriteOp[]) => ops.map((op) => `${op.type} ${'key' in op ? op.key : op.prefix}`)
+
+t.test('a write that partly releases and supersedes a run keeps the run until the meta lands; the pieces come first', async (t) => {
   let n = 0
   const ctx: WriteContext = { layout, grantId: () => `9.${++n}` }
+  const runs = new HandoffRunIndex(layout)
+  runs.adopt({ key: layout.handoffRun(4, 4, 2), first: 4, count: 4, fromNode: 'a', generation: 2 }) // shards 4-7 wait for a
   const ops = deltaWrites(
-    {
-      meta: { generation: 3, totalShards: 24, maxConcurrency: 4, planFingerprint: '0'.repeat(64), reshard: null, crlNumber: null },
-      putNodes: [],
-      deleteNodes: [],
-      putDraining: [],
-      deleteDraining: [],
-      putHandoffs: [[5, 1, 'b', 3]],
-      deleteHandoffs: [[6, 1]],
-      addGrants: [T0],
-      dropGrantsBefore: T0 - 1000,
-    },
+    { ...NO_CHANGE, meta: META, putHandoffs: [[5, 1, 'b', 3]], deleteHandoffs: [[6, 1]], addGrants: [T0], dropGrantsBefore: T0 - 1000 },
     ctx,
+    runs,
   )
   t.same(
-    ops.map((op) => `${op.type} ${'key' in op ? op.key : op.prefix}`),
+    described(ops),
     [
       'put /pxe/state/grant/0001700000000000/9.1',
-      'put /pxe/state/handoff/00005/0000000000000003',
+      'put /pxe/state/handoff-run/00004/00001/0000000000000002',
+      'put /pxe/state/handoff-run/00005/00001/0000000000000003',
+      'put /pxe/state/handoff-run/00007/00001/0000000000000002',
       'put /pxe/state/meta',
-      'delete_range /pxe/state/handoff/00005/',
-      'delete_prefix /pxe/state/handoff/00006/',
+      'delete /pxe/state/handoff-run/00004/00004/0000000000000002',
       'delete_range /pxe/state/grant/',
     ],
-    'additions, records, meta, releases, expired grants',
+    'additions (the pieces of the run that remain, the new run), records, meta, the old run, expired grants',
   )
-  t.match(ops[3], { rangeEnd: '/pxe/state/handoff/00005/0000000000000003' }, 'only the older entries of shard 5 go')
+  t.same(
+    runs.list().map((r) => [r.first, r.count, r.fromNode, r.generation]),
+    [
+      [4, 1, 'a', 2],
+      [5, 1, 'b', 3],
+      [7, 1, 'a', 2],
+    ],
+    'the index holds what etcd will hold',
+  )
+  // every prefix loads shard 5 as waiting (for a until the meta lands, then for b) and 4 and 7 for a
+  const space = new KeySpace()
+  space.kv.set(layout.handoffRun(4, 4, 2), JSON.stringify({ first: 4, count: 4, fromNode: 'a', generation: 2 }))
+  space.kv.set(layout.meta(), JSON.stringify({ version: 2, meta: { ...META, generation: 2 } }))
+  for (let k = 0; k <= ops.length; k++) {
+    const loaded = decodeState(layout, space.copy().apply(ops.slice(0, k)).entries())!
+    const waiting = Object.fromEntries(loaded.handoffs.map((h) => [h.shardId, h.fromNode]))
+    const metaLanded = k > 4
+    t.same(waiting, metaLanded ? (k > 5 ? { 4: 'a', 5: 'b', 7: 'a' } : { 4: 'a', 5: 'b', 6: 'a', 7: 'a' }) : { 4: 'a', 5: 'a', 6: 'a', 7: 'a' }, `after ${k} operations`)
+  }
+})
+
+t.test('a re-plan that moves shards in runs writes a key per run, not per shard', async (t) => {
+  let n = 0
+  const ctx: WriteContext = { layout, grantId: () => `8.${++n}` }
+  const settings = { ...SETTINGS, totalShards: 4096, dailyIdentifyLimit: null }
+  const c = new Controller(settings)
+  for (let i = 0; i < 40; i++) c.register(T0, body(`node-${i}`, 128), cert(`s${i}`))
+  c.settle()
+  const runs = new HandoffRunIndex(layout)
+  runs.change([], []) // a fresh term's index of an empty prefix
+  deltaWrites(c.takeDelta(), ctx, runs)
+  c.setDraining(T0 + 1, 'node-0', true) // every range shifts: a run from each live node
+  c.settle()
+  const delta = c.takeDelta()
+  const moved = delta.putHandoffs.reduce((sum, [, count]) => sum + count, 0)
+  const ops = deltaWrites(delta, ctx, runs)
+  const handoffPuts = ops.filter((op) => op.type === 'put' && layout.parse(op.key)?.kind === 'handoff_run')
+  t.ok(moved > 1000, `${moved} shards wait for their previous owners`)
+  t.equal(handoffPuts.length, delta.putHandoffs.length, `${handoffPuts.length} handoff keys: one per run`)
+  t.ok(handoffPuts.length <= 2 * 40, 'at most about one run per node')
+  t.equal(ops.length, handoffPuts.length + 2, 'and the drained node’s flag and the meta')
+})
+
+t.test('a handoff state that is not ours is refused, naming the key', async (t) => {
+  const space = new KeySpace()
+  space.kv.set(layout.meta(), JSON.stringify({ version: 2, meta: META }))
+  space.kv.set(layout.handoffRun(0, 4, 2), JSON.stringify({ first: 0, count: 4, fromNode: 'a', generation: 2 }))
+  t.equal(decodeState(layout, space.entries())!.handoffs.length, 4, 'a run of four')
+  const bad = (key: string, value: string, message: RegExp, name: string) => {
+    const next = space.copy()
+    next.kv.set(key, value)
+    t.throws(() => decodeState(layout, next.entries()), message, name)
+  }
+  bad(layout.handoffRun(2, 2, 2), JSON.stringify({ first: 2, count: 2, fromNode: 'b', generation: 2 }), /handoff-run\/00002\/00002\/0000000000000002 says shard 2 waits for b since generation 2, another entry says a/, 'two entries of one shard and generation that disagree')
+  bad(layout.handoffRun(8, 2, 2), JSON.stringify({ first: 8, count: 3, fromNode: 'b', generation: 2 }), /holds the handoffs of shards 8 \(3\) at generation 2/, 'a value that is not its key')
+  bad(layout.handoffRun(8, 2, 2), JSON.stringify({ first: 8, count: 2, fromNode: 'b', generation: 2, extra: 1 }), /is not a valid handoff run/, 'an unknown field')
+  bad(layout.handoffRun(8, 2, 2), JSON.stringify({ first: 8, count: 2, fromNode: '../x', generation: 2 }), /is not a valid handoff run: fromNode/, 'a bad node name')
+  bad(`${layout.root}handoff-run/00008/00000/0000000000000002`, JSON.stringify({ first: 8, count: 0, fromNode: 'b', generation: 2 }), /is not a valid handoff run: count/, 'a run of no shards')
+  bad(layout.legacyHandoff(9, 2), JSON.stringify({ shardId: 8, fromNode: 'b', generation: 2 }), /holds the handoff of shard 8 at generation 2/, 'a per-shard entry under another shard')
+  const older = space.copy()
+  older.kv.set(layout.legacyHandoff(1, 1), encodeHandoff({ shardId: 1, fromNode: 'z', generation: 1 }))
+  older.kv.set(layout.handoffRun(3, 1, 3), JSON.stringify({ first: 3, count: 1, fromNode: 'z', generation: 4 }))
+  t.throws(() => decodeState(layout, older.entries()), /holds the handoffs of shards 3 \(1\) at generation 4/)
+  older.kv.set(layout.handoffRun(3, 1, 4), JSON.stringify({ first: 3, count: 1, fromNode: 'z', generation: 4 }))
+  older.kv.delete(layout.handoffRun(3, 1, 3))
+  t.same(
+    decodeState(layout, older.entries())!.handoffs.map((h) => [h.shardId, h.fromNode, h.generation]),
+    [
+      [0, 'a', 2],
+      [1, 'a', 2],
+      [2, 'a', 2],
+      [3, 'a', 2],
+    ],
+    'an older per-shard entry is superseded by the newer run; an entry newer than the meta is not yet in force',
+  )
 })
