@@ -69,6 +69,32 @@ export function inspectingStream(raw: net.Socket): Duplex {
 /** Sockets of these agents whose TLS handshake has completed. */
 const established = new WeakSet<object>()
 
+/**
+ * The newest TLS session any controller of one deployment gave a node, shared by the agents of its
+ * controller URLs. HA replicas share their session-ticket keys (SECURITY.md "Keys"), so a session made
+ * with the old leader resumes on the new one; but https.Agent caches sessions per host and port, and a
+ * node keeps one agent per URL, so without this every node would make a full handshake with a new leader
+ * (a take-over of 10,000 nodes is then a storm of full handshakes). A session is offered to another URL
+ * only when the certificate it was made with is valid for that URL's host, since a resumed connection is
+ * checked against that certificate; offering a ticket to a server without the keys costs nothing (it
+ * falls back to a full handshake) and tells it nothing.
+ */
+export class SharedSessions {
+  private latest: { readonly session: Buffer; readonly cert: tls.PeerCertificate } | null = null
+
+  /** The session to offer a connection to `host`, or undefined (then https.Agent's own cache decides). */
+  sessionFor(host: string): Buffer | undefined {
+    if (this.latest === null) return undefined
+    return tls.checkServerIdentity(host, this.latest.cert) === undefined ? this.latest.session : undefined
+  }
+
+  /** Notes a session a controller gave `socket` (with the certificate it was made with). */
+  note(socket: tls.TLSSocket, session: Buffer): void {
+    const cert = socket.getPeerCertificate()
+    if (cert !== null && typeof cert === 'object' && cert.raw !== undefined) this.latest = { session, cert }
+  }
+}
+
 /** An https.Agent (keep-alive as configured) whose connections read a busy notice. */
 export class BusyAwareAgent extends https.Agent {
   /**
@@ -79,13 +105,25 @@ export class BusyAwareAgent extends https.Agent {
     return established.has(socket)
   }
 
+  /** @param sessions shared by the agents of one deployment's controller URLs (see SharedSessions) */
+  constructor(
+    options: https.AgentOptions,
+    private readonly sessions: SharedSessions | null = null,
+  ) {
+    super(options)
+  }
+
   override createConnection(options: https.RequestOptions & tls.ConnectionOptions, callback?: (err: Error | null, stream: Duplex) => void): Duplex {
-    const tcp = { host: options.host ?? 'localhost', port: Number(options.port ?? 443), noDelay: true, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }
+    const host = options.host ?? 'localhost'
+    const tcp = { host, port: Number(options.port ?? 443), noDelay: true, ...(options.localAddress ? { localAddress: options.localAddress } : {}) }
     // Node's own createConnection with our stream as the socket: it keeps the agent's TLS session cache
-    // (a reconnect resumes the session, a cheap handshake, which is what a reconnect storm needs).
-    const withStream = { ...options, socket: inspectingStream(net.connect(tcp)) } as https.RequestOptions
+    // (a reconnect resumes the session, a cheap handshake, which is what a reconnect storm needs); the
+    // deployment's newest session, when there is one for this host, goes first (it wins over that cache).
+    const shared = this.sessions?.sessionFor(options.servername || host)
+    const withStream = { ...options, ...(shared === undefined ? {} : { session: shared }), socket: inspectingStream(net.connect(tcp)) } as https.RequestOptions
     const socket = super.createConnection(withStream, callback) as tls.TLSSocket
     socket.once('secureConnect', () => established.add(socket))
+    if (this.sessions !== null) socket.on('session', (session: Buffer) => this.sessions?.note(socket, session))
     return socket
   }
 }

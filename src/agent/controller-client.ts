@@ -7,7 +7,7 @@ import https from 'node:https'
 import { createSecureContext, type SecureContext } from 'node:tls'
 import type { IncomingMessage } from 'node:http'
 import type { AgentClock } from './clock.js'
-import { BusyAwareAgent, ControllerBusyError } from './busy-aware-agent.js'
+import { BusyAwareAgent, ControllerBusyError, SharedSessions } from './busy-aware-agent.js'
 import { errorReplySchema } from './wire.js'
 
 /** An answer with a status (anything but a 503, which fails over). */
@@ -108,6 +108,8 @@ export class ControllerClient {
   private readonly urls: readonly string[]
   private readonly context: SecureContext
   private readonly agents = new Map<string, https.Agent>()
+  /** One TLS session for every URL: HA replicas share ticket keys, so it resumes on a new leader. */
+  private readonly sessions = new SharedSessions()
   private current = 0
 
   constructor(private readonly opts: ControllerClientOptions) {
@@ -149,7 +151,7 @@ export class ControllerClient {
   private agentFor(url: string): https.Agent {
     let agent = this.agents.get(url)
     if (agent === undefined) {
-      agent = new BusyAwareAgent({ keepAlive: true, maxSockets: 1, secureContext: this.context })
+      agent = new BusyAwareAgent({ keepAlive: true, maxSockets: 1, secureContext: this.context }, this.sessions)
       this.agents.set(url, agent)
     }
     return agent

@@ -1,7 +1,11 @@
 // The controller client over real mTLS against stand-in servers: one keep-alive connection, 429 waits
-// read from the body or the header, and a controller whose certificate is not from our CA.
+// read from the body or the header, a controller whose certificate is not from our CA, and the TLS session
+// offered to the next controller URL after a failover (HA replicas share ticket keys).
 import t from 'tap'
+import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
+import tls from 'node:tls'
+import { SharedSessions } from '../../src/agent/busy-aware-agent.js'
 import { systemClock } from '../../src/agent/clock.js'
 import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
 import { makePki } from '../e2e/harness.js'
@@ -75,4 +79,47 @@ t.test('requests queued behind another on the keep-alive connection leave no lis
   await new Promise((r) => setImmediate(r))
   t.same(warnings.filter((w) => w.includes('MaxListeners')), [], 'no listener piles up on the shared socket')
   t.equal(fake.connections(), 1, 'still one TLS connection')
+})
+
+t.test('after a failover the session made with one controller resumes on the next (replicas sharing ticket keys)', async (t) => {
+  const ticketKeys = randomBytes(48)
+  const ok = () => ({ status: 200, body: {} })
+  const leader = await fakeController(pki, ok, pki, { ticketKeys })
+  const next = await fakeController(pki, ok, pki, { ticketKeys })
+  t.teardown(() => next.close())
+  const c = client([urlOf(leader.port), urlOf(next.port)])
+  t.teardown(() => c.close())
+  t.equal((await c.post('/v1/checkin', {})).status, 200)
+  await leader.close() // the leader is gone (kill -9): its connection with it
+  t.equal((await c.post('/v1/checkin', {})).status, 200, 'the next controller answers')
+  t.equal(next.connections(), 1)
+  t.equal(next.resumed(), 1, "the leader's session resumed: no full handshake")
+
+  // without shared keys the ticket is of no use to a server: a full handshake, nothing else changes
+  const stranger = await fakeController(pki, ok, pki, { ticketKeys: randomBytes(48) })
+  t.teardown(() => stranger.close())
+  const c2 = client([urlOf(next.port), urlOf(stranger.port)])
+  t.teardown(() => c2.close())
+  t.equal((await c2.post('/v1/checkin', {})).status, 200)
+  await next.close()
+  t.equal((await c2.post('/v1/checkin', {})).status, 200)
+  t.equal(stranger.resumed(), 0, 'a server without the keys makes a full handshake')
+})
+
+t.test('a shared session is offered only to hosts its certificate is valid for', async (t) => {
+  const fake = await fakeController(pki, () => ({ status: 200, body: {} }))
+  t.teardown(() => fake.close())
+  const sessions = new SharedSessions()
+  t.equal(sessions.sessionFor('127.0.0.1'), undefined, 'none before any session')
+  await new Promise<void>((resolve, reject) => {
+    const socket = tls.connect({ host: '127.0.0.1', port: fake.port, ca: id.ca, cert: id.cert, key: id.key })
+    socket.once('session', (session: Buffer) => {
+      sessions.note(socket, session)
+      socket.destroy()
+      resolve()
+    })
+    socket.once('error', reject)
+  })
+  t.type(sessions.sessionFor('127.0.0.1'), Buffer, 'the controller certificate names 127.0.0.1')
+  t.equal(sessions.sessionFor('10.9.9.9'), undefined, 'another host: not offered (its resumption would fail the name check)')
 })

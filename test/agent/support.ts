@@ -147,6 +147,8 @@ export interface FakeController {
   readonly bodies: unknown[]
   /** TLS connections accepted so far. */
   connections(): number
+  /** Of those, how many resumed a TLS session. */
+  resumed(): number
   close(): Promise<void>
 }
 
@@ -155,10 +157,13 @@ export async function fakeController(
   pki: Pki,
   answer: (cn: string, path: string, body: unknown) => { status: number; body: unknown; headers?: Record<string, string> },
   serverPki: Pki = pki,
+  /** e.g. `ticketKeys`, shared by two stand-ins as HA replicas share theirs */
+  tlsOptions: https.ServerOptions = {},
 ): Promise<FakeController> {
   const seen: string[] = []
   const bodies: unknown[] = []
   let connections = 0
+  let resumed = 0
   const server = https.createServer(
     {
       ca: pki.ca,
@@ -166,6 +171,7 @@ export async function fakeController(
       key: readFileSync(join(serverPki.dir, 'server-key.pem')),
       requestCert: true,
       rejectUnauthorized: true,
+      ...tlsOptions,
     },
     (req, res) => {
       const cn = String((req.socket as TLSSocket).getPeerCertificate().subject?.CN ?? '')
@@ -185,13 +191,17 @@ export async function fakeController(
       })
     },
   )
-  server.on('secureConnection', () => (connections += 1))
+  server.on('secureConnection', (socket: TLSSocket) => {
+    connections += 1
+    if (socket.isSessionReused()) resumed += 1
+  })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     port: (server.address() as AddressInfo).port,
     seen,
     bodies,
     connections: () => connections,
+    resumed: () => resumed,
     close: () => new Promise((resolve) => {
       server.closeAllConnections()
       server.close(() => resolve())
