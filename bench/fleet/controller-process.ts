@@ -36,6 +36,7 @@ export class ControllerChild {
   private exited: Promise<number | string> = Promise.resolve(0)
   private log: WriteStream
   private portInUse: number | null = null
+  private lastStartedPid: number | null = null
   private told = false
   private config: Record<string, unknown>
   private readonly unregister = onInterrupt(() => this.child?.kill('SIGKILL'))
@@ -54,6 +55,11 @@ export class ControllerChild {
   get port(): number {
     if (this.portInUse === null) throw new Error('the controller was not started')
     return this.portInUse
+  }
+
+  /** The process ID of the last start (also after it exited). */
+  get lastPid(): number | null {
+    return this.lastStartedPid
   }
 
   /** The process ID while it runs. */
@@ -75,6 +81,7 @@ export class ControllerChild {
       env: { ...process.env, LOG_LEVEL: 'info' },
     })
     this.child = child
+    this.lastStartedPid = child.pid ?? null
     this.told = false
     this.exited = new Promise((resolve) =>
       child.once('exit', (code, signal) => {
@@ -93,6 +100,9 @@ export class ControllerChild {
     let done = false
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the controller did not listen within ${timeoutMs} ms (see ${this.opts.logPath})`)), timeoutMs)
+      child.stderr!.on('data', (chunk: Buffer) => {
+        if (!done) seen += chunk.toString('utf8')
+      })
       child.stdout!.on('data', (chunk: Buffer) => {
         this.log.write(chunk)
         if (done) return
@@ -107,7 +117,9 @@ export class ControllerChild {
       })
       void this.exited.then((code) => {
         clearTimeout(timer)
-        reject(new Error(`the controller exited (${code}) before listening (see ${this.opts.logPath})`))
+        // the run folder (and its log) may be gone by the time anyone looks: say what it said last
+        const last = seen.trim().split('\n').slice(-2).join(' | ').slice(0, 600)
+        reject(new Error(`the controller exited (${code}) before listening (see ${this.opts.logPath}): ${last || 'no output'}`))
       })
     })
   }

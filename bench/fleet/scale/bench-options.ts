@@ -33,6 +33,18 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
                        do now, and prints beside each phase the CPU the phase would need at that cost
   --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
   --generator-prof DIR each load generator writes a CPU profile of its whole run into DIR (node --cpu-prof)
+  --ha                 the control plane is two replicas on etcd: a local 3-member etcd with client and peer
+                       mutual TLS is started for the run (as deploy/ha-local.sh does; needs the etcd binary:
+                       Debian's etcd-server, or ETCD_BIN), and phase (b) is a take-over: kill -9 of the
+                       leader, the other replica takes over, the killed one starts again as a follower; the
+                       drain also counts etcd's writes. Prints "take-over: every node renewed X.X s after
+                       the kill; shards moved N; full handshakes F, resumed R"
+  --ha-etcd FILE       with --ha: use this etcd instead of starting one. FILE holds the "etcd" object of a
+                       controller's "ha" section: {"endpoints": ["https://host:port", ...], "ca": PEM path,
+                       "cert": PEM path, "key": PEM path, "server_name": optional DNS name}, paths relative to
+                       FILE. Each run writes under /pxe-fleet-bench-<pid>-<run>/ and removes it afterwards
+  --ha-ttl s           the replicas' etcd lease TTL (lease_ttl_seconds; default 5, 2..300): a take-over
+                       starts about one TTL after the kill
   --json FILE          also write the figures as JSON
   -h, --help           this text`
 
@@ -56,20 +68,23 @@ const schema = z
     'cpu-prof': z.string().min(1).optional(),
     'generator-prof': z.string().min(1).optional(),
     json: z.string().min(1).optional(),
+    ha: z.boolean().default(false),
+    'ha-etcd': z.string().min(1).optional(),
+    'ha-ttl': z.coerce.number().int().min(2).max(300).default(5),
   })
   .strict()
 
 /** The validated flags (`drain` resolved to a count). */
 export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'generator-prof', 'json'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'generator-prof', 'json', 'ha-etcd', 'ha-ttl'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
   let values: Record<string, string | boolean | undefined>
   try {
     const options = Object.fromEntries(STRINGS.map((name) => [name, { type: 'string' as const }]))
-    values = parseArgs({ args: [...argv], options: { ...options, 'no-ceiling': { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values
+    values = parseArgs({ args: [...argv], options: { ...options, 'no-ceiling': { type: 'boolean' }, ha: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } }, strict: true, allowPositionals: false }).values
   } catch (err) {
     throw new BenchUsageError((err as Error).message)
   }
@@ -82,6 +97,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
   }
   const o = parsed.data
   if (o['max-concurrency'] > 1 && o.shards % o['max-concurrency'] !== 0) throw new BenchUsageError('--shards must be a multiple of --max-concurrency')
+  if (o['ha-etcd'] !== undefined && !o.ha) throw new BenchUsageError('--ha-etcd needs --ha')
+  if (values['ha-ttl'] !== undefined && !o.ha) throw new BenchUsageError('--ha-ttl needs --ha')
   const drain = o.drain ?? Math.max(1, Math.round(o.nodes / 100))
   if (drain >= o.nodes) throw new BenchUsageError(`--drain must leave at least one node undrained (below --nodes ${o.nodes})`)
   return { ...o, drain }

@@ -17,22 +17,42 @@ function report(f: BenchFigures): void {
   const o = f.options
   const s = (v: number | null, digits = 1) => (v === null ? '-' : `${v.toFixed(digits)} s`)
   out(`fleet bench: ${o.nodes} nodes of capacity ${o.capacity}, ${o.shards} shards, max_concurrency ${o['max-concurrency']}, lease ${o.lease} s, planner ${o.planner}; ${o.workers} load-generator process(es) at nice ${o['generator-nice']}; load average ${f.loadAverage.start.toFixed(2)} at the start, ${f.loadAverage.end.toFixed(2)} at the end`)
+  if (f.ha !== null) out(`  control plane: two replicas on etcd (${f.ha.etcd}), lease TTL ${f.ha.ttlSeconds} s; the figures are the leading replica's process`)
   const c = f.coldJoin
   out(`  (a) cold join      every node joined after ${s(c.allJoinedS)}; plan stable (generation ${c.generation}) and every node holding its range after ${s(c.stableS)}`)
   out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failedAttempts(c.counters)}, deferred by admission ${c.counters.deferred ?? 0}`)
   const joined = c.counters.handshakes ?? 0
   out(costLine(c.controllerCpuS, joined, f.ceiling === null ? null : atCeiling(f.ceiling, joined, 0), 'full'))
-  for (const [label, w] of [['(c) steady state', f.steady], ['    after restart', f.steadyAfterRestart]] as const) {
-    out(`  ${label}   ${w.checkinsPerS.toFixed(0)} check-ins/s over ${w.seconds.toFixed(0)} s: controller CPU ${w.controllerCpuPerS.toFixed(3)} s per second (${(w.controllerCpuPerS * 100).toFixed(1)} % of a core), RSS ${w.rssMiB.toFixed(0)} MiB; load generator ${w.generatorCpuPerS.toFixed(3)} s per second; ${w.handshakes} handshakes`)
+  const takeover = f.restart.kind === 'takeover'
+  const windows = [
+    ['(c) steady state', f.steady, f.ha?.etcdCpuPerS.steady ?? null],
+    [takeover ? '    after take-over' : '    after restart', f.steadyAfterRestart, f.ha?.etcdCpuPerS.afterTakeover ?? null],
+  ] as const
+  for (const [label, w, etcdCpu] of windows) {
+    const etcd = etcdCpu === null ? '' : `; etcd ${etcdCpu.toFixed(3)} s per second (3 members)`
+    out(`  ${label}   ${w.checkinsPerS.toFixed(0)} check-ins/s over ${w.seconds.toFixed(0)} s: controller CPU ${w.controllerCpuPerS.toFixed(3)} s per second (${(w.controllerCpuPerS * 100).toFixed(1)} % of a core), RSS ${w.rssMiB.toFixed(0)} MiB; load generator ${w.generatorCpuPerS.toFixed(3)} s per second; ${w.handshakes} handshakes${etcd}`)
   }
   const r = f.restart
   const verdict = r.allRenewedS !== null && r.allRenewedS <= o.lease ? 'MEETS' : 'MISSES'
-  out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
+  if (takeover) {
+    out(`  (b) take-over      kill -9 of the leader → the other replica led ${s(r.listeningAfterS)} after; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
+  } else {
+    out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
+  }
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
   if (r.failSafeLate > 0) out(`                     those by their fail-safe's second after the kill: ${byNumber(r.lateByFailSafeS)}; their attempts before the late answer: ${byName(r.lateAttempts)}`)
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
+  if (takeover) out(`  take-over: every node renewed ${s(r.allRenewedS)} after the kill; shards moved ${r.movedShards}; full handshakes ${r.handshakes - r.resumedHandshakes}, resumed ${r.resumedHandshakes}`)
   if (f.drain !== null) reportDrain(f.drain, o.planner)
+  if (f.ha !== null && f.ha.drainRequests !== null) {
+    const q = f.ha.drainRequests
+    const p = f.ha.drainPhase!
+    const slowest = f.drain === null || f.drain.requestMs.length === 0 ? null : Math.max(...f.drain.requestMs)
+    const durable = slowest !== null && slowest <= 1000 ? 'MEETS' : 'MISSES'
+    out(`                     etcd: over the drain requests ${q.puts} puts, ${q.deletes} deletes in ${q.txns} transactions; leader main thread ${f.ha.drainMainThreadS?.toFixed(2) ?? '-'} s; each request answered once its plan was durable in etcd: slowest ${slowest?.toFixed(0) ?? '-'} ms (${durable} the goal: within 1 s)`)
+    out(`                     etcd over the whole phase (the nodes' reports, deposits and claims too): ${p.puts} puts, ${p.deletes} deletes in ${p.txns} transactions`)
+  }
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
     for (const line of formatProfile('restart (kill -9 to the last renewal)', f.profile.restart)) out(line)

@@ -42,6 +42,8 @@ export interface DrainFigures {
   readonly missingAtEnd: number
   readonly controllerCpuS: number
   readonly generatorCpuS: number
+  /** Each drain request's time from sending to its answer (sent once the new plan was durable), ms. */
+  readonly requestMs: readonly number[]
 }
 
 /** What the phase works with. */
@@ -54,6 +56,8 @@ export interface DrainPhaseDeps {
   readonly controllerCpu: () => number
   readonly log: (line: string) => void
   readonly progress: (line: string) => void
+  /** Called just before the first drain request and just after the last one's answer (e.g. etcd's counters). */
+  readonly aroundRequests?: { readonly before: () => Promise<void>; readonly after: () => Promise<void> }
 }
 
 /** How long after the last drain's answer the phase waits for every moved shard to run. */
@@ -108,10 +112,17 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
   const before = await operator.plan()
   const s0 = await pool.status()
   const cpu0 = deps.controllerCpu()
+  await deps.aroundRequests?.before()
   const t0 = sharedNow()
   let generation = before.generation
-  for (const node of drainedNodes(deps.names, deps.drain)) generation = await drainOne(operator, node)
+  const requestMs: number[] = []
+  for (const node of drainedNodes(deps.names, deps.drain)) {
+    const sent = sharedNow()
+    generation = await drainOne(operator, node)
+    requestMs.push(sharedNow() - sent)
+  }
   const lastDrainAt = sharedNow()
+  await deps.aroundRequests?.after()
   const requestsS = (lastDrainAt - t0) / 1000
   deps.log(`  (d) drain: ${deps.drain} nodes drained in ${requestsS.toFixed(1)} s, generation ${before.generation} -> ${generation}`)
   let s = await pool.status()
@@ -156,5 +167,6 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
     missingAtEnd: s.movesMissing,
     controllerCpuS: cpu1 - cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
+    requestMs,
   }
 }

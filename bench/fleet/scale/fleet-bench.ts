@@ -4,6 +4,10 @@
  * window, (b) kill -9 of the steady controller and a start on the same state, then a second steady
  * window (the one profiled with --cpu-prof, together with the restart), then (d) a drain of --drain nodes
  * with session handoff (drain-phase.ts), on the same restarted controller (profiled too).
+ *
+ * With --ha the control plane is two replicas on etcd (ha-side.ts) and phase (b) is a take-over: kill -9
+ * of the leader, the other replica takes over, the killed one starts again as a follower. The drain then
+ * also counts etcd's writes and the leader's main-thread CPU over the drain requests.
  */
 import { rmSync } from 'node:fs'
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
@@ -18,9 +22,10 @@ import { sharedNow } from '../shared-clock.js'
 import type { BenchOptions } from './bench-options.js'
 import { ceilingCosts, type CeilingCosts } from './ceiling-costs.js'
 import { drainPhase, type DrainFigures } from './drain-phase.js'
+import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
 import type { LoadNodeSpec, LoadStatus } from './load-protocol.js'
-import { loadAverage, sampleProcess, type ProcSample } from './proc-stats.js'
+import { loadAverage, mainThreadCpuSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
 /** Every figure of a run. */
@@ -35,7 +40,22 @@ export interface BenchFigures {
   readonly steadyAfterRestart: SteadyFigures
   /** Phase (d); null with --drain 0. */
   readonly drain: DrainFigures | null
+  /** With --ha: where etcd was, its CPU in the steady windows, and the drain's writes. */
+  readonly ha: HaFigures | null
   readonly profile: { readonly file: string; readonly restart: ProfileSummary; readonly steady: ProfileSummary; readonly drain: ProfileSummary | null } | null
+}
+
+/** The HA side of a run. */
+export interface HaFigures {
+  readonly etcd: string
+  readonly ttlSeconds: number
+  /** etcd's CPU (every member started here) per second of the steady windows; null for an existing etcd. */
+  readonly etcdCpuPerS: { readonly steady: number | null; readonly afterTakeover: number | null }
+  /** etcd's applied writes over the drain requests (until the last one's answer) and over the whole phase. */
+  readonly drainRequests: EtcdCounters | null
+  readonly drainPhase: EtcdCounters | null
+  /** The leader's main-thread CPU over the drain requests (s). */
+  readonly drainMainThreadS: number | null
 }
 
 /** A steady-state window. */
@@ -50,6 +70,9 @@ export interface SteadyFigures {
 
 /** The kill -9 and restart. */
 export interface RestartBenchFigures {
+  /** A restart of the one controller, or (--ha) a take-over by the other replica. */
+  readonly kind: 'restart' | 'takeover'
+  /** Restart: until it listened again. Take-over: until the other replica answered as leader. */
   readonly listeningAfterS: number
   /** From the kill until every node had an answer again (null: not within the timeout). */
   readonly allRenewedS: number | null
@@ -95,8 +118,12 @@ interface Bench {
   readonly opts: BenchOptions
   readonly log: (line: string) => void
   readonly progress: (line: string) => void
-  readonly controller: ControllerChild
+  /** The replica serving now (the only one without --ha): its CPU is the controller's. */
+  controller: ControllerChild
+  readonly replicas: readonly ControllerChild[]
   readonly pool: LoadPool
+  readonly ha: HaSide | null
+  readonly operatorId: FleetPki['operator'] & { readonly ca: string }
 }
 
 async function preparePki(opts: BenchOptions, names: readonly string[], log: (l: string) => void): Promise<{ pki: FleetPki; root: string; temporary: boolean }> {
@@ -121,21 +148,24 @@ export async function runFleetBench(opts: BenchOptions, log: (line: string) => v
   const unregister = onInterrupt(() => {
     if (temporary) rmSync(root, { recursive: true, force: true })
   })
+  let ha: HaSide | null = null
   try {
+    if (opts.ha) ha = await openHaSide(opts['ha-etcd'] ?? null, log)
     const runs: BenchFigures[] = []
     for (let r = 1; r <= opts.repeat; r++) {
       if (opts.repeat > 1) log(`run ${r} of ${opts.repeat}`)
-      runs.push(await runOnce(opts, names, pki, log, progress))
+      runs.push(await runOnce(opts, names, pki, log, progress, ha, r))
     }
     return runs
   } finally {
     unregister()
+    await ha?.close()
     if (temporary) await rm(root, { recursive: true, force: true }) // its private keys do not outlive the run
   }
 }
 
 /** One run of every phase against a fresh controller, the ceiling measured first. */
-async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetPki, log: (line: string) => void, progress: (line: string) => void): Promise<BenchFigures> {
+async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetPki, log: (line: string) => void, progress: (line: string) => void, ha: HaSide | null, runNumber: number): Promise<BenchFigures> {
   const loadStart = loadAverage()
   let ceiling: CeilingCosts | null = null
   if (!opts['no-ceiling']) {
@@ -143,41 +173,84 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     log(`  ceiling (raw node:https, P-256, measured now): a full connection ${ceiling.fullMs.toFixed(2)} ms of server CPU, a resumed one ${ceiling.resumedMs.toFixed(2)} ms`)
   }
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
-  const controller = new ControllerChild({ configPath: join(run, 'controller.json'), config: benchConfig(opts, pki, run), logPath: join(run, 'controller.log') })
+  // a prefix of its own per run: an existing etcd (--ha-etcd) may hold other deployments
+  const prefix = `/pxe-fleet-bench-${process.pid}-${runNumber}/`
+  const replicas = (ha === null ? [''] : ['-1', '-2']).map(
+    (suffix) => new ControllerChild({ configPath: join(run, `controller${suffix}.json`), config: benchConfig(opts, pki, run, suffix, ha?.section(prefix, opts['ha-ttl']) ?? null), logPath: join(run, `controller${suffix}.log`) }),
+  )
   const pool = new LoadPool(opts.workers, opts['generator-nice'], opts['generator-prof'] === undefined ? undefined : resolve(opts['generator-prof']))
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
+  const operatorId = { ...pki.operator, ca: pki.ca }
   try {
-    await controller.start()
+    await replicas[0]!.start()
+    if (ha !== null) {
+      // the first replica leads (the nodes try it first), the second follows
+      await waitLeading(replicas[0]!, operatorId, 60_000)
+      // the replica that takes over is the one profiled (--cpu-prof): the take-over, steady window, drain
+      const prof = opts['cpu-prof']
+      await replicas[1]!.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
+      log(`  two replicas: ${replicas[0]!.port} leads, ${replicas[1]!.port} follows (etcd lease TTL ${opts['ha-ttl']} s, prefix ${prefix})`)
+    }
     const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i, opts['nodes-per-address']) }))
-    await pool.init(controller.port, pki.ca, specs)
-    const bench: Bench = { opts, log, progress, controller, pool }
+    await pool.init(replicas.map((r) => r.port), pki.ca, specs)
+    const bench: Bench = { opts, log, progress, controller: replicas[0]!, replicas, pool, ha, operatorId }
     const coldJoin = await coldJoinPhase(bench)
     log(`  (a) cold join: every node joined after ${coldJoin.allJoinedS.toFixed(1)} s; plan stable, every node holding its range after ${coldJoin.stableS.toFixed(1)} s`)
     const steady = await steadyPhase(bench)
-    const restart = await restartPhase(bench)
+    const restart = ha === null ? await restartPhase(bench) : await takeoverPhase(bench)
     const after = await steadyPhase(bench)
-    const drain = opts.drain === 0 ? null : await timedDrain(bench, names, pki)
+    const drain = opts.drain === 0 ? null : await timedDrain(bench, names)
     await pool.stop()
-    await controller.stop() // SIGTERM: a profiled controller writes its profile now
-    const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after, drain)
+    const profiled = bench.controller
+    await Promise.all(replicas.map((r) => r.stop())) // SIGTERM: a profiled controller writes its profile now
+    const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after, drain, profiled)
     const figures = { coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, drain: drain?.figures ?? null }
-    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ceiling, ...figures, profile }
+    const haFigures: HaFigures | null =
+      ha === null
+        ? null
+        : {
+            etcd: ha.origin === 'started' ? `3 members started for the run (${ha.connection.endpoints.join(', ')})` : ha.origin,
+            ttlSeconds: opts['ha-ttl'],
+            etcdCpuPerS: { steady: steady.etcdCpuPerS, afterTakeover: after.etcdCpuPerS },
+            drainRequests: drain?.etcd?.requests ?? null,
+            drainPhase: drain?.etcd?.phase ?? null,
+            drainMainThreadS: drain?.mainThreadS ?? null,
+          }
+    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ceiling, ...figures, ha: haFigures, profile }
   } finally {
     unregister()
     pool.kill()
-    await controller.close()
+    await Promise.all(replicas.map((r) => r.close()))
+    if (ha !== null && ha.origin !== 'started') await ha.dropPrefix(prefix).catch((err: unknown) => log(`  could not remove ${prefix} from etcd: ${(err as Error).message}`))
     await rm(run, { recursive: true, force: true })
   }
 }
 
-function benchConfig(opts: BenchOptions, pki: FleetPki, run: string): Record<string, unknown> {
+/** Resolves once `replica` answers GET /v1/plan (it leads); rejects after `timeoutMs`. */
+async function waitLeading(replica: ControllerChild, id: Bench['operatorId'], timeoutMs: number): Promise<number> {
+  const operator = new OperatorClient(id, () => [replica.port])
+  const start = sharedNow()
+  for (;;) {
+    try {
+      await operator.plan()
+      return sharedNow()
+    } catch (err) {
+      if (sharedNow() - start > timeoutMs) throw new Error(`the replica on port ${replica.port} did not lead within ${timeoutMs / 1000} s: ${(err as Error).message}`)
+      await sleep(100)
+    }
+  }
+}
+
+function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null): Record<string, unknown> {
   // Rate limits and connection caps stay the defaults: nodes come from many 127.x addresses instead.
   return {
     listen: { host: '127.0.0.1', port: 0 },
     ...controllerFiles(pki.dir),
-    state_dir: join(run, 'state'),
-    audit_log: join(run, 'audit.log'),
-    controller_id: 'fleet-bench',
+    ...(ha === null ? { state_dir: join(run, 'state') } : { ha }),
+    audit_log: join(run, `audit${suffix}.log`),
+    // the bench does not read the ops endpoint: off, so that two replicas do not both want its port
+    ...(ha === null ? {} : { ops: null }),
+    controller_id: `fleet-bench${suffix}`,
     total_shards: opts.shards,
     max_concurrency: opts['max-concurrency'],
     lease_seconds: opts.lease,
@@ -238,13 +311,15 @@ interface Window {
   readonly to: number
 }
 
-async function steadyPhase(bench: Bench): Promise<Window & { figures: SteadyFigures }> {
+async function steadyPhase(bench: Bench): Promise<Window & { figures: SteadyFigures; etcdCpuPerS: number | null }> {
   const s0 = await bench.pool.status()
   const c0 = sample(bench)
+  const e0 = bench.ha?.cpuSeconds() ?? null
   const t0 = sharedNow()
   await sleep(bench.opts.steady * 1000)
   const s1 = await bench.pool.status()
   const c1 = sample(bench)
+  const e1 = bench.ha?.cpuSeconds() ?? null
   const seconds = (sharedNow() - t0) / 1000
   const figures = {
     seconds,
@@ -254,8 +329,10 @@ async function steadyPhase(bench: Bench): Promise<Window & { figures: SteadyFigu
     generatorCpuPerS: (s1.cpuSeconds - s0.cpuSeconds) / seconds,
     rssMiB: c1.rssMiB,
   }
-  bench.log(`  (c) steady state: ${figures.checkinsPerS.toFixed(0)} check-ins/s, controller CPU ${figures.controllerCpuPerS.toFixed(3)} s per second, RSS ${figures.rssMiB.toFixed(0)} MiB`)
-  return { figures, from: t0, to: sharedNow() }
+  const etcdCpuPerS = e0 === null || e1 === null ? null : (e1 - e0) / seconds
+  const etcd = etcdCpuPerS === null ? '' : `; etcd CPU ${etcdCpuPerS.toFixed(3)} s per second`
+  bench.log(`  (c) steady state: ${figures.checkinsPerS.toFixed(0)} check-ins/s, controller CPU ${figures.controllerCpuPerS.toFixed(3)} s per second, RSS ${figures.rssMiB.toFixed(0)} MiB${etcd}`)
+  return { figures, etcdCpuPerS, from: t0, to: sharedNow() }
 }
 
 async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBenchFigures }> {
@@ -278,6 +355,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   }
   const end = sample(bench)
   const figures: RestartBenchFigures = {
+    kind: 'restart',
     listeningAfterS: (listeningAt - killedAt) / 1000,
     allRenewedS: allRenewed === null ? null : (allRenewed - killedAt) / 1000,
     renewed: s.markRenewed,
@@ -298,9 +376,66 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
 
-/** Phase (d) with its window on the shared timeline (for the profile). */
-async function timedDrain(bench: Bench, names: readonly string[], pki: FleetPki): Promise<Window & { figures: DrainFigures }> {
-  const operator = new OperatorClient({ ...pki.operator, ca: pki.ca }, () => [bench.controller.port])
+/**
+ * Phase (b) with --ha: kill -9 of the leading replica; the other takes over once the election key's lease
+ * runs out, and the nodes (failing over from the refused port) renew with it. The killed replica starts
+ * again afterwards, as a follower. The figures are the restart's, measured on the new leader.
+ */
+async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartBenchFigures }> {
+  const killed = bench.controller
+  const next = bench.replicas.find((r) => r !== killed)!
+  await bench.pool.mark()
+  const s0 = await bench.pool.status()
+  const cpu0 = sampleProcess(next.pid!)!.cpuSeconds
+  const killedAt = sharedNow()
+  await killed.kill9()
+  bench.controller = next
+  const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS)
+  let s: LoadStatus
+  let allRenewed: number | null = null
+  try {
+    s = await pollUntil(bench, 'take-over', killedAt, RESTART_TIMEOUT_MS, (st) => st.markRenewed === st.nodes)
+    allRenewed = s.markLastAt
+  } catch (err) {
+    bench.log(`  (b) ${(err as Error).message}`)
+    s = await bench.pool.status()
+  }
+  const servingAt = await leading
+  const end = sample(bench)
+  const prof = bench.opts['cpu-prof']
+  // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
+  await killed.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
+  const figures: RestartBenchFigures = {
+    kind: 'takeover',
+    listeningAfterS: (servingAt - killedAt) / 1000,
+    allRenewedS: allRenewed === null ? null : (allRenewed - killedAt) / 1000,
+    renewed: s.markRenewed,
+    movedShards: s.markLostShards,
+    changedPlans: s.markRenewed - s.markSame,
+    failSafeLate: s.markLate,
+    lateByFailSafeS: s.markLateByFailSafe,
+    lateAttempts: s.markLateAttempts,
+    controllerCpuS: end.cpuSeconds - cpu0,
+    generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
+    handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
+    resumedHandshakes: (s.counters.handshakes_resumed ?? 0) - (s0.counters.handshakes_resumed ?? 0),
+    deferred: (s.counters.deferred ?? 0) - (s0.counters.deferred ?? 0),
+    failedAttempts: failedAttempts(s.counters) - failedAttempts(s0.counters),
+    peakRssMiB: end.peakRssMiB,
+  }
+  bench.log(`  (b) take-over: the other replica led ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
+  return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
+}
+
+/** Phase (d) with its window on the shared timeline (for the profile), and with --ha etcd's writes. */
+async function timedDrain(bench: Bench, names: readonly string[]): Promise<Window & { figures: DrainFigures; etcd: { requests: EtcdCounters; phase: EtcdCounters } | null; mainThreadS: number | null }> {
+  const operator = new OperatorClient(bench.operatorId, () => bench.replicas.map((r) => r.port))
+  const ha = bench.ha
+  const pid = bench.controller.pid!
+  let c0: EtcdCounters | null = null
+  let c1: EtcdCounters | null = null
+  let m0: number | null = null
+  let m1: number | null = null
   const from = sharedNow()
   const figures = await drainPhase({
     names,
@@ -310,15 +445,31 @@ async function timedDrain(bench: Bench, names: readonly string[], pki: FleetPki)
     controllerCpu: () => sample(bench).cpuSeconds,
     log: bench.log,
     progress: bench.progress,
+    aroundRequests: {
+      before: async () => {
+        c0 = (await ha?.counters()) ?? null
+        m0 = mainThreadCpuSeconds(pid)
+      },
+      after: async () => {
+        m1 = mainThreadCpuSeconds(pid)
+        c1 = (await ha?.counters()) ?? null
+      },
+    },
   })
+  const c2 = (await ha?.counters()) ?? null
   const f = figures
   bench.log(`  (d) drain: ${f.resumes} resumed, ${f.grants} Identify grants; every moved shard running again ${f.allRunningS?.toFixed(1) ?? '-'} s after the first drain`)
-  return { figures, from, to: sharedNow() }
+  const etcd = c0 === null || c1 === null || c2 === null ? null : { requests: countersSince(c0, c1), phase: countersSince(c0, c2) }
+  const mainThreadS = m0 === null || m1 === null ? null : (m1 as number) - (m0 as number)
+  return { figures, etcd, mainThreadS, from, to: sharedNow() }
 }
 
 /** The newest profile in `dir`, summarized over the restart (kill to every node renewed), the steady window after it and the drain. */
-async function readProfile(dir: string, restart: Window, steady: Window, drain: Window | null): Promise<BenchFigures['profile']> {
-  const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
+async function readProfile(dir: string, restart: Window, steady: Window, drain: Window | null, serving: ControllerChild): Promise<BenchFigures['profile']> {
+  // node names a profile CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile: the serving replica's, if it wrote one
+  const all = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
+  const own = all.filter((f) => serving.lastPid !== null && f.includes(`.${serving.lastPid}.`))
+  const files = own.length > 0 ? own : all
   if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
   const file = join(resolve(dir), files[files.length - 1]!)
   const raw = JSON.parse(await readFile(file, 'utf8')) as unknown

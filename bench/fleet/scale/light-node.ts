@@ -10,6 +10,10 @@
  * plan that takes running shards away stops them and reports at once, depositing their sessions (SPEC
  * "Session handoff"), as the agent does after its stops; shards it gains are claimed one at a time
  * (POST /v1/identify, the agent's request budget and handoff probing) and run once granted.
+ *
+ * With several controller ports (HA replicas) it fails over as the agent's ControllerClient does: the
+ * ports in order from the last one that answered, the next on a connection error, a busy notice or a
+ * 503, and one TLS session for all of them (the agent's SharedSessions: replicas share ticket keys).
  */
 import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
@@ -23,7 +27,8 @@ import { ShardBook, type DepositEntry } from './shard-book.js'
 
 /** What every light node of a worker shares. */
 export interface LightNodeShared {
-  readonly port: number
+  /** The controller replicas' ports, in the order the node tries them. */
+  readonly ports: readonly number[]
   /** Counts an outcome (by 1, or by `by`); `sample` is a message kept once per name for the report. */
   readonly count: (name: string, sample?: string, by?: number) => void
 }
@@ -67,6 +72,9 @@ export class LightNode {
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
   private conn: RawConnection | null = null
+  /** The port `conn` goes to, and the index of the port that answered last. */
+  private connPort = 0
+  private current = 0
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
   private session: Buffer | undefined
   private readonly cadence = new CheckinCadence(Math.random)
@@ -144,33 +152,69 @@ export class LightNode {
     return Math.min(10_000, (this.leaseMs ?? 30_000) / 3)
   }
 
-  /** Sends one request (built when its turn comes) after the ones before it; opens the connection if needed. */
+  /**
+   * Sends one request (built when its turn comes) after the ones before it, failing over across the
+   * ports (see the module comment). Throws the busy notice if any port gave one, else the last error;
+   * returns the last 503 when every port answered so.
+   */
   private exchange(build: () => Buffer): Promise<RawReply> {
     const run = async (): Promise<RawReply> => {
-      const timeoutMs = this.timeoutMs()
-      try {
-        if (this.conn === null || this.conn.dead) {
-          this.conn = await RawConnection.open({
-            port: this.shared.port,
-            context: this.context,
-            localAddress: this.localAddress,
-            timeoutMs,
-            session: this.session,
-            onSession: (session) => void (this.session = session),
-          })
-          this.shared.count('handshakes')
-          if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+      const { ports } = this.shared
+      let busy: ControllerBusyError | null = null
+      let failure: unknown = null
+      let unavailable: RawReply | null = null
+      for (let k = 0; k < ports.length; k++) {
+        const index = (this.current + k) % ports.length
+        try {
+          const reply = await this.exchangeWith(ports[index]!, build)
+          if (reply.status === 503 && ports.length > 1) {
+            unavailable = reply // (its connection stays open: the next round starts at the next port)
+            continue
+          }
+          this.current = index
+          return reply
+        } catch (err) {
+          if (err instanceof ControllerBusyError) busy ??= err
+          failure = err
         }
-        return await this.conn.send(build(), timeoutMs)
-      } catch (err) {
-        this.conn?.close()
-        this.conn = null
-        throw err
       }
+      this.current = (this.current + 1) % ports.length
+      if (busy !== null) throw busy
+      if (unavailable !== null) return unavailable
+      throw failure
     }
     const reply = this.chain.then(run, run)
     this.chain = reply.catch(() => undefined)
     return reply
+  }
+
+  /** One request to `port`, on the connection if it goes there, else on a new one. */
+  private async exchangeWith(port: number, build: () => Buffer): Promise<RawReply> {
+    const timeoutMs = this.timeoutMs()
+    try {
+      if (this.conn !== null && (this.conn.dead || this.connPort !== port)) {
+        this.conn.close()
+        this.conn = null
+      }
+      if (this.conn === null) {
+        this.connPort = port
+        this.conn = await RawConnection.open({
+          port,
+          context: this.context,
+          localAddress: this.localAddress,
+          timeoutMs,
+          session: this.session,
+          onSession: (session) => void (this.session = session),
+        })
+        this.shared.count('handshakes')
+        if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+      }
+      return await this.conn.send(build(), timeoutMs)
+    } catch (err) {
+      this.conn?.close()
+      this.conn = null
+      throw err
+    }
   }
 
   private post(path: string, body: string): Buffer {

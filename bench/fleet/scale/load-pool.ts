@@ -49,9 +49,9 @@ export class LoadPool {
   }
 
   /** Gives each process its slice of the nodes; resolves once every certificate is loaded. */
-  async init(port: number, ca: string, nodes: readonly LoadNodeSpec[]): Promise<void> {
+  async init(ports: readonly number[], ca: string, nodes: readonly LoadNodeSpec[]): Promise<void> {
     const per = Math.ceil(nodes.length / this.children.length)
-    await Promise.all(this.children.map((c, i) => ask(c, { type: 'init', port, ca, nodes: nodes.slice(i * per, (i + 1) * per) }, 'ready')))
+    await Promise.all(this.children.map((c, i) => ask(c, { type: 'init', ports, ca, nodes: nodes.slice(i * per, (i + 1) * per) }, 'ready')))
   }
 
   /** Every node starts checking in, within `spreadMs`. */

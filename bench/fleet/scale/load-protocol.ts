@@ -10,7 +10,8 @@ export interface LoadNodeSpec {
 
 /** What the orchestrator tells a load generator. */
 export type ToLoad =
-  | { readonly type: 'init'; readonly port: number; readonly ca: string; readonly nodes: readonly LoadNodeSpec[] }
+  /** `ports`: the controller replicas, in the order every node tries them. */
+  | { readonly type: 'init'; readonly ports: readonly number[]; readonly ca: string; readonly nodes: readonly LoadNodeSpec[] }
   | { readonly type: 'start'; readonly spreadMs: number }
   | { readonly type: 'status' }
   | { readonly type: 'mark' }

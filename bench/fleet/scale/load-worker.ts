@@ -25,7 +25,7 @@ function send(message: FromLoad): void {
 }
 
 async function init(message: Extract<ToLoad, { type: 'init' }>): Promise<void> {
-  const shared = { port: message.port, count }
+  const shared = { ports: message.ports, count }
   nodes = await mapChunked(message.nodes, 200, async (spec) => {
     const [cert, key] = await Promise.all([readFile(join(spec.bundleDir, 'cert.pem'), 'utf8'), readFile(join(spec.bundleDir, 'key.pem'), 'utf8')])
     const context = createSecureContext({ ca: message.ca, cert, key, minVersion: 'TLSv1.2' })

@@ -26,11 +26,17 @@ export function medianLines(runs: readonly BenchFigures[]): string[] {
     `medians of ${runs.length} runs (load average at the starts: ${runs.map((f) => f.loadAverage.start.toFixed(2)).join(', ')}):`,
     `  ceiling            full ${fmt(m((f) => f.ceiling?.fullMs ?? null), 2, ' ms')}, resumed ${fmt(m((f) => f.ceiling?.resumedMs ?? null), 2, ' ms')} per connection`,
     `  (a) cold join      stable after ${fmt(m((f) => f.coldJoin.stableS))} (runs ${range((f) => f.coldJoin.stableS)}); every node joined after ${fmt(m((f) => f.coldJoin.allJoinedS))}; failed attempts ${fmt(m((f) => failedAttempts(f.coldJoin.counters)), 0, '')}, deferred ${fmt(m((f) => f.coldJoin.counters.deferred ?? 0), 0, '')}; controller CPU ${fmt(m((f) => f.coldJoin.controllerCpuS))} (at the ceiling ${fmt(m(ceilingJoin))})`,
-    `  (b) restart        every node renewed ${fmt(m((f) => f.restart.allRenewedS))} after the kill (runs ${range((f) => f.restart.allRenewedS)}); fail-safe would have fired first on ${fmt(m((f) => f.restart.failSafeLate), 0, '')} nodes; shards moved ${fmt(m((f) => f.restart.movedShards), 0, '')}; failed attempts ${fmt(m((f) => f.restart.failedAttempts), 0, '')}, deferred ${fmt(m((f) => f.restart.deferred), 0, '')}; controller CPU ${fmt(m((f) => f.restart.controllerCpuS))} (at the ceiling ${fmt(m(ceilingRestart))})`,
+    `  (b) ${runs[0]!.restart.kind === 'takeover' ? 'take-over     ' : 'restart       '} every node renewed ${fmt(m((f) => f.restart.allRenewedS))} after the kill (runs ${range((f) => f.restart.allRenewedS)}); fail-safe would have fired first on ${fmt(m((f) => f.restart.failSafeLate), 0, '')} nodes; shards moved ${fmt(m((f) => f.restart.movedShards), 0, '')}; failed attempts ${fmt(m((f) => f.restart.failedAttempts), 0, '')}, deferred ${fmt(m((f) => f.restart.deferred), 0, '')}; controller CPU ${fmt(m((f) => f.restart.controllerCpuS))} (at the ceiling ${fmt(m(ceilingRestart))})`,
     `  (c) steady state   controller CPU ${fmt(m((f) => f.steady.controllerCpuPerS), 3, ' s')} per second at ${fmt(m((f) => f.steady.checkinsPerS), 0, '')} check-ins/s`,
   ]
+  if (runs[0]!.restart.kind === 'takeover') {
+    lines.push(`  take-over: every node renewed ${fmt(m((f) => f.restart.allRenewedS))} after the kill; shards moved ${fmt(m((f) => f.restart.movedShards), 0, '')}; full handshakes ${fmt(m((f) => f.restart.handshakes - f.restart.resumedHandshakes), 0, '')}, resumed ${fmt(m((f) => f.restart.resumedHandshakes), 0, '')} (medians)`)
+  }
   if (runs.every((f) => f.drain !== null)) {
-    lines.push(`  (d) drain          Identify grants ${fmt(m((f) => f.drain!.grants), 0, '')}, resumes ${fmt(m((f) => f.drain!.resumes), 0, '')}; every moved shard running after ${fmt(m((f) => f.drain!.allRunningS))}`)
+    lines.push(`  (d) drain          Identify grants ${fmt(m((f) => f.drain!.grants), 0, '')}, resumes ${fmt(m((f) => f.drain!.resumes), 0, '')}; every moved shard running after ${fmt(m((f) => f.drain!.allRunningS))}; slowest drain request ${fmt(m((f) => Math.max(...f.drain!.requestMs)), 0, ' ms')}`)
+  }
+  if (runs.every((f) => f.ha?.drainRequests != null)) {
+    lines.push(`      etcd writes     over the drain requests: puts ${fmt(m((f) => f.ha!.drainRequests!.puts), 0, '')}, deletes ${fmt(m((f) => f.ha!.drainRequests!.deletes), 0, '')}, transactions ${fmt(m((f) => f.ha!.drainRequests!.txns), 0, '')}; leader main thread ${fmt(m((f) => f.ha!.drainMainThreadS), 2)}`)
   }
   return lines
 }

@@ -48,3 +48,18 @@ export function loadAverage(): number {
     return Number.NaN
   }
 }
+
+/**
+ * User + system CPU seconds of the process's main thread only (/proc/<pid>/task/<pid>/stat): the
+ * event loop, where a controller's re-plans and write preparation run (TLS and GC threads excluded).
+ * Null once the process is gone.
+ */
+export function mainThreadCpuSeconds(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks()
+  } catch {
+    return null
+  }
+}
