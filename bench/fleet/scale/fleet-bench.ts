@@ -354,24 +354,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     s = await bench.pool.status()
   }
   const end = sample(bench)
-  const figures: RestartBenchFigures = {
-    kind: 'restart',
-    listeningAfterS: (listeningAt - killedAt) / 1000,
-    allRenewedS: allRenewed === null ? null : (allRenewed - killedAt) / 1000,
-    renewed: s.markRenewed,
-    movedShards: s.markLostShards,
-    changedPlans: s.markRenewed - s.markSame,
-    failSafeLate: s.markLate,
-    lateByFailSafeS: s.markLateByFailSafe,
-    lateAttempts: s.markLateAttempts,
-    controllerCpuS: end.cpuSeconds - cpu0,
-    generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
-    handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
-    resumedHandshakes: (s.counters.handshakes_resumed ?? 0) - (s0.counters.handshakes_resumed ?? 0),
-    deferred: (s.counters.deferred ?? 0) - (s0.counters.deferred ?? 0),
-    failedAttempts: failedAttempts(s.counters) - failedAttempts(s0.counters),
-    peakRssMiB: end.peakRssMiB,
-  }
+  const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0 }, s0, s, end)
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
@@ -405,26 +388,38 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   const prof = bench.opts['cpu-prof']
   // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
   await killed.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
-  const figures: RestartBenchFigures = {
-    kind: 'takeover',
-    listeningAfterS: (servingAt - killedAt) / 1000,
-    allRenewedS: allRenewed === null ? null : (allRenewed - killedAt) / 1000,
+  const figures = markFigures('takeover', { killedAt, answeringAt: servingAt, allRenewed, cpu0 }, s0, s, end)
+  bench.log(`  (b) take-over: the other replica led ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
+  return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
+}
+
+/** The figures of a restart or take-over from the statuses at the mark (`s0`) and at the end (`s`). */
+function markFigures(
+  kind: RestartBenchFigures['kind'],
+  t: { readonly killedAt: number; readonly answeringAt: number; readonly allRenewed: number | null; readonly cpu0: number },
+  s0: LoadStatus,
+  s: LoadStatus,
+  end: ProcSample,
+): RestartBenchFigures {
+  const since = (k: string) => (s.counters[k] ?? 0) - (s0.counters[k] ?? 0)
+  return {
+    kind,
+    listeningAfterS: (t.answeringAt - t.killedAt) / 1000,
+    allRenewedS: t.allRenewed === null ? null : (t.allRenewed - t.killedAt) / 1000,
     renewed: s.markRenewed,
     movedShards: s.markLostShards,
     changedPlans: s.markRenewed - s.markSame,
     failSafeLate: s.markLate,
     lateByFailSafeS: s.markLateByFailSafe,
     lateAttempts: s.markLateAttempts,
-    controllerCpuS: end.cpuSeconds - cpu0,
+    controllerCpuS: end.cpuSeconds - t.cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
-    handshakes: (s.counters.handshakes ?? 0) - (s0.counters.handshakes ?? 0),
-    resumedHandshakes: (s.counters.handshakes_resumed ?? 0) - (s0.counters.handshakes_resumed ?? 0),
-    deferred: (s.counters.deferred ?? 0) - (s0.counters.deferred ?? 0),
+    handshakes: since('handshakes'),
+    resumedHandshakes: since('handshakes_resumed'),
+    deferred: since('deferred'),
     failedAttempts: failedAttempts(s.counters) - failedAttempts(s0.counters),
     peakRssMiB: end.peakRssMiB,
   }
-  bench.log(`  (b) take-over: the other replica led ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
-  return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
 
 /** Phase (d) with its window on the shared timeline (for the profile), and with --ha etcd's writes. */
