@@ -4,8 +4,10 @@
  * this term's election key stands. The key layout is in state-layout.ts, the write order (why a write
  * split over several transactions is safe to interrupt anywhere) in state-writes.ts and README.md.
  *
- * No mirror of etcd is kept: a write sends the delta; the first write of a term, and every write after a
- * failed or ambiguous one (`whole`), reads what etcd holds and writes the difference to `full()`.
+ * No mirror of etcd's values is kept, only the index of its handoff-run keys (handoff-runs.ts: a delta
+ * names shards, the keys are runs): a write sends the delta; the first write of a term, and every write
+ * after a failed or ambiguous one (`whole`), reads what etcd holds, writes the difference to `full()` and
+ * builds the index afresh.
  */
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { StateStore } from '../state/state-store.js'

@@ -63,9 +63,10 @@ export class HandoffRunIndex {
     const add = (first: number, count: number, fromNode: string, generation: number): void => {
       const run: IndexedRun = { key: this.layout.handoffRun(first, count, generation), first, count, fromNode, generation }
       this.adopt(run)
+      // a key this change deleted comes back: never delete it then; rewrite it only if its value differs
       const before = removed.get(run.key)
-      if (before !== undefined && before.fromNode === fromNode) removed.delete(run.key)
-      else added.set(run.key, run)
+      removed.delete(run.key)
+      if (before === undefined || before.fromNode !== fromNode) added.set(run.key, run)
     }
     const cut = (first: number, count: number): void => {
       const end = first + count

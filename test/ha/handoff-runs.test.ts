@@ -45,6 +45,11 @@ t.test('the same run put again writes nothing', async (t) => {
   const index = indexWith([8, 8, 'a', 3])
   t.same(index.change([[8, 8, 'a', 3]], []), { puts: [], deletes: [] }, 'a re-put of what etcd holds')
   t.same(runsOf(index), [[8, 8, 'a', 3]])
+  // (the controller gives a shard one handoff per generation; should a value under the same key differ, it is
+  // rewritten in place, never deleted after being put)
+  const { puts, deletes } = index.change([[8, 8, 'b', 3]], [])
+  t.same(named(puts), ['00008/00008/0000000000000003'])
+  t.same(deletes, [], 'the key is not deleted after it was put')
 })
 
 t.test('groupHandoffs: consecutive shards with one node and generation', async (t) => {

@@ -373,7 +373,11 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   const killedAt = sharedNow()
   await killed.kill9()
   bench.controller = next
-  const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS)
+  // watched beside the nodes: handled at once, so a time-out here is reported, not an unhandled rejection
+  const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS).catch((err: unknown) => {
+    bench.log(`  (b) ${(err as Error).message}`)
+    return null
+  })
   let s: LoadStatus
   let allRenewed: number | null = null
   try {
@@ -383,7 +387,7 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
     bench.log(`  (b) ${(err as Error).message}`)
     s = await bench.pool.status()
   }
-  const servingAt = await leading
+  const servingAt = (await leading) ?? sharedNow()
   const end = sample(bench)
   const prof = bench.opts['cpu-prof']
   // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
