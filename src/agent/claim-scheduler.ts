@@ -47,8 +47,11 @@ export interface ClaimSchedulerDeps {
   readonly budget: RequestBudget
   /** Sends one claim (`fresh`: with `"fresh": true`); must not throw (failures are an outcome). */
   claim(shardId: number, fresh: boolean): Promise<ClaimReply>
-  /** A claim was granted for a shard that is still wanted; `resume` is the session handed over, if any. */
-  onGranted(shardId: number, generation: number, resume: ResumableSession | null): void
+  /**
+   * A claim was granted for a shard that is still wanted; `resume` is the session handed over, if any;
+   * `claimedAt`: when the claim that was granted was sent (clock ms; the grant was decided after it).
+   */
+  onGranted(shardId: number, generation: number, resume: ResumableSession | null, claimedAt: number): void
   /**
    * Every outcome, for logs, events and metrics (not_owner shards are dropped from the queue). `waitedMs`,
    * for a grant only: how long the shard waited for it, from when it was first wanted (or its fresh claim asked).
@@ -66,7 +69,8 @@ interface FreshClaim {
   /** When the host asked (clock ms). */
   readonly since: number
   settled: boolean
-  resolve(): void
+  /** `claimedAt`: when the claim that was granted was sent (clock ms). */
+  resolve(claimedAt: number): void
   reject(err: unknown): void
 }
 
@@ -129,10 +133,11 @@ export class ClaimScheduler {
   }
 
   /**
-   * Claims a fresh Identify (`"fresh": true`) for a shard this node runs; resolves once granted. Paced as
-   * every claim; rejects with `signal`'s reason when it aborts, or ClaimAbortedError.
+   * Claims a fresh Identify (`"fresh": true`) for a shard this node runs; resolves once granted, to the
+   * time (clock ms) the granted claim was sent. Paced as every claim; rejects with `signal`'s reason when
+   * it aborts, or ClaimAbortedError.
    */
-  claimFresh(shardId: number, signal: AbortSignal): Promise<void> {
+  claimFresh(shardId: number, signal: AbortSignal): Promise<number> {
     if (signal.aborted) return Promise.reject(signal.reason)
     if (this.stopped) return Promise.reject(new ClaimAbortedError('agent_stopped', 'the agent stopped'))
     return new Promise((resolve, reject) => {
@@ -141,9 +146,9 @@ export class ClaimScheduler {
         shard: shardId,
         since: this.deps.clock.now(),
         settled: false,
-        resolve: () => {
+        resolve: (claimedAt) => {
           signal.removeEventListener('abort', onAbort)
-          resolve()
+          resolve(claimedAt)
         },
         reject: (err) => {
           signal.removeEventListener('abort', onAbort)
@@ -185,13 +190,16 @@ export class ClaimScheduler {
     return this.bucketAt(shardId % this.maxConcurrency)
   }
 
-  /** Settles a fresh claim once, granted or failed (a grant that comes after an abort still paces its bucket). */
-  private endFresh(claim: FreshClaim, failure?: { readonly error: unknown }): void {
+  /**
+   * Settles a fresh claim once: granted (`claimedAt` of the granted claim) or failed (a grant that comes
+   * after an abort still paces its bucket).
+   */
+  private endFresh(claim: FreshClaim, end: { readonly claimedAt: number } | { readonly error: unknown }): void {
     if (claim.settled) return
     claim.settled = true
     for (const state of this.buckets.values()) state.fresh = state.fresh.filter((c) => c !== claim)
-    if (failure === undefined) claim.resolve()
-    else claim.reject(failure.error)
+    if ('claimedAt' in end) claim.resolve(end.claimedAt)
+    else claim.reject(end.error)
   }
 
   private pump(): void {
@@ -219,7 +227,7 @@ export class ClaimScheduler {
     void this.deps.claim(shard, fresh !== null).then((reply) => {
       this.busy = false
       this.inFlight = null
-      if (!this.stopped) this.settle(shard, state, probe, reply, fresh)
+      if (!this.stopped) this.settle(shard, state, probe, reply, fresh, now)
       this.pump()
     })
   }
@@ -240,8 +248,11 @@ export class ClaimScheduler {
     return { state: best, at }
   }
 
-  /** Applies one answer: the bucket's pacing, then the claim's own fate (`fresh`: a host's fresh claim). */
-  private settle(shard: number, state: BucketState, probe: boolean, reply: ClaimReply, fresh: FreshClaim | null): void {
+  /**
+   * Applies one answer: the bucket's pacing, then the claim's own fate (`fresh`: a host's fresh claim;
+   * `sentAt`: when the claim went out).
+   */
+  private settle(shard: number, state: BucketState, probe: boolean, reply: ClaimReply, fresh: FreshClaim | null, sentAt: number): void {
     const { outcome } = reply
     const now = this.deps.clock.now()
     const stillWanted = this.wanted.has(shard)
@@ -262,14 +273,14 @@ export class ClaimScheduler {
         state.handoffUntil = null
         if (fresh !== null) {
           waitedMs = now - fresh.since
-          this.endFresh(fresh)
+          this.endFresh(fresh, { claimedAt: sentAt })
           break
         }
         // A grant for a shard a re-plan dropped meanwhile ended nobody's wait.
         waitedMs = stillWanted ? now - (this.wantedSince.get(shard) ?? now) : null
         this.wanted.delete(shard)
         this.wantedSince.delete(shard)
-        if (stillWanted) this.deps.onGranted(shard, outcome.generation, reply.resume)
+        if (stillWanted) this.deps.onGranted(shard, outcome.generation, reply.resume, sentAt)
         break
       case 'wait':
         this.settleWait(state, outcome, now)

@@ -112,7 +112,7 @@ export class NodeAgent {
       clock: this.clock,
       budget: this.budget,
       claim: (shardId, fresh) => this.claim(shardId, fresh),
-      onGranted: (shardId, _generation, resume) => this.plans.granted(shardId, resume),
+      onGranted: (shardId, _generation, resume, claimedAt) => this.plans.granted(shardId, resume, claimedAt),
       onOutcome: (shardId, outcome, waitedMs) => this.onClaimOutcome(shardId, outcome, waitedMs),
       identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
       handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,

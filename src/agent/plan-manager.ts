@@ -120,12 +120,15 @@ export class PlanManager {
     this.reconcile(reason)
   }
 
-  /** Called when a claim is granted: starts the shard (resuming `resume`, if handed over) if it is still ours and authority holds. */
-  granted(shardId: number, resume: ResumableSession | null = null): void {
+  /**
+   * Called when a claim is granted: starts the shard (resuming `resume`, if handed over) if it is still
+   * ours and authority holds. `claimedAt`: when the granted claim was sent (clock ms).
+   */
+  granted(shardId: number, resume: ResumableSession | null, claimedAt: number): void {
     const plan = this.plan
     if (plan === null || !this.hasAuthority() || !plan.assigned.includes(shardId)) return
     const { generation, total_shards, max_concurrency } = plan
-    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency, resume })
+    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency, resume, grantClaimedAt: claimedAt })
   }
 
   /** Stops what the plan no longer holds, claims what it adds; reports the generation once stops succeed. */

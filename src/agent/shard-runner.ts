@@ -48,6 +48,15 @@ export interface ShardContext extends ShardInfo {
    * stops, and with `options.signal`'s reason when that aborts.
    */
   claimFreshIdentify(options?: { readonly signal?: AbortSignal }): Promise<void>
+  /**
+   * How long ago (ms) the claim behind this start's latest Identify grant was sent: the start's own grant,
+   * or the last one claimFreshIdentify obtained; Infinity while the start holds none (a resume). The
+   * controller spaces a bucket's grants `identify_interval_ms` apart from its decision, which came after
+   * the claim was sent, and Discord counts 5 s between the IDENTIFYs it receives: an IDENTIFY that goes
+   * out more than `identify_interval_ms − 5000` after the claim may come too close to the bucket's next
+   * grant, so a host that is that late claims a fresh grant first.
+   */
+  identifyGrantAgeMs(): number
 }
 
 /**
@@ -86,8 +95,11 @@ export type ShardPhase = 'starting' | 'running' | 'stopping' | 'failed'
 /** The values a shard's session was started under. */
 export type SessionValues = Pick<ShardContext, 'totalShards' | 'maxConcurrency'>
 
-/** What a start is asked with: the shard, and the session handed over for it (or null). */
-export type StartRequest = ShardInfo & { readonly resume: ResumableSession | null }
+/**
+ * What a start is asked with: the shard, and the session handed over for it (or null), else when the
+ * claim of the Identify grant it runs under was sent (clock ms).
+ */
+export type StartRequest = ShardInfo & { readonly resume: ResumableSession | null; readonly grantClaimedAt?: number }
 
 interface Entry {
   phase: ShardPhase
@@ -98,6 +110,8 @@ interface Entry {
   readonly startAbort: AbortController
   /** Aborted when any stop of the shard begins: its fresh Identify claims end. */
   readonly life: AbortController
+  /** When the claim of the latest Identify grant this start holds was sent (clock ms), or null. */
+  grantClaimedAt: number | null
 }
 
 /** Reports from the runner to the agent. */
@@ -119,8 +133,11 @@ export interface ShardRunnerDeps {
   readonly clock: AgentClock
   /** The stop timeout in force (ms); it may follow the lease. */
   stopTimeoutMs(): number
-  /** Claims a fresh Identify for a shard; resolves once granted, rejects once `signal` aborts. */
-  claimFresh(shardId: number, signal: AbortSignal): Promise<void>
+  /**
+   * Claims a fresh Identify for a shard; resolves once granted, to when the granted claim was sent (clock
+   * ms); rejects once `signal` aborts.
+   */
+  claimFresh(shardId: number, signal: AbortSignal): Promise<number>
 }
 
 class StopTimeout extends Error {}
@@ -133,14 +150,17 @@ export class ShardRunner {
 
   /** Starts a shard unless the runner already holds it in any phase. */
   start(request: StartRequest): void {
-    const shardId = request.shardId
+    const { grantClaimedAt, ...shard } = request
+    const shardId = shard.shardId
     if (this.entries.has(shardId)) return
     const startAbort = new AbortController()
     const life = new AbortController()
-    const claimFreshIdentify = (options?: { readonly signal?: AbortSignal }) =>
-      this.deps.claimFresh(shardId, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
-    const ctx: ShardContext = { ...request, signal: startAbort.signal, claimFreshIdentify }
-    const entry: Entry = { phase: 'starting', ctx, op: Promise.resolve(), failedAt: 0, startAbort, life }
+    const claimFreshIdentify = async (options?: { readonly signal?: AbortSignal }) => {
+      entry.grantClaimedAt = await this.deps.claimFresh(shardId, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
+    }
+    const identifyGrantAgeMs = () => (entry.grantClaimedAt === null ? Infinity : this.deps.clock.now() - entry.grantClaimedAt)
+    const ctx: ShardContext = { ...shard, signal: startAbort.signal, claimFreshIdentify, identifyGrantAgeMs }
+    const entry: Entry = { phase: 'starting', ctx, op: Promise.resolve(), failedAt: 0, startAbort, life, grantClaimedAt: shard.resume === null ? (grantClaimedAt ?? null) : null }
     this.entries.set(shardId, entry)
     entry.op = (async () => {
       try {

@@ -216,6 +216,14 @@ export class Controller {
     return { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
   }
 
+  /**
+   * The answer of an Identify grant in `bucket` was released to the node (or failed) at `now`: the
+   * bucket's interval counts from this moment (see IdentifyLimiter).
+   */
+  identifyReleased(now: number, bucket: number): void {
+    this.limiter.released(now, bucket)
+  }
+
   /** Which node serves a guild (raw decimal snowflake, echoed back as given). */
   route(now: number, guildId: string): RouteOutcome {
     this.prepare(now)

@@ -21,9 +21,18 @@ export interface DailyBudget {
   readonly nextReleaseAt: number | null
 }
 
-/** Bucket grant times and daily grants; `check` never records, `record` is called only on a grant. */
+/**
+ * Bucket grant times and daily grants; `check` never records, `record` is called only on a grant.
+ *
+ * A bucket's interval counts from the later of the grant and the moment its answer was released to the
+ * node (`released`): an answer that waits for a durable write reaches the node, which IDENTIFYs at once,
+ * that much later, and Discord counts its 5 s between the IDENTIFYs it receives. Until the release the
+ * bucket is busy for a whole interval.
+ */
 export class IdentifyLimiter {
   private readonly lastGrant = new Map<number, number>()
+  /** Buckets whose latest grant's answer has not been released yet. */
+  private readonly unreleased = new Set<number>()
   private readonly daily: number[]
   private dailyHead = 0
 
@@ -55,19 +64,32 @@ export class IdentifyLimiter {
         return { reason: 'daily_limit', retryAfterMs: oldest + DAILY_WINDOW_MS - now }
       }
     }
-    const last = this.lastGrant.get(this.bucketOf(shardId)) ?? this.busySince
+    const bucket = this.bucketOf(shardId)
+    // The release comes later than now, so the next grant can be no earlier than a whole interval away.
+    if (this.unreleased.has(bucket)) return { reason: 'bucket_busy', retryAfterMs: this.intervalMs }
+    const last = this.lastGrant.get(bucket) ?? this.busySince
     if (last !== null && now - last < this.intervalMs) {
       return { reason: 'bucket_busy', retryAfterMs: last + this.intervalMs - now }
     }
     return null
   }
 
-  /** Records a grant at `now`; returns its bucket. */
+  /** Records a grant at `now`; returns its bucket, busy until `released` is called for it. */
   record(now: number, shardId: number): number {
     const bucket = this.bucketOf(shardId)
     this.lastGrant.set(bucket, now)
+    this.unreleased.add(bucket)
     if (this.dailyLimit !== null) this.daily.push(now)
     return bucket
+  }
+
+  /**
+   * The answer of the bucket's latest grant left (or failed) at `now`: the interval counts from here.
+   * A release with no grant waiting is ignored (a second call, or a bucket that took no grant).
+   */
+  released(now: number, bucket: number): void {
+    if (!this.unreleased.delete(bucket)) return
+    this.lastGrant.set(bucket, Math.max(this.lastGrant.get(bucket) ?? now, now))
   }
 
   /** Grants left in the rolling daily budget at `now`, or null without a budget. */

@@ -33,9 +33,9 @@ export interface DiscordjsShardsOptions {
   readonly onDebug?: (shardId: number, message: string) => void
   /**
    * The grant a start comes with pays for its first IDENTIFY only if that IDENTIFY goes out within this
-   * many ms of the start (default 500); later, a fresh grant is claimed first. Set it to the
-   * controller's `identify_interval_ms` − 5000: the controller spaces a bucket's grants that far apart,
-   * Discord counts 5 s between the IDENTIFYs it receives.
+   * many ms of the moment the agent sent the claim (default 500); later, a fresh grant is claimed first.
+   * Set it to at most the controller's `identify_interval_ms` − 5000: the controller spaces a bucket's
+   * grants that far apart, Discord counts 5 s between the IDENTIFYs it receives.
    */
   readonly maxGrantAgeMs?: number
   /** How long GET /gateway/bot's answer is shared by the node's shards (ms, default 30000). */
@@ -81,7 +81,7 @@ export class DiscordjsShards {
       ...(onDebug === undefined ? {} : { onDebug }),
       gateway: this.gateway,
       maxGrantAgeMs: this.options.maxGrantAgeMs ?? DISCORDJS_DEFAULTS.maxGrantAgeMs,
-      now: () => performance.now(),
+      grantAgeMs: () => ctx.identifyGrantAgeMs(),
     })
     this.running.set(ctx.shardId, connection)
     try {

@@ -56,13 +56,14 @@ export interface ShardConnectionOptions {
   /** GET /gateway/bot, shared by the node's shards. */
   readonly gateway: SharedGatewayInfo
   /**
-   * The start's grant pays for the first IDENTIFY only if that goes out within this long of the start
-   * (ms); later, it claims a fresh grant. A grant sent on late could land within Discord's 5 s of the
-   * bucket's next grant, which the controller spaces `identify_interval_ms` after this one.
+   * The start's grant pays for the first IDENTIFY only if that goes out within this long (ms) of the
+   * moment its claim was sent; later, it claims a fresh grant. A grant sent on late could land within
+   * Discord's 5 s of the bucket's next grant, which the controller spaces `identify_interval_ms` after
+   * this one (counted from when its answer left, which is after the claim was sent).
    */
   readonly maxGrantAgeMs: number
-  /** The clock of maxGrantAgeMs (ms, monotonic). */
-  readonly now: () => number
+  /** How long ago (ms) the claim of the start's grant was sent (the start context's identifyGrantAgeMs). */
+  readonly grantAgeMs: () => number
 }
 
 /** Resolves never: where a stopped shard's reconnect attempt is parked (see the file comment). */
@@ -86,7 +87,6 @@ export class ShardConnection {
   private stopped = false
   /** The first IDENTIFY of a start without a session is covered by the grant the start came with. */
   private startGrantUnused: boolean
-  private readonly startedAt: number
   private readonly closedFatally: Promise<number>
 
   constructor(private readonly options: ShardConnectionOptions) {
@@ -94,7 +94,6 @@ export class ShardConnection {
     this.session = resume === null ? null : { sessionId: resume.sessionId, sequence: resume.sequence, resumeURL: resume.resumeUrl, shardId, shardCount: totalShards }
     this.delivered = resume === null ? null : resume.sequence
     this.startGrantUnused = resume === null
-    this.startedAt = options.now()
     this.manager = new WebSocketManager({
       ...options.wsOptions,
       token: options.token,
@@ -165,7 +164,10 @@ export class ShardConnection {
   }
 
   /**
-   * @discordjs/ws's identify throttler. It must not reject but on `signal` (the socket closed): any other
+   * @discordjs/ws's identify throttler. The IDENTIFY goes out as soon as it resolves: a fresh grant is
+   * sent on at once (the controller counts its bucket's interval from the moment the answer left), the
+   * start's own only while it is younger than maxGrantAgeMs.
+   * It must not reject but on `signal` (the socket closed): any other
    * rejection makes the shard reconnect and then IDENTIFY twice on one connection. A claim that cannot
    * be granted (the shard was moved away, the agent stops) waits instead, until the stop that follows
    * closes the socket.
@@ -174,7 +176,7 @@ export class ShardConnection {
     if (this.stopped) return untilAborted(signal)
     if (this.startGrantUnused) {
       this.startGrantUnused = false
-      if (this.options.now() - this.startedAt <= this.options.maxGrantAgeMs) return
+      if (this.options.grantAgeMs() <= this.options.maxGrantAgeMs) return
       this.options.onDebug?.(this.options.shardId, 'the start grant is too old for this IDENTIFY: claiming a fresh one')
     }
     try {

@@ -144,10 +144,19 @@ export class ControllerService {
     return this.answer(() => this.controller.checkinOutcome(body.node_id, registration))
   }
 
-  /** An Identify claim; `not_owner` is audited by the caller (limited per principal). */
-  claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
+  /**
+   * An Identify claim; `not_owner` is audited by the caller (limited per principal). A grant's bucket
+   * counts its interval from the moment the answer leaves (or fails), not from the decision: the node
+   * IDENTIFYs when it reads the answer, and that may wait for a durable write (the daily budget).
+   */
+  async claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
     const outcome = this.run((now) => this.controller.claimIdentify(now, body))
-    return this.answer(() => outcome)
+    if (!outcome.granted || outcome.mode !== 'identify') return this.answer(() => outcome)
+    try {
+      return await this.answer(() => outcome)
+    } finally {
+      this.controller.identifyReleased(this.deps.now(), outcome.bucket)
+    }
   }
 
   route(guildId: string): Promise<RouteOutcome> {

@@ -157,7 +157,7 @@ t.test('failures back off instead of retrying at once', async (t) => {
 })
 
 /** Tracks a promise's fate for assertions between clock steps. */
-function track(promise: Promise<void>) {
+function track(promise: Promise<unknown>) {
   const fate: { state: 'pending' | 'resolved' | 'rejected'; error: unknown } = { state: 'pending', error: null }
   promise.then(
     () => (fate.state = 'resolved'),
@@ -314,4 +314,26 @@ t.test('a fresh claim reports its wait from when the host asked', async (t) => {
   await fresh
   t.equal(h.waited.length, 2)
   t.ok(h.waited[1]!.ms >= 5000 && h.waited[1]!.ms < 5200, `the fresh claim waited out the bucket interval (${h.waited[1]!.ms} ms)`)
+})
+
+t.test('a grant, queued or fresh, carries when its claim was sent, not when the answer came back', async (t) => {
+  const clock = new FakeClock()
+  const granted: [number, number][] = []
+  const scheduler = new ClaimScheduler({
+    clock,
+    budget: new RequestBudget(3, 8, () => clock.now()),
+    identifyIntervalMs: 5100,
+    handoffPollMs: 1000,
+    // A slow controller: every answer comes 400 ms after its claim (a durable write, a loaded loop).
+    claim: () => new Promise((resolve) => clock.setTimeout(() => resolve({ outcome: { kind: 'granted', generation: 1, mode: 'identify' }, resume: null }), 400)),
+    onGranted: (shard, _generation, _resume, claimedAt) => void granted.push([shard, claimedAt]),
+    onOutcome: () => undefined,
+  })
+  await clock.advance(100)
+  scheduler.setWanted([0], 2)
+  await clock.advance(1000)
+  t.same(granted, [[0, 100]], 'the start grant: sent at 100, answered at 500')
+  const fresh = scheduler.claimFresh(1, new AbortController().signal)
+  await clock.advance(1000)
+  t.equal(await fresh, 1100, 'a fresh claim resolves to its send time')
 })

@@ -52,7 +52,7 @@ function setup(opts: { failStops?: number; stopTakesMs?: number; session?: unkno
   const scheduler = new ClaimScheduler({
     clock, budget: new RequestBudget(100, 100, () => clock.now()), identifyIntervalMs: 0, handoffPollMs: 1000,
     claim: async () => ({ outcome: { kind: 'granted', generation: 1, mode: 'identify' }, resume: null }),
-    onGranted: (shard, _generation, resume) => manager.granted(shard, resume),
+    onGranted: (shard, _generation, resume, claimedAt) => manager.granted(shard, resume, claimedAt),
     onOutcome: () => undefined,
   })
   manager = new PlanManager({
@@ -252,7 +252,7 @@ t.test('a resume grant starts the shard with the session', async (t) => {
   await s.clock.advance(10)
   t.equal(s.starts[0]!.resume, null, 'the scheduler granted an Identify')
   s.manager.accept(planOf(3, 0, 2), 0)
-  s.manager.granted(1, SESSION)
+  s.manager.granted(1, SESSION, s.clock.now())
   await s.clock.advance(10)
   t.same(s.starts.map((c) => [c.shardId, c.resume]), [[0, null], [1, SESSION]])
 })

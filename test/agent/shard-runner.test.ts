@@ -11,6 +11,7 @@ import { ClaimAbortedError } from '../../src/agent/claim-scheduler.js'
 import { ResumeRefusedError, type ResumableSession } from '../../src/agent/session.js'
 import { ShardRunner, type ShardContext, type ShardStopContext } from '../../src/agent/shard-runner.js'
 import { systemClock } from '../../src/agent/clock.js'
+import { FakeClock } from './fake-clock.js'
 import { testDir } from '../support/test-dir.js'
 
 const silent = pino({ enabled: false })
@@ -39,7 +40,7 @@ t.test('a stop during a start aborts the start, then stops the shard (it may hav
       onStop: () => undefined,
     },
     h.hooks,
-    { clock: systemClock, stopTimeoutMs: () => 1000, claimFresh: async () => undefined },
+    { clock: systemClock, stopTimeoutMs: () => 1000, claimFresh: async () => systemClock.now() },
   )
   runner.start(ctx)
   t.equal(await runner.stop(3, 'plan'), true)
@@ -49,7 +50,7 @@ t.test('a stop during a start aborts the start, then stops the shard (it may hav
 
 t.test('a start that ignores its signal: the stop is abandoned at the stop timeout, the shard kept', async (t) => {
   const h = hooks()
-  const runner = new ShardRunner({ onStart: () => new Promise(() => undefined), onStop: () => undefined }, h.hooks, { clock: systemClock, stopTimeoutMs: () => 50, claimFresh: async () => undefined })
+  const runner = new ShardRunner({ onStart: () => new Promise(() => undefined), onStop: () => undefined }, h.hooks, { clock: systemClock, stopTimeoutMs: () => 50, claimFresh: async () => systemClock.now() })
   runner.start(ctx)
   t.equal(await runner.stop(3, 'lease_expiring'), false)
   t.same(h.seen, ['stop timed out 3 after 50'])
@@ -81,9 +82,9 @@ function freshClaims(ms = 0) {
   const calls: { shard: number; signal: AbortSignal }[] = []
   const claimFresh = (shard: number, signal: AbortSignal) => {
     calls.push({ shard, signal })
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<number>((resolve, reject) => {
       if (signal.aborted) return reject(signal.reason)
-      const timer = setTimeout(resolve, ms)
+      const timer = setTimeout(() => resolve(systemClock.now()), ms)
       signal.addEventListener('abort', () => {
         clearTimeout(timer)
         reject(signal.reason)
@@ -165,7 +166,7 @@ t.test("a stop's session: handed on for a plan move, discarded otherwise, lost w
   const runner = new ShardRunner(
     { onStart: () => undefined, onStop: () => (slow ? new Promise<ResumableSession>((r) => setTimeout(() => r(SESSION), 200)) : SESSION) },
     h.hooks,
-    { clock: systemClock, stopTimeoutMs: () => 50, claimFresh: async () => undefined },
+    { clock: systemClock, stopTimeoutMs: () => 50, claimFresh: async () => systemClock.now() },
   )
   const kept: unknown[] = []
   runner.start(ctx)
@@ -182,4 +183,30 @@ t.test("a stop's session: handed on for a plan move, discarded otherwise, lost w
   t.equal(await runner.stop(3, 'plan', (value) => kept.push(value)), false)
   await new Promise((r) => setTimeout(r, 300))
   t.same(kept, [SESSION], "a timed-out stop's late session goes nowhere")
+})
+
+t.test("ctx.identifyGrantAgeMs: from the start grant's claim, then from the latest fresh claim; Infinity for a resume", async (t) => {
+  const clock = new FakeClock()
+  await clock.advance(10_000)
+  const h = hooks()
+  const starts: ShardContext[] = []
+  const claimFresh = () => new Promise<number>((resolve) => {
+    const sentAt = clock.now() + 100 // queued 100 ms behind the bucket, answered 300 ms after it went out
+    clock.setTimeout(() => resolve(sentAt), 400)
+  })
+  const runner = new ShardRunner({ onStart: (c) => void starts.push(c), onStop: () => undefined }, h.hooks, { clock, stopTimeoutMs: () => 1000, claimFresh })
+  runner.start({ ...ctx, grantClaimedAt: clock.now() - 300 })
+  await clock.advance(0)
+  const c = starts[0]!
+  t.equal(c.identifyGrantAgeMs(), 300, "the start grant's claim went out 300 ms ago")
+  t.notOk('grantClaimedAt' in c, 'the send time is no field of the context')
+  await clock.advance(200)
+  t.equal(c.identifyGrantAgeMs(), 500)
+  const fresh = c.claimFreshIdentify()
+  await clock.advance(400)
+  await fresh
+  t.equal(c.identifyGrantAgeMs(), 300, 'after a fresh grant: from the moment its claim went out')
+  runner.start({ ...ctx, shardId: 4, resume: { sessionId: 'abc', sequence: 1, resumeUrl: 'wss://gateway.discord.gg' }, grantClaimedAt: clock.now() })
+  await clock.advance(0)
+  t.equal(starts[1]!.identifyGrantAgeMs(), Infinity, 'a resume start holds no grant')
 })

@@ -1,8 +1,8 @@
 /** Shared test fixtures for the core: settings, check-in bodies, certificates, a seeded PRNG. */
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import type { CheckinBody } from '../../src/core/schemas.js'
-import type { CertRef, CheckinOutcome, ControllerSettings } from '../../src/core/types.js'
+import type { CheckinBody, IdentifyBody } from '../../src/core/schemas.js'
+import type { CertRef, CheckinOutcome, ControllerSettings, IdentifyOutcome } from '../../src/core/types.js'
 
 /** Settings like the SPEC's example config. */
 export const SETTINGS: ControllerSettings = {
@@ -31,6 +31,16 @@ export function checkIn(controller: Controller, now: number, checkin: CheckinBod
   const registration = controller.register(now, checkin, certificate)
   controller.settle()
   return controller.checkinOutcome(checkin.node_id, registration)
+}
+
+/**
+ * An Identify claim whose answer leaves at the moment it is decided: a grant's bucket is released at
+ * `now`, as the service does once the answer is durable (IdentifyLimiter counts the interval from there).
+ */
+export function claimAnswered(controller: Controller, now: number, claim: IdentifyBody): IdentifyOutcome {
+  const outcome = controller.claimIdentify(now, claim)
+  if (outcome.granted && outcome.mode === 'identify') controller.identifyReleased(now, outcome.bucket)
+  return outcome
 }
 
 /** The plan part of a check-in answer for a node (after settle()), as if it checked in with nothing to report. */

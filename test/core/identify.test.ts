@@ -1,11 +1,11 @@
 import t from 'tap'
 import type { Controller } from '../../src/core/controller.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, T0 } from './fixtures.js'
+import { body, cert, checkIn, claimAnswered, controllerWith, LEASE_MS, T0 } from './fixtures.js'
 
 // compaq-01 owns 0..15, compaq-02 16..31, dell-01 32..63; bucket = shard % 16.
 const threeNodes = () => controllerWith([['compaq-01', 16], ['compaq-02', 16], ['dell-01', 32]])
 const claim = (c: Controller, now: number, nodeId: string, shardId: number) =>
-  c.claimIdentify(now, { node_id: nodeId, shard_id: shardId })
+  claimAnswered(c, now, { node_id: nodeId, shard_id: shardId })
 
 t.test('one grant per bucket per interval, across nodes, with the exact wait', async (t) => {
   const c = threeNodes()
@@ -18,6 +18,20 @@ t.test('one grant per bucket per interval, across nodes, with the exact wait', a
   // The refusals did not move the bucket: the grant comes exactly one interval after the first.
   t.match(claim(c, T0 + 5100, 'dell-01', 48), { granted: true, bucket: 0 })
   t.same(claim(c, T0 + 5100, 'compaq-01', 0), { granted: false, reason: 'bucket_busy', retryAfterMs: 5100 })
+})
+
+t.test("a bucket's interval counts from the moment the grant's answer left, and it is busy until then", async (t) => {
+  const c = threeNodes()
+  const granted = c.claimIdentify(T0, { node_id: 'compaq-01', shard_id: 0 })
+  t.match(granted, { granted: true, mode: 'identify', bucket: 0 })
+  // The answer waits for a durable write: the bucket is busy for a whole interval from any moment before it leaves.
+  t.same(c.claimIdentify(T0 + 5100, { node_id: 'compaq-02', shard_id: 16 }), { granted: false, reason: 'bucket_busy', retryAfterMs: 5100 }, 'not granted one interval after the decision while the answer is held')
+  t.match(claim(c, T0 + 5100, 'compaq-01', 1), { granted: true, bucket: 1 }, 'other buckets go on')
+  c.identifyReleased(T0 + 800, 0) // the answer left 800 ms after the decision
+  t.same(claim(c, T0 + 5100, 'compaq-02', 16), { granted: false, reason: 'bucket_busy', retryAfterMs: 800 }, 'the interval counts from the release')
+  t.match(claim(c, T0 + 5900, 'compaq-02', 16), { granted: true, bucket: 0 })
+  c.identifyReleased(T0 + 9999, 0)
+  t.same(claim(c, T0 + 11_000, 'dell-01', 32), { granted: true, mode: 'identify', shardId: 32, bucket: 0, generation: 3 }, 'a release with no grant waiting changes nothing')
 })
 
 t.test('other buckets are independent', async (t) => {

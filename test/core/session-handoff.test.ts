@@ -6,7 +6,7 @@ import { Controller } from '../../src/core/controller.js'
 import type { SessionEntry } from '../../src/core/schemas.js'
 import { DepositRefused } from '../../src/core/session-deposit.js'
 import { SessionVault } from '../../src/core/session-vault.js'
-import { body, cert, checkIn, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, claimAnswered, SETTINGS, T0 } from './fixtures.js'
 
 const TTL_S = 60
 // a lease longer than the TTL, so that nodes outlive their sessions in these tests unless told otherwise
@@ -22,7 +22,7 @@ function moved(over: Partial<typeof settings> = {}): { c: Controller; generation
   return { c, generation }
 }
 const claim = (c: Controller, now: number, nodeId: string, shardId: number, fresh?: boolean) =>
-  c.claimIdentify(now, { node_id: nodeId, shard_id: shardId, ...(fresh === undefined ? {} : { fresh }) })
+  claimAnswered(c, now, { node_id: nodeId, shard_id: shardId, ...(fresh === undefined ? {} : { fresh }) })
 const release = (c: Controller, now: number, generation: number, sessions: SessionEntry[]) =>
   checkIn(c, now, body('a', 64, { generation, sessions }), cert('a1'))
 
