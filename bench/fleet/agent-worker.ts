@@ -96,10 +96,10 @@ function recordingCallbacks(name: string): Pick<ConstructorParameters<typeof Nod
 
 /** The agent's shard callbacks: recording only, or the discord.js adapter against the emulator. */
 function shardCallbacks(name: string): Pick<ConstructorParameters<typeof NodeAgent>[0], 'onStart' | 'onStop'> {
-  const { gateway, slowStopMs } = init!
+  const { gateway, slowStopMs, identifyIntervalMs } = init!
   if (gateway === null) return recordingCallbacks(name)
   // The arrays are swapped on every flush: push to the current ones.
-  const callbacks = gatewayShardCallbacks({ node: name, gateway, slowStopMs, sleepOrAbort, record: (r) => pending.push(r), deliver: (d) => deliveries.push(d), own: (o) => owners.push(o) })
+  const callbacks = gatewayShardCallbacks({ node: name, gateway, slowStopMs, sleepOrAbort, identifyIntervalMs, record: (r) => pending.push(r), deliver: (d) => deliveries.push(d), own: (o) => owners.push(o) })
   return { onStart: (ctx) => callbacks.onStart(ctx), onStop: (ctx) => callbacks.onStop(ctx) }
 }
 

@@ -25,6 +25,8 @@ export interface GatewayShardsDeps {
   /** A stop waits this long (or until the agent aborts it) before the adapter closes the session (0: at once). */
   readonly slowStopMs: number
   readonly sleepOrAbort: (ms: number, signal: AbortSignal) => Promise<boolean>
+  /** The controller's identify_interval_ms (the adapter's maxGrantAgeMs is taken from it). */
+  readonly identifyIntervalMs: number
 }
 
 /** NodeAgent's onStart / onStop for one agent, running DiscordjsShards. */
@@ -34,6 +36,9 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
     token: gateway.token,
     intents: 0,
     wsOptions: { rest: new REST({ api: gateway.apiUrl }).setToken(gateway.token) },
+    // Half of the slack above Discord's 5 s, not all of it: the other half is for what lies between an
+    // IDENTIFY leaving the agent and the emulator reading it (the socket, a busy event loop on either side).
+    maxGrantAgeMs: Math.floor((deps.identifyIntervalMs - 5000) / 2),
     onDispatch: (shardId, payload) => {
       const ready = payload.t === 'READY' ? (payload.d as { session_id?: unknown } | null)?.session_id : undefined
       if (typeof ready === 'string') deps.own([ready, node])
