@@ -3,6 +3,7 @@
  * transaction over 128 operations, and the client refuses a response over 4 MiB. Refusing locally gives
  * a clear error and keeps a doomed request (and the client's retries of it) off the wire.
  */
+import { prefixRangeEnd } from './etcd-api.js'
 
 /** The limits writes and paged reads are sized by. */
 export interface EtcdLimits {
@@ -88,9 +89,36 @@ export function checkTransaction(compareKeys: readonly string[], ops: readonly W
   }
 }
 
+/** The keys an operation touches, as `[from, to)`; `to` null: to the end of the key space. */
+function span(op: WriteOp): readonly [Buffer, Buffer | null] {
+  switch (op.type) {
+    case 'put':
+    case 'delete':
+      return [Buffer.from(op.key), Buffer.concat([Buffer.from(op.key), Buffer.from([0])])]
+    case 'delete_prefix': {
+      const end = prefixRangeEnd(op.prefix)
+      return [Buffer.from(op.prefix), end.length === 1 && end[0] === 0 ? null : end]
+    }
+    case 'delete_range':
+      return [Buffer.from(op.key), Buffer.from(op.rangeEnd)]
+  }
+}
+
+/**
+ * Two operations of one transaction on the same key: etcd refuses the whole transaction ("duplicate key
+ * given in txn request") when a put meets another put, a delete, or a range holding its key.
+ */
+function collides(a: WriteOp, b: WriteOp): boolean {
+  if (a.type !== 'put' && b.type !== 'put') return false // deletes may overlap each other
+  const [aFrom, aTo] = span(a)
+  const [bFrom, bTo] = span(b)
+  return (bTo === null || Buffer.compare(aFrom, bTo) < 0) && (aTo === null || Buffer.compare(bFrom, aTo) < 0)
+}
+
 /**
  * Splits `ops`, in the given order, into as few transactions as the limits allow, each guarded by the
- * same compares. Throws when a single operation cannot fit any transaction.
+ * same compares; an operation on a key that an earlier one of the same transaction touches begins the
+ * next transaction (etcd would refuse the pair). Throws when a single operation cannot fit any transaction.
  */
 export function splitIntoTransactions(compareKeys: readonly string[], ops: readonly WriteOp[], limits: EtcdLimits): WriteOp[][] {
   const budget = opBudget(compareKeys, limits)
@@ -100,7 +128,7 @@ export function splitIntoTransactions(compareKeys: readonly string[], ops: reado
   for (const op of ops) {
     checkTransaction(compareKeys, [op], limits)
     const opSize = writeOpBytes(op)
-    if (batch.length > 0 && (batch.length >= limits.maxTxnOps || size + opSize > budget)) {
+    if (batch.length > 0 && (batch.length >= limits.maxTxnOps || size + opSize > budget || batch.some((other) => collides(other, op)))) {
       batches.push(batch)
       batch = []
       size = 0

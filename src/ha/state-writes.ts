@@ -61,13 +61,16 @@ export interface Reconcile {
 /**
  * The operations that turn what etcd holds (`current`, read at one revision) into `full`, in write order;
  * only what differs is written. Handoff entries newer than the stored meta's generation are invisible to
- * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count.
- * Handoff runs that still say what `full` says stay; per-shard entries of earlier releases become runs.
+ * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count;
+ * so are unreadable ones (a load refuses them). Either kind under a key the reconcile puts again is not
+ * deleted: the put replaces it (a delete after the put would lose the handoff, and etcd refuses a put and
+ * a delete of one key in one transaction). Handoff runs that still say what `full` says stay; per-shard
+ * entries of earlier releases become runs.
  */
 export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableState, ctx: WriteContext): Reconcile {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
-  const invisible: WriteOp[] = []
+  const invisible: string[] = []
   const want = wantedValues(full, layout)
   const storedGen = storedGeneration(layout, current)
   const wantGrants = countTimes(full.dailyGrants)
@@ -77,12 +80,12 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
     const key = layout.parse(kv.key)
     if (key?.kind === 'handoff' || key?.kind === 'handoff_run') {
       const generation = key.generation
-      if (generation > storedGen) invisible.push(del(kv.key))
+      if (generation > storedGen) invisible.push(kv.key)
       else {
         try {
           storedRuns.push(handoffEntry(layout, kv, key))
         } catch {
-          releases.push(del(kv.key)) // unreadable: the load would refuse it; the runs below replace it
+          invisible.push(kv.key) // unreadable: the load would refuse it; the runs below replace it
         }
       }
       continue
@@ -110,7 +113,9 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   const handoffs = reconcileHandoffRuns(layout, storedRuns, full.handoffs)
   additions.push(...handoffs.puts)
   releases.push(...handoffs.deletes)
-  return { ops: [invisible, additions, records, meta, releases, drops].flat(), runs: handoffs.index }
+  const putAgain = new Set(handoffs.puts.flatMap((op) => (op.type === 'put' ? [op.key] : [])))
+  const cleared = invisible.filter((key) => !putAgain.has(key)).map((key) => del(key))
+  return { ops: [cleared, additions, records, meta, releases, drops].flat(), runs: handoffs.index }
 }
 
 /** Every key of `state` but its grants and handoffs, with its encoded value. */

@@ -36,6 +36,24 @@ t.test('splitting keeps the caller’s order and fills each transaction up to a 
   t.throws(() => splitIntoTransactions(FENCE_KEYS, [put('/pxe/ok', 1), put('/pxe/huge', 100_000)], DEFAULT_ETCD_LIMITS), refusedWith('entry_too_large'), 'one operation that fits no transaction is refused')
 })
 
+t.test('two operations on one key never share a transaction: etcd would refuse it ("duplicate key given in txn request")', async (t) => {
+  const del = (key: string): WriteOp => ({ type: 'delete', key })
+  const sizes = (ops: WriteOp[]) => splitIntoTransactions(FENCE_KEYS, ops, DEFAULT_ETCD_LIMITS).map((b) => b.length)
+  t.same(sizes([del('/pxe/a'), put('/pxe/b', 1), put('/pxe/a', 1), put('/pxe/c', 1)]), [2, 2], 'a delete, then a put of its key: the put begins the next transaction')
+  t.same(sizes([put('/pxe/a', 1), put('/pxe/a', 2)]), [1, 1], 'two puts of one key')
+  t.same(sizes([put('/pxe/g/5', 1), { type: 'delete_range', key: '/pxe/g/', rangeEnd: '/pxe/g/9' }]), [1, 1], 'a put inside a later range delete')
+  t.same(sizes([{ type: 'delete_prefix', prefix: '/pxe/g/' }, put('/pxe/g/x', 1)]), [1, 1], 'a put under an earlier prefix delete')
+  t.same(sizes([put('/pxe/g9', 1), { type: 'delete_range', key: '/pxe/g/', rangeEnd: '/pxe/g9' }, put('/pxe/a', 1)]), [3], 'a range ends before its end key: no collision')
+  t.same(sizes([del('/pxe/a'), del('/pxe/a'), { type: 'delete_prefix', prefix: '/pxe/' }]), [3], 'deletes may overlap each other')
+  const ops = [...Array.from({ length: 100 }, (_, i) => del(`/pxe/k/${i}`)), ...Array.from({ length: 100 }, (_, i) => put(`/pxe/k/${i}`, 1))]
+  const batches = splitIntoTransactions(FENCE_KEYS, ops, DEFAULT_ETCD_LIMITS)
+  t.same(batches.flat(), ops, 'the order is kept')
+  for (const batch of batches) {
+    const deleted = new Set(batch.flatMap((op) => (op.type === 'delete' ? [op.key] : [])))
+    t.notOk(batch.some((op) => op.type === 'put' && deleted.has(op.key)), 'no transaction deletes and puts one key')
+  }
+})
+
 t.test('size estimates cover every operation kind', async (t) => {
   t.ok(writeOpBytes({ type: 'put', key: '/pxe/é', value: 'ü' }) >= Buffer.byteLength('/pxe/éü'), 'UTF-8 bytes, not characters')
   t.ok(writeOpBytes({ type: 'delete', key: '/pxe/n/1' }) > 8)

@@ -328,3 +328,37 @@ t.test('a handoff state that is not ours is refused, naming the key', async (t) 
     'an older per-shard entry is superseded by the newer run; an entry newer than the meta is not yet in force',
   )
 })
+
+t.test('a reconcile puts back a torn write’s runs without deleting them first, and clears an unreadable run before anything else', async (t) => {
+  let n = 0
+  const ctx: WriteContext = { layout, grantId: () => `6.${++n}` }
+  const runOf = (first: number, count: number, fromNode: string, generation: number) => JSON.stringify({ first, count, fromNode, generation })
+  // etcd: the meta of generation 2; a write of generation 3 that tore after its first transaction left
+  // runs of generation 3 (invisible to a load) behind; two unreadable runs of generation 2.
+  const space = new KeySpace()
+  space.kv.set(layout.meta(), JSON.stringify({ version: 2, meta: { ...META, generation: 2 } }))
+  space.kv.set(layout.handoffRun(0, 4, 3), runOf(0, 4, 'a', 3))
+  space.kv.set(layout.handoffRun(8, 2, 3), runOf(8, 2, 'a', 3)) // not in the state any more
+  space.kv.set(layout.handoffRun(12, 2, 2), '{"first": 12') // unreadable, and wanted again
+  space.kv.set(layout.handoffRun(16, 2, 2), 'not json') // unreadable, not wanted
+  const handoffs = [0, 1, 2, 3].map((shardId) => ({ shardId, fromNode: 'a', generation: 3 })).concat([12, 13].map((shardId) => ({ shardId, fromNode: 'b', generation: 2 })))
+  const full: DurableState = { version: 2, meta: { ...META, generation: 3 }, nodes: [], draining: [], handoffs, dailyGrants: [] }
+  const { ops } = reconcileWrites(space.entries(), full, ctx)
+  t.same(
+    described(ops),
+    [
+      `delete ${layout.handoffRun(8, 2, 3)}`,
+      `delete ${layout.handoffRun(16, 2, 2)}`,
+      `put ${layout.handoffRun(0, 4, 3)}`,
+      `put ${layout.handoffRun(12, 2, 2)}`,
+      `put ${layout.meta()}`,
+    ],
+    'what is not wanted goes first; what is wanted is put over what is there, never deleted',
+  )
+  for (let k = 0; k <= ops.length; k++) {
+    const next = space.copy().apply(ops.slice(0, k))
+    if (k >= 2) t.notOk(next.kv.has(layout.handoffRun(16, 2, 2)), `after ${k} operations the unwanted unreadable run is gone`)
+    if (k >= 4) t.same(decodeState(layout, next.entries())!.handoffs.map((h) => [h.shardId, h.fromNode]).filter(([s]) => (s as number) >= 12), [[12, 'b'], [13, 'b']], `after ${k}: shards 12 and 13 wait for b`)
+  }
+  t.same(decodeState(layout, space.copy().apply(ops).entries()), full, 'the whole reconcile loads as the state')
+})
