@@ -149,14 +149,12 @@ export class ControllerService {
    * counts its interval from the moment the answer leaves (or fails), not from the decision: the node
    * IDENTIFYs when it reads the answer, and that may wait for a durable write (the daily budget).
    */
-  async claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
+  claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
+    // Not async: a refusal (not_owner, invalid_request) throws synchronously, which the route audits.
     const outcome = this.run((now) => this.controller.claimIdentify(now, body))
-    if (!outcome.granted || outcome.mode !== 'identify') return this.answer(() => outcome)
-    try {
-      return await this.answer(() => outcome)
-    } finally {
-      this.controller.identifyReleased(this.deps.now(), outcome.bucket)
-    }
+    const answer = this.answer(() => outcome)
+    if (!outcome.granted || outcome.mode !== 'identify') return answer
+    return answer.finally(() => this.controller.identifyReleased(this.deps.now(), outcome.bucket))
   }
 
   route(guildId: string): Promise<RouteOutcome> {

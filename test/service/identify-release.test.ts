@@ -56,3 +56,8 @@ t.test('a grant whose write fails is released too: the bucket is not held for ev
   t.match(controller.claimIdentify(T0 + 5100, { node_id: 'b', shard_id: 16 }), { granted: true, bucket: 0 }, 'one interval after the failed answer the bucket grants again')
   service.abandon()
 })
+
+t.test('a refused claim throws at once, as the route that audits it expects', async (t) => {
+  const s = setup()
+  t.throws(() => s.service.claimIdentify({ node_id: 'b', shard_id: 0 }), { code: 'not_owner' }, 'not_owner is thrown, not a rejected promise')
+})
