@@ -5,7 +5,7 @@ import type { DurableState } from '../../src/core/durable-state.js'
 import type { PlannerName } from '../../src/core/planner.js'
 import { planShards } from '../support/planner-by-name.js'
 import { applyDeltas } from '../../src/state/apply-delta.js'
-import { body, cert, checkIn, checkinView, seededRandom, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, checkinView, claimAnswered, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
 const NAMES = ['a', 'B', 'c-1', 'C.2', 'd_3', '9z']
 const SEQUENCES = 300
@@ -85,7 +85,7 @@ t.test(`controller invariants over ${SEQUENCES} random operation sequences (${pl
           checkIn(c, now, body(nodeId, 1 + Math.floor(random() * 32), { generation: reported }), cert(`${NAMES.indexOf(nodeId)}`))
         } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.5)
         else if (roll < 0.7) c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
-        else c.claimIdentify(now, { node_id: nodeId, shard_id: Math.floor(random() * totalShards) })
+        else claimAnswered(c, now, { node_id: nodeId, shard_id: Math.floor(random() * totalShards) })
       } catch (error) {
         if ((error as { code?: string }).code !== 'not_owner') throw error
       }

@@ -13,7 +13,7 @@ import { EtcdStateError, FencedWriteRefused, NotLeading } from '../../src/ha/ha-
 import type { Fence } from '../../src/ha/leader-election.js'
 import { encodeHandoff, StateLayout } from '../../src/ha/state-layout.js'
 import type { DurableState } from '../../src/core/durable-state.js'
-import { body, cert, checkIn, T0 } from '../core/fixtures.js'
+import { body, cert, checkIn, claimAnswered, T0 } from '../core/fixtures.js'
 import { needsEtcd, startEtcdCluster, type EtcdCluster } from '../support/etcd-cluster.js'
 import { startReplica, until, type Replica } from './replica.js'
 
@@ -64,7 +64,7 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
 
   now += 1000
   const owned = c.plan(now).nodes.find((n) => n.nodeId === 'node-000')!
-  t.match(c.claimIdentify(now, { node_id: 'node-000', shard_id: owned.rangeStart }), { granted: true })
+  t.match(claimAnswered(c, now, { node_id: 'node-000', shard_id: owned.rangeStart }), { granted: true })
   c.setDraining(now, 'alpha', true) // every range shifts: handoffs from the live previous owners
   checkIn(c, now, body('node-001', 4, { generation: c.generation }), cert('c1'))
   for (let i = 300; i < 600; i++) c.removeRevoked(now, (serial) => serial === `c${i}`)
@@ -77,7 +77,7 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
 
   now += 86_400_000 // every other node expires; the grant leaves the daily window
   checkIn(c, now, body('beta', 16), cert('b1'))
-  t.match(c.claimIdentify(now, { node_id: 'beta', shard_id: 0 }), { granted: true })
+  t.match(claimAnswered(c, now, { node_id: 'beta', shard_id: 0 }), { granted: true })
   await writeChanges(store, c)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'after the expiries')
   t.same(c.snapshot().dailyGrants, [now], 'the expired grant was dropped, the new one kept')

@@ -18,7 +18,7 @@ import { HandoffRunIndex } from '../../src/ha/handoff-runs.js'
 import { decodeState } from '../../src/ha/state-decode.js'
 import { encodeHandoff, StateLayout } from '../../src/ha/state-layout.js'
 import { deltaWrites, reconcileWrites, type WriteContext } from '../../src/ha/state-writes.js'
-import { body, cert, seededRandom, T0 } from '../core/fixtures.js'
+import { body, cert, claimAnswered, seededRandom, T0 } from '../core/fixtures.js'
 
 const SETTINGS: ControllerSettings = { totalShards: 24, maxConcurrency: 4, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: 50 }
 const NAMES = ['a', 'B', 'c-1', 'C.2', 'd_3']
@@ -205,7 +205,7 @@ function step(c: Controller, now: number, pick: <T>(items: readonly T[]) => T, r
       if (reported !== undefined) report = { nodeId, generation: reported }
     } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.4)
     else if (roll < 0.7) c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
-    else c.claimIdentify(now, { node_id: c.ownerOf(Math.floor(random() * SETTINGS.totalShards)) ?? nodeId, shard_id: Math.floor(random() * SETTINGS.totalShards) })
+    else claimAnswered(c, now, { node_id: c.ownerOf(Math.floor(random() * SETTINGS.totalShards)) ?? nodeId, shard_id: Math.floor(random() * SETTINGS.totalShards) })
   } catch (error) {
     if ((error as { code?: string }).code !== 'not_owner') throw error
   }
