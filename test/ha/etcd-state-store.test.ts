@@ -137,6 +137,29 @@ t.test('a write that stops half-way is made whole by the next (reconciling) writ
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and deltas go on from there')
 })
 
+t.test('a reconcile after a drain torn after its first transaction puts the runs back over their invisible copies (etcd would refuse a delete and a put of one key in one transaction)', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-torn-runs/'
+  const r = await leader(t, cluster, prefix)
+  let allowed = Infinity
+  const current = () => (allowed-- > 0 ? r.leadership.fence() : null)
+  const store = storeOf(r, prefix, { currentFence: current, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 } })
+  const c = new Controller({ ...SETTINGS, totalShards: 1024 })
+  for (let i = 0; i < 32; i++) c.register(T0, body(`node-${String(i).padStart(2, '0')}`, 64), cert(`c${i}`))
+  await writeChanges(store, c, true)
+  // A grant goes first in the next write's first transaction, so the runs after it do not fill whole
+  // transactions: the reconcile's deletes of their invisible copies would share one with their puts.
+  t.match(claimAnswered(c, T0 + 1, { node_id: 'node-00', shard_id: 0 }), { granted: true })
+  c.setDraining(T0 + 1, 'node-05', true) // every range after node-05 shifts: a run from each of 26 nodes
+  allowed = 1
+  await t.rejects(writeChanges(store, c), NotLeading, 'the drain stopped after its first transaction')
+  const runsLeft = (await keysUnder(r.client, `${prefix}state/handoff-run/`)).length
+  t.equal(runsLeft, 15, `the grant and ${runsLeft} runs of the new generation are in etcd, invisible without the meta`)
+  allowed = Infinity
+  await writeChanges(store, c, true)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile went through: etcd equals the snapshot')
+})
+
 const SPLIT_SETTINGS = { ...SETTINGS, totalShards: 1024, dailyIdentifyLimit: null }
 
 /** 32 nodes, node-05 drained (shards wait for their previous owners): the same state on every call. */
