@@ -206,6 +206,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     crlInForce: () => crls.inForce,
     offerCrl: (pem, origin) => crls.offer(pem, origin),
     timeStateWrite: (write) => ops.metrics.timeStateWrite(write),
+    observeReplan: (seconds) => ops.metrics.observeReplan(seconds),
   })
   const generation = () => host.current()?.figures().generation ?? null
   closers.push('the state', async () => {

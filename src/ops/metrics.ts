@@ -52,6 +52,7 @@ const ROLES: readonly Role[] = ['node', 'operator']
 const REFUSALS: readonly ConnectionRefusal[] = ['max_connections_per_address', 'max_connections']
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const WRITE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+const REPLAN_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1]
 
 /** What a request to one route touches, made once per route. */
 interface RouteSeries {
@@ -76,6 +77,7 @@ export class ControllerMetrics {
   private readonly rateLimitedByRole: KeyedTally<'role'>
   private readonly stateWriteDuration: Histogram
   private readonly stateWriteFailures: Counter
+  private readonly replanDuration: Histogram
 
   /** The deployment's fixed settings: total shards, and the daily Identify budget (its gauges exist only with one). */
   constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
@@ -91,7 +93,13 @@ export class ControllerMetrics {
     this.rateLimitedByRole = keyed('pxe_rate_limited_total', 'Requests refused with 429 rate_limited, by role', 'role', ROLES)
     this.stateWriteDuration = new Histogram({ name: 'pxe_state_write_duration_seconds', help: 'Duration of durable state writes (successful or not)', buckets: WRITE_BUCKETS, registers })
     this.stateWriteFailures = new Counter({ name: 'pxe_state_write_failures_total', help: 'State writes that failed (answers get 503 until a retry succeeds)', registers })
+    this.replanDuration = new Histogram({ name: 'pxe_replan_duration_seconds', help: 'Main-thread time of each controller operation that re-planned (a batch of joins, an expiry, a drain, a revocation)', buckets: REPLAN_BUCKETS, registers })
     this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit)
+  }
+
+  /** One operation that re-planned took `seconds` of the main thread. */
+  observeReplan(seconds: number): void {
+    this.replanDuration.observe(seconds)
   }
 
   /** Connects the scrape-time gauges to the running controller. */

@@ -24,6 +24,11 @@ export interface ServiceDeps {
   readonly store?: Pick<StateStore, 'write'>
   /** Failure reporting and retry pacing of the state writes. */
   readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version' | 'needsSettle'>
+  /**
+   * Told the main-thread time (s) of each core call that re-planned (a batch of joins, an expiry, a drain):
+   * what a fleet's churn costs in planning, apart from the connections and requests around it.
+   */
+  readonly observeReplan?: (seconds: number) => void
 }
 
 /** Maps a core event to its audit line. */
@@ -77,7 +82,7 @@ export class ControllerService {
     this.writer = new DurableWriter({
       ...deps.writes,
       settle: () => {
-        this.controller.settle()
+        this.timed(() => this.controller.settle())
         this.flushEvents()
       },
       version: () => this.controller.persistVersion,
@@ -99,9 +104,22 @@ export class ControllerService {
   /** As run, also while writes fail (timers: expiry and revocation must go on). */
   private runAlways<T>(op: (now: number) => T): T {
     try {
-      return op(this.deps.now())
+      return this.timed(() => op(this.deps.now()))
     } finally {
       this.flush()
+    }
+  }
+
+  /** Runs a core call; if it re-planned, its duration goes to observeReplan. */
+  private timed<T>(call: () => T): T {
+    const observe = this.deps.observeReplan
+    if (observe === undefined) return call()
+    const replans = this.controller.replans
+    const start = performance.now()
+    try {
+      return call()
+    } finally {
+      if (this.controller.replans !== replans) observe((performance.now() - start) / 1000)
     }
   }
 

@@ -49,6 +49,8 @@ export interface ServiceStartDeps {
   readonly offerCrl?: (pem: string, origin: CrlOrigin) => CrlOfferOutcome
   /** Runs one state write (the metrics time it and count its failures). */
   readonly timeStateWrite?: (write: () => Promise<void>) => Promise<void>
+  /** The duration (s) of a core call that re-planned (the metrics record it). */
+  readonly observeReplan?: (seconds: number) => void
 }
 
 /** A state backend opened (the file store: and loaded) before anything is written; `start` begins serving. */
@@ -91,6 +93,7 @@ export function startService(deps: ServiceStartDeps, store: StateStore, state: D
       },
       onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
     },
+    ...(deps.observeReplan === undefined ? {} : { observeReplan: deps.observeReplan }),
   })
   service.removeRevoked(deps.isRevoked)
   return service

@@ -70,6 +70,11 @@ t.test('check-ins: generation, live nodes, unassigned shards, results, requests,
   t.ok(delta(before, after, 'pxe_state_write_duration_seconds_count') >= 1, 'the joins were written durably')
   t.ok(delta(before, after, 'pxe_state_write_duration_seconds_sum') > 0)
   t.equal(after.value('pxe_state_write_failures_total'), 0)
+  t.ok(delta(before, after, 'pxe_replan_duration_seconds_count') >= 1, 'the joins were re-planned, and the re-plan timed')
+  t.ok(delta(before, after, 'pxe_replan_duration_seconds_sum') > 0)
+  t.equal((await request(ctl.port, pki.ca, a, '/v1/checkin', { body: checkinBody('node-a') })).status, 200)
+  const again = await scrape(opsPort)
+  t.equal(delta(after, again, 'pxe_replan_duration_seconds_count'), 0, 'a repeated check-in re-plans nothing')
 })
 
 t.test('Identify claims by result, and the daily budget', async (t) => {
