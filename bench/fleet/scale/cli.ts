@@ -23,6 +23,12 @@ function report(f: BenchFigures): void {
   out(`                     controller CPU ${s(c.controllerCpuS)} (all threads), RSS ${c.rssMiB.toFixed(0)} MiB (peak ${c.peakRssMiB.toFixed(0)} MiB); handshakes ${c.counters.handshakes ?? 0}, failed attempts ${failedAttempts(c.counters)}, deferred by admission ${c.counters.deferred ?? 0}`)
   const joined = c.counters.handshakes ?? 0
   out(costLine(c.controllerCpuS, joined, f.ceiling === null ? null : atCeiling(f.ceiling, joined, 0), 'full'))
+  if (c.replanS !== null) {
+    const apart = c.controllerCpuS - c.replanS
+    const atCost = f.ceiling === null ? null : atCeiling(f.ceiling, joined, 0)
+    const ratio = atCost === null ? 'ceiling not measured' : `${(apart / Math.max(atCost, 1e-9)).toFixed(2)}× the ceiling's cost of those connections (goal ≤ 1.3×)`
+    out(`                     re-plans took ${s(c.replanS, 2)} of the main thread (pxe_replan_duration_seconds); the rest, ${s(apart)}: ${ratio}`)
+  }
   const takeover = f.restart.kind === 'takeover'
   const windows = [
     ['(c) steady state', f.steady, f.ha?.etcdCpuPerS.steady ?? null],

@@ -10,6 +10,7 @@
  * also counts etcd's writes and the leader's main-thread CPU over the drain requests.
  */
 import { rmSync } from 'node:fs'
+import { createServer } from 'node:net'
 import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -34,7 +35,17 @@ export interface BenchFigures {
   readonly loadAverage: { readonly start: number; readonly end: number }
   /** What a connection cost at the ceiling just before this run (null with --no-ceiling). */
   readonly ceiling: CeilingCosts | null
-  readonly coldJoin: { readonly allJoinedS: number; readonly stableS: number; readonly generation: number | null; readonly controllerCpuS: number; readonly rssMiB: number; readonly peakRssMiB: number; readonly counters: Record<string, number> }
+  readonly coldJoin: {
+    readonly allJoinedS: number
+    readonly stableS: number
+    readonly generation: number | null
+    readonly controllerCpuS: number
+    /** Main-thread time the controller spent in operations that re-planned (pxe_replan_duration_seconds; null: not read). */
+    readonly replanS: number | null
+    readonly rssMiB: number
+    readonly peakRssMiB: number
+    readonly counters: Record<string, number>
+  }
   readonly steady: SteadyFigures
   readonly restart: RestartBenchFigures
   readonly steadyAfterRestart: SteadyFigures
@@ -121,6 +132,8 @@ interface Bench {
   /** The replica serving now (the only one without --ha): its CPU is the controller's. */
   controller: ControllerChild
   readonly replicas: readonly ControllerChild[]
+  /** Each replica's operations port (its /metrics), in the order of `replicas`. */
+  readonly opsPorts: readonly number[]
   readonly pool: LoadPool
   readonly ha: HaSide | null
   readonly operatorId: FleetPki['operator'] & { readonly ca: string }
@@ -175,8 +188,11 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
   // a prefix of its own per run: an existing etcd (--ha-etcd) may hold other deployments
   const prefix = `/pxe-fleet-bench-${process.pid}-${runNumber}/`
-  const replicas = (ha === null ? [''] : ['-1', '-2']).map(
-    (suffix) => new ControllerChild({ configPath: join(run, `controller${suffix}.json`), config: benchConfig(opts, pki, run, suffix, ha?.section(prefix, opts['ha-ttl']) ?? null), logPath: join(run, `controller${suffix}.log`) }),
+  const suffixes = ha === null ? [''] : ['-1', '-2']
+  const opsPorts = await Promise.all(suffixes.map(() => freePort()))
+  const replicas = suffixes.map(
+    (suffix, i) =>
+      new ControllerChild({ configPath: join(run, `controller${suffix}.json`), config: benchConfig(opts, pki, run, suffix, ha?.section(prefix, opts['ha-ttl']) ?? null, opsPorts[i]!), logPath: join(run, `controller${suffix}.log`) }),
   )
   const pool = new LoadPool(opts.workers, opts['generator-nice'], opts['generator-prof'] === undefined ? undefined : resolve(opts['generator-prof']))
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
@@ -193,7 +209,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     }
     const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i, opts['nodes-per-address']) }))
     await pool.init(replicas.map((r) => r.port), pki.ca, specs)
-    const bench: Bench = { opts, log, progress, controller: replicas[0]!, replicas, pool, ha, operatorId }
+    const bench: Bench = { opts, log, progress, controller: replicas[0]!, replicas, opsPorts, pool, ha, operatorId }
     const coldJoin = await coldJoinPhase(bench)
     log(`  (a) cold join: every node joined after ${coldJoin.allJoinedS.toFixed(1)} s; plan stable, every node holding its range after ${coldJoin.stableS.toFixed(1)} s`)
     const steady = await steadyPhase(bench)
@@ -241,15 +257,39 @@ async function waitLeading(replica: ControllerChild, id: Bench['operatorId'], ti
   }
 }
 
-function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null): Record<string, unknown> {
+/** A loopback port free right now (for a replica's operations endpoint). */
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number }
+      server.close(() => resolvePort(port))
+    })
+  })
+}
+
+/** The serving replica's pxe_replan_duration_seconds_sum (s), or null when its /metrics cannot be read. */
+async function replanSeconds(bench: Bench): Promise<number | null> {
+  const port = bench.opsPorts[bench.replicas.indexOf(bench.controller)]
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })).text()
+    const found = /^pxe_replan_duration_seconds_sum (\S+)$/m.exec(text)
+    return found === null ? null : Number(found[1])
+  } catch {
+    return null
+  }
+}
+
+function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null, opsPort: number): Record<string, unknown> {
   // Rate limits and connection caps stay the defaults: nodes come from many 127.x addresses instead.
   return {
     listen: { host: '127.0.0.1', port: 0 },
     ...controllerFiles(pki.dir),
     ...(ha === null ? { state_dir: join(run, 'state') } : { ha }),
     audit_log: join(run, `audit${suffix}.log`),
-    // the bench does not read the ops endpoint: off, so that two replicas do not both want its port
-    ...(ha === null ? {} : { ops: null }),
+    // a port of its own per replica: the bench reads the re-plan time from /metrics
+    ops: { host: '127.0.0.1', port: opsPort },
     controller_id: `fleet-bench${suffix}`,
     total_shards: opts.shards,
     max_concurrency: opts['max-concurrency'],
@@ -289,12 +329,15 @@ async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: n
 
 async function coldJoinPhase(bench: Bench): Promise<BenchFigures['coldJoin']> {
   const cpu0 = sample(bench).cpuSeconds
+  const replan0 = await replanSeconds(bench)
   const t0 = sharedNow()
   await bench.pool.start(bench.opts['join-spread'] * 1000)
   // Stable: every node answered and every node holds the same (so the last) generation.
   const s = await pollUntil(bench, 'cold join', t0, COLD_JOIN_TIMEOUT_MS, (st) => st.answered === st.nodes && st.minGeneration === st.maxGeneration)
   const end = sample(bench)
+  const replan1 = await replanSeconds(bench)
   return {
+    replanS: replan0 === null || replan1 === null ? null : replan1 - replan0,
     allJoinedS: (s.lastFirstAnswerAt! - t0) / 1000,
     stableS: (s.lastReachedMaxAt! - t0) / 1000,
     generation: s.maxGeneration,
