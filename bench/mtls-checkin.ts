@@ -38,16 +38,19 @@ export interface RoundResult {
   readonly generatorCpu: number
 }
 
-/** Every node checks in once, one after another, so the plan settles; returns the final generation. */
+/** Every node checks in, all at once, then again reporting the generation it was given, so the plan settles; returns the final generation. */
 export async function joinAll(target: Target, ca: Buffer, ids: readonly Identity[], request: (id: Identity, generation: number | undefined) => Buffer): Promise<number> {
   const connections = await openAll(target.port, ca, ids)
   try {
+    // Every node at once, as a fleet joins: one after another, the last connections would wait for the
+    // controller's re-plans (spaced 250 ms apart) longer than the 5 s it gives a first request, and be closed.
     let generation = 0
     for (const pass of [0, 1]) {
-      for (const [i, id] of ids.entries()) {
-        const reply = await connections[i]!.send(request(id, pass === 0 ? undefined : generation))
-        if (reply.status !== 200) throw new Error(`${target.kind}: join check-in of ${id.name} answered ${reply.status}: ${reply.body.toString('utf8')}`)
-        generation = (JSON.parse(reply.body.toString('utf8')) as { generation: number }).generation
+      const sent = pass === 0 ? undefined : generation
+      const replies = await Promise.all(ids.map((id, i) => connections[i]!.send(request(id, sent))))
+      for (const [i, reply] of replies.entries()) {
+        if (reply.status !== 200) throw new Error(`${target.kind}: join check-in of ${ids[i]!.name} answered ${reply.status}: ${reply.body.toString('utf8')}`)
+        generation = Math.max(generation, (JSON.parse(reply.body.toString('utf8')) as { generation: number }).generation)
       }
     }
     return generation

@@ -39,7 +39,7 @@ export function startTarget(kind: TargetKind, key: ServerKey, root: string, extr
   // profile lands in that folder when it exits), to see where a connection's CPU goes.
   const profileDir = process.env['PXE_BENCH_PROFILE_DIR']
   const execArgv = profileDir === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', '--cpu-prof-dir', profileDir]
-  const child = fork(entry, [kind, root, key, ...extra], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], execArgv })
+  const child = fork(entry, [kind, root, key, ...extra], { stdio: ['ignore', process.env.PXE_BENCH_TARGET_STDOUT === '1' ? 'inherit' : 'ignore', 'inherit', 'ipc'], execArgv })
   const waiting: Array<(micros: number) => void> = []
   child.on('message', (msg: unknown) => {
     if (isCpuReply(msg)) waiting.shift()?.(msg.cpu.user + msg.cpu.system)
