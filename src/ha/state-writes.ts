@@ -61,16 +61,18 @@ export interface Reconcile {
 /**
  * The operations that turn what etcd holds (`current`, read at one revision) into `full`, in write order;
  * only what differs is written. Handoff entries newer than the stored meta's generation are invisible to
- * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count;
- * so are unreadable ones (a load refuses them). Either kind under a key the reconcile puts again is not
- * deleted: the put replaces it (a delete after the put would lose the handoff, and etcd refuses a put and
- * a delete of one key in one transaction). Handoff runs that still say what `full` says stay; per-shard
- * entries of earlier releases become runs.
+ * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count.
+ * Unreadable ones (a load refuses them, so no leader can start from a prefix that still holds one) go
+ * with the releases, after the runs that replace them. Either kind under a key the reconcile puts again
+ * is not deleted: the put replaces it (a delete after the put would lose the handoff, and etcd refuses a
+ * put and a delete of one key in one transaction). Handoff runs that still say what `full` says stay;
+ * per-shard entries of earlier releases become runs.
  */
 export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableState, ctx: WriteContext): Reconcile {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
   const invisible: string[] = []
+  const unreadable: string[] = []
   const want = wantedValues(full, layout)
   const storedGen = storedGeneration(layout, current)
   const wantGrants = countTimes(full.dailyGrants)
@@ -85,7 +87,7 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
         try {
           storedRuns.push(handoffEntry(layout, kv, key))
         } catch {
-          invisible.push(kv.key) // unreadable: the load would refuse it; the runs below replace it
+          unreadable.push(kv.key) // the load would refuse it; the runs below replace it
         }
       }
       continue
@@ -112,10 +114,10 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   }
   const handoffs = reconcileHandoffRuns(layout, storedRuns, full.handoffs)
   additions.push(...handoffs.puts)
-  releases.push(...handoffs.deletes)
   const putAgain = new Set(handoffs.puts.flatMap((op) => (op.type === 'put' ? [op.key] : [])))
-  const cleared = invisible.filter((key) => !putAgain.has(key)).map((key) => del(key))
-  return { ops: [cleared, additions, records, meta, releases, drops].flat(), runs: handoffs.index }
+  const deleted = (keys: readonly string[]) => keys.filter((key) => !putAgain.has(key)).map((key) => del(key))
+  releases.push(...deleted(unreadable), ...handoffs.deletes)
+  return { ops: [deleted(invisible), additions, records, meta, releases, drops].flat(), runs: handoffs.index }
 }
 
 /** Every key of `state` but its grants and handoffs, with its encoded value. */
