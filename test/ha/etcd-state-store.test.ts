@@ -111,25 +111,33 @@ t.test('a deposed leader: its write is refused, reported, and nothing of it is v
   await t.rejects(ended.write(c.takeDelta(), () => c.snapshot()), NotLeading, 'a store whose term ended sends nothing')
 })
 
-t.test('a write that stops half-way is made whole by the next (reconciling) write', needsEtcd(), async (t) => {
+/**
+ * A leader on a one-member etcd whose store writes transactions of at most 16 operations, and whose term
+ * "ends" once `allow(n)` more transactions went through (until `allow(Infinity)`).
+ */
+async function tearableStore(t: Test, prefix: string): Promise<{ r: Replica; store: EtcdStateStore; allow: (transactions: number) => void }> {
   const cluster = await startEtcdCluster(t, 1)
-  const prefix = '/pxe-store-torn/'
   const r = await leader(t, cluster, prefix)
   let allowed = Infinity
-  // the leader's term "ends" after two transactions of the large write
   const current = () => (allowed-- > 0 ? r.leadership.fence() : null)
   const store = storeOf(r, prefix, { currentFence: current, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 } })
+  return { r, store, allow: (transactions) => (allowed = transactions) }
+}
+
+t.test('a write that stops half-way is made whole by the next (reconciling) write', needsEtcd(), async (t) => {
+  const prefix = '/pxe-store-torn/'
+  const { r, store, allow } = await tearableStore(t, prefix)
   const c = new Controller(SETTINGS)
   checkIn(c, T0, body('alpha', 64), cert('a1'))
   await writeChanges(store, c)
   for (let i = 0; i < 60; i++) c.register(T0, body(`n-${i}`, 8), cert(`e${i}`))
-  allowed = 2
+  allow(2) // the leader's term "ends" after two transactions of the large write
   await t.rejects(writeChanges(store, c), NotLeading, 'the write stopped after two transactions')
   const torn = await storeOf(r, prefix).load()
   t.not(JSON.stringify(torn), JSON.stringify(c.snapshot()), 'etcd holds a part of it')
   t.equal(torn!.meta.generation, 1, 'without the meta that would make it current')
 
-  allowed = Infinity
+  allow(Infinity)
   checkIn(c, T0 + 10, body('alpha', 64, { generation: 1 }), cert('a1')) // more changes meanwhile
   await writeChanges(store, c, true)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile wrote the difference: etcd equals the snapshot')
@@ -138,12 +146,8 @@ t.test('a write that stops half-way is made whole by the next (reconciling) writ
 })
 
 t.test('a reconcile after a drain torn after its first transaction puts the runs back over their invisible copies (etcd would refuse a delete and a put of one key in one transaction)', needsEtcd(), async (t) => {
-  const cluster = await startEtcdCluster(t, 1)
   const prefix = '/pxe-store-torn-runs/'
-  const r = await leader(t, cluster, prefix)
-  let allowed = Infinity
-  const current = () => (allowed-- > 0 ? r.leadership.fence() : null)
-  const store = storeOf(r, prefix, { currentFence: current, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 16 } })
+  const { r, store, allow } = await tearableStore(t, prefix)
   const c = new Controller({ ...SETTINGS, totalShards: 1024 })
   for (let i = 0; i < 32; i++) c.register(T0, body(`node-${String(i).padStart(2, '0')}`, 64), cert(`c${i}`))
   await writeChanges(store, c, true)
@@ -151,11 +155,11 @@ t.test('a reconcile after a drain torn after its first transaction puts the runs
   // transactions: the reconcile's deletes of their invisible copies would share one with their puts.
   t.match(claimAnswered(c, T0 + 1, { node_id: 'node-00', shard_id: 0 }), { granted: true })
   c.setDraining(T0 + 1, 'node-05', true) // every range after node-05 shifts: a run from each of 26 nodes
-  allowed = 1
+  allow(1)
   await t.rejects(writeChanges(store, c), NotLeading, 'the drain stopped after its first transaction')
   const runsLeft = (await keysUnder(r.client, `${prefix}state/handoff-run/`)).length
   t.equal(runsLeft, 15, `the grant and ${runsLeft} runs of the new generation are in etcd, invisible without the meta`)
-  allowed = Infinity
+  allow(Infinity)
   await writeChanges(store, c, true)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the reconcile went through: etcd equals the snapshot')
 })
