@@ -212,7 +212,9 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     const bench: Bench = { opts, log, progress, controller: replicas[0]!, replicas, opsPorts, pool, ha, operatorId }
     const coldJoin = await coldJoinPhase(bench)
     log(`  (a) cold join: every node joined after ${coldJoin.allJoinedS.toFixed(1)} s; plan stable, every node holding its range after ${coldJoin.stableS.toFixed(1)} s`)
+    await followLeader(bench, 'cold join')
     const steady = await steadyPhase(bench)
+    await followLeader(bench, 'steady window')
     const restart = ha === null ? await restartPhase(bench) : await takeoverPhase(bench)
     const after = await steadyPhase(bench)
     const drain = opts.drain === 0 ? null : await timedDrain(bench, names)
@@ -240,6 +242,26 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     if (ha !== null && ha.origin !== 'started') await ha.dropPrefix(prefix).catch((err: unknown) => log(`  could not remove ${prefix} from etcd: ${(err as Error).message}`))
     await rm(run, { recursive: true, force: true })
   }
+}
+
+/**
+ * With --ha: points the bench at the replica that leads now (the one that answers GET /v1/plan), so
+ * that the figures are its process's and the take-over kills it. A leader can lose its etcd lease under
+ * a storm (its renewals wait behind the handshakes on its one thread): that is said, not hidden.
+ */
+async function followLeader(bench: Bench, phase: string): Promise<void> {
+  if (bench.replicas.length < 2) return
+  for (const replica of bench.replicas) {
+    try {
+      await new OperatorClient(bench.operatorId, () => [replica.port]).plan()
+    } catch {
+      continue
+    }
+    if (replica !== bench.controller) bench.log(`  leadership moved to the replica on port ${replica.port} during the ${phase}; the figures follow it from here`)
+    bench.controller = replica
+    return
+  }
+  bench.log(`  no replica leads after the ${phase}; the figures stay with the replica on port ${bench.controller.port}`)
 }
 
 /** Resolves once `replica` answers GET /v1/plan (it leads); rejects after `timeoutMs`. */
