@@ -131,7 +131,10 @@ t.test('cold start; a drain by RESUME with 0 IDENTIFY, every event exactly once;
   const { shardId: refusedShard, sessionId: refusedId } = refused as { shardId: number; sessionId: string }
   t.match(e.resumes.filter((r) => r.outcome === 'refused'), [{ sessionId: refusedId, reason: 'invalidated' }], 'the refused resume')
   t.equal(e.stats.identifies.total - identifiesBeforeUndrain, 1, 'the undrain: one IDENTIFY, for the refused resume')
-  t.equal(audit(dir).filter((l) => l.event === 'identify_granted' && l.node_id === 'node-a' && l.shard_id === refusedShard).length, 2, "node-a's fallback IDENTIFY of that shard was granted by the controller (its first was at the cold start)")
+  // At least 2: the cold start's and the fallback's. A grant that is older than maxGrantAgeMs when its
+  // IDENTIFY would go out (counted from the claim: a loaded box) is not spent but claimed again.
+  const fallbackGrants = audit(dir).filter((l) => l.event === 'identify_granted' && l.node_id === 'node-a' && l.shard_id === refusedShard).length
+  t.ok(fallbackGrants >= 2, `node-a's fallback IDENTIFY of that shard was granted by the controller (${fallbackGrants} grants; its first was at the cold start)`)
   // Every session but the refused one: every event exactly once across both moves. The refused one ended
   // with node-b's stop (what came after was never delivered: Discord, too, drops a session it refuses).
   const received = [...a.received, ...b.received]

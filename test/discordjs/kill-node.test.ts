@@ -59,7 +59,8 @@ t.test('kill -9 of a node: the survivor identifies its shards after the lease, u
   const expired = audit.find((l) => l.event === 'node_expired' && l.node_id === 'node-b')
   t.ok(expired, 'node-b expired')
   const grants = audit.filter((l) => l.event === 'identify_granted' && l.node_id === 'node-a' && childShards.includes(l.shard_id!) && l.time >= expired!.time)
-  t.equal(grants.length, 4, "node-a was granted each of node-b's shards after node-b expired")
+  // Each at least once (a grant grown older than maxGrantAgeMs before its IDENTIFY, on a loaded box, is claimed again).
+  t.same([...new Set(grants.map((g) => g.shard_id!))].sort((x, y) => x - y), childShards, "node-a was granted each of node-b's shards after node-b expired")
   t.ok(Date.parse(expired!.time) - Date.parse(expired!.last_seen!) > LEASE_S * 1000, 'a whole lease after its last check-in')
   t.ok(Date.now() - killedAt < 3 * LEASE_S * 1000, 'and within a few leases of the kill')
   t.equal(e.stats.sessionsStarted.total - identifiesBefore, 4, "node-a IDENTIFIED each of the dead node's shards once (nothing was deposited)")

@@ -69,7 +69,8 @@ function report(f: BenchFigures): void {
 
 /** Controller CPU per connection in a phase, and what those connections would have cost at the ceiling. */
 function costLine(cpuS: number, connections: number, ceilingS: number | null, kind: string): string {
-  const per = connections === 0 ? '-' : `${((cpuS * 1000) / connections).toFixed(2)} ms`
+  if (connections === 0) return `                     controller CPU per connection -; no connection was made in this phase`
+  const per = `${((cpuS * 1000) / connections).toFixed(2)} ms`
   const at = ceilingS === null ? 'ceiling not measured' : `at the ceiling's cost (measured in this run) those ${connections} connections (${kind}) would take ${ceilingS.toFixed(1)} s: ${(cpuS / Math.max(ceilingS, 1e-9)).toFixed(2)}× (everything the phase did, re-plans included, per connection)`
   return `                     controller CPU per connection ${per}; ${at}`
 }
