@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   not_found: 404,
   request_timeout: 408, // headers or body too slow (src/server/http-limits.ts)
   identity_conflict: 409,
+  reshard_in_progress: 409, // POST /v1/reshard while one runs (SPEC "Live resharding")
+  budget_insufficient: 409, // POST /v1/reshard: the daily Identify budget left is below the new shard count
   payload_too_large: 413,
   unsupported_media_type: 415,
   uri_too_long: 414,

@@ -15,6 +15,9 @@ export const AUDIT_EVENTS = [
   'session_deposit_refused', // a check-in's sessions broke a rule (a foreign resume host, another node's shard): refused whole
   'plan_generation_changed',
   'reshard', // restarted with another total_shards or max_concurrency than the state was written with
+  'reshard_started', // live reshard: POST /v1/reshard (with the operator); the next set identifies beside the current one
+  'reshard_switched', // live reshard: every next-set shard ran; total_shards is the new count
+  'reshard_aborted', // live reshard: DELETE /v1/reshard (with the operator), or a restart with another configuration
   'drain_set', // with the operator who set it
   'crl_loaded',
   'crl_refused', // bad signature, foreign CA, older CRL number, critical extension, expired; the old CRL stays

@@ -99,6 +99,8 @@ export class HaServiceHost implements ServiceHost {
       route: (guildId) => this.serve((s) => s.route(guildId)),
       plan: () => this.serve((s) => s.plan()),
       setDraining: (nodeId, draining, operator) => this.serve((s) => s.setDraining(nodeId, draining, operator)),
+      startReshard: (totalShards, operator) => this.serve((s) => s.startReshard(totalShards, operator)),
+      abortReshard: (operator) => this.serve((s) => s.abortReshard(operator)),
     }
   }
 

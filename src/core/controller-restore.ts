@@ -52,8 +52,11 @@ export function restoredLimiter(settings: ControllerSettings, state: DurableStat
   return new IdentifyLimiter(settings.maxConcurrency, settings.identifyIntervalMs, settings.dailyIdentifyLimit, now, grants)
 }
 
-/** Restores `state`, saved before a restart at `now`, into a fresh controller. */
-export function restoreState(host: RestoreHost, state: DurableState, now: number): void {
+/**
+ * Restores `state`, saved before a restart at `now`, into a fresh controller; true when the restore is a
+ * reshard (another shard count, planner or plan than the state was written with).
+ */
+export function restoreState(host: RestoreHost, state: DurableState, now: number): boolean {
   const { meta } = state
   host.resume(meta.generation, meta.crlNumber === null ? null : BigInt(meta.crlNumber))
   for (const nodeId of state.draining) host.draining.add(nodeId)
@@ -85,6 +88,7 @@ export function restoreState(host: RestoreHost, state: DurableState, now: number
     for (const { shardId } of state.handoffs) host.tracker.handoffs(shardId, 1) // dropped: the barrier covers them
   }
   restoreReshard(host, meta, resharded)
+  return resharded
 }
 
 /** The saved handoffs that still hold under the restored (same) plan. */

@@ -20,6 +20,8 @@ import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
 import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
+import { NextSet } from './next-set.js'
+import { assertReshardAllowed, effectiveSettings, persistedLiveReshard, restoreLiveReshard } from './live-reshard.js'
 import { canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { assertDepositAccepted } from './session-deposit.js'
 import { DEFAULT_SESSION_TTL_SECONDS, SessionVault } from './session-vault.js'
@@ -27,7 +29,7 @@ import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
-import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, RouteOutcome } from './types.js'
+import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, NextRange, PlanView, Registration, ReshardStarted, ReshardView, RouteOutcome } from './types.js'
 
 export type { Registration } from './types.js'
 
@@ -41,13 +43,21 @@ export class Controller {
   private readonly draining = new Set<string>()
   private readonly nodes = new NodeIndex()
   private readonly tracker = new StateTracker()
-  private readonly handoffs: HandoffLedger
+  private handoffs: HandoffLedger
   private readonly limiter: IdentifyLimiter
   /** Sessions deposited for the shards' next owners: memory only, never part of `durable`. */
   private readonly sessions: SessionVault
   private readonly allowedResumeHosts: readonly string[]
-  /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts). */
-  private readonly livePlan: LivePlan
+  /** The plan, kept in byte order of node IDs between re-plans (see core/live-plan.ts); replaced by a reshard's switch. */
+  private livePlan: LivePlan
+  /** The settings in force: the configured ones, with total_shards as a live reshard switched it. */
+  private settings: ControllerSettings
+  /** The configuration's total_shards (differs from settings.totalShards after a live reshard's switch). */
+  private readonly configuredTotalShards: number
+  /** A live reshard's next set, or null (SPEC "Live resharding"). */
+  private next: NextSet | null = null
+  /** How the last live reshard ended in this process: a late next-set claim after a switch is a current-set one. */
+  private lastReshardEnd: { readonly outcome: 'switched' | 'aborted'; readonly totalShards: number } | null = null
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
   private readonly durable: DurableParts
   private gen = 0
@@ -62,10 +72,13 @@ export class Controller {
 
   /** A fresh controller, or one restored from a state saved before a restart at `restore.now`. */
   constructor(
-    private readonly settings: ControllerSettings,
+    configured: ControllerSettings,
     restore?: { state: DurableState; now: number },
   ) {
-    assertValidSettings(settings)
+    assertValidSettings(configured)
+    this.configuredTotalShards = configured.totalShards
+    const settings = effectiveSettings(configured, restore?.state.meta)
+    this.settings = settings
     this.leaseMs = settings.leaseSeconds * 1000
     this.sessions = new SessionVault((settings.sessionHandoff?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS) * 1000)
     this.allowedResumeHosts = settings.sessionHandoff?.allowedHosts ?? DEFAULT_ALLOWED_RESUME_HOSTS
@@ -75,9 +88,29 @@ export class Controller {
       restore === undefined
         ? new IdentifyLimiter(settings.maxConcurrency, settings.identifyIntervalMs, settings.dailyIdentifyLimit)
         : restoredLimiter(settings, restore.state, restore.now)
-    const { live, draining, nodes, livePlan: plan, handoffs, limiter } = this
-    this.durable = { live, draining, nodes, plan, handoffs, limiter }
-    if (restore !== undefined) restoreState(this.restoreHost(), restore.state, restore.now)
+    const self = this
+    const { live, draining, nodes, limiter } = this
+    // getters: a reshard's switch replaces the plan and the handoff ledger
+    this.durable = { live, draining, nodes, limiter, get plan() { return self.livePlan }, get handoffs() { return self.handoffs } }
+    if (restore !== undefined) {
+      const resharded = restoreState(this.restoreHost(), restore.state, restore.now)
+      const liveReshard = restore.state.meta.liveReshard
+      if (liveReshard !== undefined) {
+        if (resharded) {
+          // another configuration supersedes the live reshard: its next set is dropped, nodes stop it
+          this.events.push({ kind: 'reshard_aborted', fromTotalShards: liveReshard.fromTotalShards, toTotalShards: liveReshard.toTotalShards, generation: this.gen, reason: 'restart' })
+          this.markDurable()
+        } else {
+          this.next = this.newNextSet(liveReshard.toTotalShards, liveReshard.fromTotalShards, liveReshard.startedAt)
+          restoreLiveReshard(this.next, liveReshard, this.live, this.nodes, this.gen)
+        }
+      }
+    }
+  }
+
+  /** The shard count in force (the configured one, or what a live reshard switched to). */
+  get totalShards(): number {
+    return this.settings.totalShards
   }
 
   /** The current plan generation (of the settled plan). */
@@ -134,7 +167,13 @@ export class Controller {
       rangeCount: range.rangeCount,
       rotated: registration.rotated,
       previousSerial: registration.previousSerial,
+      next: this.next === null ? null : this.nextRangeOf(nodeId, this.next),
     }
+  }
+
+  private nextRangeOf(nodeId: string, next: NextSet): NextRange {
+    const range = next.rangeOf(nodeId)
+    return { totalShards: next.totalShards, rangeStart: range.rangeStart, rangeCount: range.rangeCount }
   }
 
   /**
@@ -159,7 +198,10 @@ export class Controller {
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
     const record = existing ?? newNodeRecord(now, body, cert)
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
-    if (existing === undefined) this.livePlan.join(record.nodeId)
+    if (existing === undefined) {
+      this.livePlan.join(record.nodeId)
+      this.next?.plan.join(record.nodeId)
+    }
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const changed = this.updateRecord(record, now, body, cert)
@@ -173,12 +215,19 @@ export class Controller {
       this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
       this.events.push({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: this.gen })
     }
+    if (this.next !== null) {
+      this.next.report(record.nodeId, body.next_ready_shards, body.generation)
+      if (!this.stale) this.switchIfComplete()
+    }
     return { rotated, previousSerial }
   }
 
   /** Re-plans if check-ins made the plan stale. */
   settle(): void {
-    if (this.stale) this.replan()
+    if (this.stale) {
+      this.replan()
+      this.switchIfComplete()
+    }
   }
 
   /**
@@ -187,6 +236,7 @@ export class Controller {
    */
   claimIdentify(now: number, body: IdentifyBody): IdentifyOutcome {
     this.prepare(now)
+    if (body.set === 'next' && !this.nextClaimIsCurrent()) return this.claimNext(now, body)
     const shardId = body.shard_id
     if (shardId >= this.settings.totalShards) {
       throw new AppError('invalid_request', `shard_id must be below total_shards (${this.settings.totalShards})`)
@@ -205,6 +255,11 @@ export class Controller {
         return { granted: true, mode: 'resume', shardId, bucket: this.limiter.bucketOf(shardId), generation: this.gen, session }
       }
     }
+    return this.grantIdentify(now, body.node_id, shardId, 'current')
+  }
+
+  /** After the ownership and handoff checks: the daily budget, then the bucket (shared by both sets). */
+  private grantIdentify(now: number, nodeId: string, shardId: number, set: 'current' | 'next'): IdentifyOutcome {
     const wait = this.limiter.check(now, shardId)
     if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
     const bucket = this.limiter.record(now, shardId)
@@ -212,8 +267,106 @@ export class Controller {
       this.tracker.grant(now, now - DAILY_WINDOW_MS + 1)
       this.markDurable()
     }
-    this.events.push({ kind: 'identify_granted', nodeId: body.node_id, shardId, bucket, generation: this.gen })
-    return { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
+    this.events.push({ kind: 'identify_granted', nodeId, shardId, bucket, generation: this.gen, ...(set === 'next' ? { set } : {}) })
+    return set === 'next'
+      ? { granted: true, mode: 'identify', shardId, bucket, generation: this.gen, set }
+      : { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
+  }
+
+  /**
+   * A claim of a live reshard's next set: its owner in the next plan, its handoffs (a re-plan during the
+   * reshard), then the budget and the buckets shared with the current set. No session is handed out:
+   * deposited sessions belong to the current set's shard numbers.
+   */
+  private claimNext(now: number, body: IdentifyBody): IdentifyOutcome {
+    const next = this.next
+    const shardId = body.shard_id
+    if (next === null) throw new AppError('not_owner', `no reshard is in progress: shard ${shardId} of a next set is not assigned to ${body.node_id}`)
+    if (shardId >= next.totalShards) throw new AppError('invalid_request', `shard_id must be below the next set's total_shards (${next.totalShards})`)
+    if (this.nodes.nameOf(next.plan.owners[shardId] ?? NO_NODE) !== body.node_id) {
+      throw new AppError('not_owner', `shard ${shardId} of the next set is not assigned to ${body.node_id} in generation ${this.gen}`)
+    }
+    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
+    const handoffWaitMs = next.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
+    if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
+    return this.grantIdentify(now, body.node_id, shardId, 'next')
+  }
+
+  /**
+   * True when a `set: "next"` claim arrives after the reshard it belonged to switched in this process: the
+   * node has not seen the switch yet, and its next-set shard is now a current-set one.
+   */
+  private nextClaimIsCurrent(): boolean {
+    return this.next === null && this.lastReshardEnd?.outcome === 'switched' && this.lastReshardEnd.totalShards === this.settings.totalShards
+  }
+
+  /**
+   * Starts a live reshard to `totalShards` (SPEC "Live resharding"): the next set is planned over the live
+   * nodes and every plan carries it under a new generation. Refused: another shard count than the rules
+   * allow (400), a reshard or a restart barrier in progress (409), a daily budget below N (409).
+   */
+  startReshard(now: number, totalShards: number): ReshardStarted {
+    this.prepare(now)
+    assertReshardAllowed(this.settings, totalShards, {
+      live: this.next === null ? null : this.next.totalShards,
+      barrier: this.reshard !== null,
+      remainingBudget: this.limiter.remaining(now),
+    })
+    const from = this.settings.totalShards
+    const next = this.newNextSet(totalShards, from, this.gen + 1)
+    const planned = next.plan.next()
+    next.plan.adopt(planned)
+    this.next = next
+    this.gen += 1
+    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
+    this.events.push({ kind: 'reshard_started', fromTotalShards: from, toTotalShards: totalShards, generation: this.gen })
+    this.markDurable()
+    return { from, to: totalShards, generation: this.gen }
+  }
+
+  /** Aborts the live reshard: its next set is dropped under a new generation (nodes stop its shards). */
+  abortReshard(now: number): ReshardStarted {
+    this.prepare(now)
+    const next = this.next
+    if (next === null) throw new AppError('not_found', 'no live reshard is in progress')
+    this.next = null
+    this.lastReshardEnd = { outcome: 'aborted', totalShards: next.totalShards }
+    this.gen += 1
+    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
+    this.events.push({ kind: 'reshard_aborted', fromTotalShards: next.fromTotalShards, toTotalShards: next.totalShards, generation: this.gen, reason: 'operator' })
+    this.markDurable()
+    return { from: next.fromTotalShards, to: next.totalShards, generation: this.gen }
+  }
+
+  /** A next set over the live nodes, planned with the deployment's planner. */
+  private newNextSet(totalShards: number, from: number, startedAt: number): NextSet {
+    const stable = this.settings.planner === 'stable'
+    return new NextSet(totalShards, from, startedAt, this.nodes, this.live, this.draining, plannerFor(this.settings.planner), stable, () => this.markDurable())
+  }
+
+  /**
+   * The switch (SPEC "Live resharding"), once every next-set shard is reported running: total_shards
+   * becomes N and the next set the plan under a new generation; nodes stop their old-set shards (no
+   * session deposit) and keep the next-set ones. Held sessions and old-set handoffs belong to the old
+   * shard numbers and are dropped.
+   */
+  private switchIfComplete(): void {
+    const next = this.next
+    if (next === null || !next.complete()) return
+    const from = this.settings.totalShards
+    this.tracker.handoffs(0, Math.max(from, next.totalShards)) // every saved old-set handoff is deleted
+    this.settings = { ...this.settings, totalShards: next.totalShards }
+    this.livePlan = next.plan
+    this.livePlan.releasesIds = true
+    this.handoffs = new HandoffLedger(next.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
+    this.sessions.clear()
+    if (this.settings.planner === 'stable') for (const nodeId of this.live.keys()) this.tracker.node(nodeId) // their stored ranges change
+    this.next = null
+    this.lastReshardEnd = { outcome: 'switched', totalShards: next.totalShards }
+    this.gen += 1
+    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
+    this.events.push({ kind: 'reshard_switched', fromTotalShards: from, toTotalShards: next.totalShards, generation: this.gen })
+    this.markDurable()
   }
 
   /**
@@ -235,11 +388,26 @@ export class Controller {
   plan(now: number): PlanView {
     this.prepare(now)
     const { handoffs, draining, live } = this
-    const nodes = this.livePlan.records.map((record, i) =>
-      planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE)),
-    )
+    const next = this.next
+    const nodes = this.livePlan.records.map((record, i) => {
+      const nextView = next === null ? null : { ...next.rangeOf(record.nodeId), readyShards: next.readyOf(record.nodeId) }
+      return planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE), nextView)
+    })
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    const reshard = this.reshard === null ? null : { phase: 'restart_barrier' as const, totalShards, generation: this.reshard.generation, waitingNodes: this.reshard.waitingFor.length }
+    let reshard: ReshardView | null = null
+    if (next !== null) {
+      reshard = {
+        phase: 'identifying',
+        fromTotalShards: totalShards,
+        totalShards: next.totalShards,
+        generation: next.startedAt,
+        readyShards: next.readyTotal,
+        unassigned: next.plan.unassigned,
+        pendingHandoffs: next.handoffs.pendingTotal(),
+      }
+    } else if (this.reshard !== null) {
+      reshard = { phase: 'restart_barrier', totalShards, generation: this.reshard.generation, waitingNodes: this.reshard.waitingFor.length }
+    }
     return {
       generation: this.gen,
       totalShards,
@@ -331,7 +499,11 @@ export class Controller {
   }
 
   private meta(): StateMeta {
-    return stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshard, this.highestCrlNumber)
+    const meta = stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshard, this.highestCrlNumber)
+    const liveReshard = this.next === null ? undefined : persistedLiveReshard(this.next, this.nodes)
+    const configured = this.configuredTotalShards === this.settings.totalShards ? undefined : this.configuredTotalShards
+    if (liveReshard === undefined && configured === undefined) return meta // the common case: written exactly as before
+    return { ...meta, ...(liveReshard === undefined ? {} : { liveReshard }), ...(configured === undefined ? {} : { configuredTotalShards: configured }) }
   }
 
   /** Every operation but a check-in starts with expired leases gone and a current plan. */
@@ -357,6 +529,7 @@ export class Controller {
       if (record.reportedGeneration !== body.generation) changed = true
       record.reportedGeneration = body.generation
       if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
+      if (this.next !== null && this.next.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
       if (this.reshard?.acknowledge(record.nodeId, body.generation)) changed = this.settleReshard() || true
     }
     return changed
@@ -368,6 +541,11 @@ export class Controller {
     this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
     if (this.reshard?.release(record.nodeId)) this.settleReshard()
     this.livePlan.leave(record.nodeId)
+    if (this.next !== null) {
+      this.next.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
+      this.next.forget(record.nodeId)
+      this.next.plan.leave(record.nodeId)
+    }
     this.touchNode(record.nodeId)
     this.stale = true
   }
@@ -377,11 +555,25 @@ export class Controller {
     this.stale = false
     this.replanCount += 1
     const next = this.livePlan.next()
+    // A live reshard's next set is re-planned over the same membership change (computed before either
+    // plan adopts: the current plan frees the IDs of nodes that left, which the next set's order still holds).
+    const nextSetPlan = this.next?.plan.next()
     if (next.rangesChanged) this.markDurable()
     // The stable planner plans from the current ranges, so they are persisted with the node records.
     if (next.rangesChanged && this.settings.planner === 'stable') for (const nodeId of this.livePlan.changedNodes(next)) this.tracker.node(nodeId)
     // The generation a move is recorded at is the one this re-plan moves to.
-    if (this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)) {
+    let moved = this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)
+    if (this.next !== null && nextSetPlan !== undefined) {
+      const nextSet = this.next
+      if (nextSet.handoffs.recordMoves(nextSet.plan.owners, nextSetPlan.owners, nextSet.plan.ids, this.gen + 1) || nextSetPlan.rangesChanged) {
+        moved = true
+        nextSet.changedAt = this.gen + 1 // readiness counts again from the plan that carries the new next ranges
+        this.markDurable()
+      }
+      nextSet.plan.adopt(nextSetPlan)
+      nextSet.recount()
+    }
+    if (moved) {
       this.gen += 1
       this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
     }

@@ -39,6 +39,18 @@ export const stateMetaSchema = z
     reshard: z.object({ generation: z.number().int().min(1), waitingFor: z.array(nameSchema) }).strict().nullable(),
     crlNumber: z.string().regex(/^(0|[1-9][0-9]{0,48})$/, 'must be a decimal CRL number').nullable(),
     planner: z.literal('stable').optional(),
+    liveReshard: z
+      .object({
+        fromTotalShards: z.number().int().min(1).max(65536),
+        toTotalShards: z.number().int().min(1).max(65536),
+        startedAt: z.number().int().min(1),
+        changedAt: z.number().int().min(1),
+        handoffs: z.array(z.tuple([nonNegativeInt.max(65535), z.number().int().min(1).max(65536), nameSchema, z.number().int().min(1)]).refine((run) => run[0] + run[1] <= 65536, 'a run must end at shard 65535 or before')),
+        ranges: z.array(z.tuple([nameSchema, nonNegativeInt.max(65535), count])).optional(),
+      })
+      .strict()
+      .optional(),
+    configuredTotalShards: z.number().int().min(1).max(65536).optional(),
   })
   .strict()
 

@@ -50,6 +50,27 @@ export interface StateMeta {
   readonly crlNumber: string | null
   /** The planner that made the plan; absent: contiguous (states written before the choice existed). */
   readonly planner?: 'stable'
+  /** A live reshard in progress (SPEC "Live resharding"); absent: none. */
+  readonly liveReshard?: PersistedLiveReshard
+  /**
+   * The configuration's total_shards when a live reshard's switch made `totalShards` differ from it:
+   * a restart with that configuration unchanged keeps the switched count. Absent: they agree.
+   */
+  readonly configuredTotalShards?: number
+}
+
+/** A live reshard's next set as persisted: its ranges are recomputed (the stable planner's are stored). */
+export interface PersistedLiveReshard {
+  readonly fromTotalShards: number
+  readonly toTotalShards: number
+  /** The generation whose plans first carried the next set. */
+  readonly startedAt: number
+  /** The generation of the last plan that changed the next set. */
+  readonly changedAt: number
+  /** Next-set shards whose previous owner has not released them. */
+  readonly handoffs: readonly HandoffRun[]
+  /** [node_id, range_start, range_count] per node holding next-set shards; only under the stable planner. */
+  readonly ranges?: readonly (readonly [string, number, number])[]
 }
 
 /** The whole durable state. */

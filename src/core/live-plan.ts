@@ -55,6 +55,11 @@ export class LivePlan {
     private readonly planner: Planner = planContiguous,
     /** True when the ranges are persisted with the node records (the stable planner). */
     readonly persistsRanges = false,
+    /**
+     * Whether adopt() frees the IDs of nodes that left. A reshard's next set shares the NodeIndex and
+     * never does: only the current plan frees them, once both sets adopted the re-plan that dropped them.
+     */
+    public releasesIds = true,
   ) {
     this.ownerTable = new Int32Array(totalShards).fill(NO_NODE)
     this.spareOwners = new Int32Array(totalShards)
@@ -180,7 +185,7 @@ export class LivePlan {
     this.ownerTable = owners
     this.unassignedCount = this.totalShards - plan.assigned
     // A dropped node that checked in again since keeps its ID (it is live and in the new order).
-    for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
+    if (this.releasesIds) for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
     this.dropped = []
   }
 

@@ -95,7 +95,7 @@ export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedN
 }
 
 /** The operator's view of a record (GET /v1/plan). */
-export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean, pendingHandoffs: number): PlanNodeView {
+export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean, pendingHandoffs: number, next: PlanNodeView['next'] = null): PlanNodeView {
   return {
     nodeId: record.nodeId,
     capacity: record.capacity,
@@ -109,5 +109,6 @@ export function planNodeView(record: NodeRecord, range: NodeRange, draining: boo
     backoffShards: record.backoffShards,
     fatalShards: record.fatalShards,
     pendingHandoffs,
+    next,
   }
 }

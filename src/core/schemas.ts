@@ -32,6 +32,8 @@ export const checkinBodySchema = z
     fatal_shards: count,
     generation: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
     sessions: z.array(sessionEntrySchema).max(MAX_DEPOSITED_SESSIONS, `must hold at most ${MAX_DEPOSITED_SESSIONS} entries`).optional(),
+    // next-set shards running during a live reshard
+    next_ready_shards: count.optional(),
   })
   .strict()
 
@@ -42,8 +44,13 @@ export const identifyBodySchema = z
     shard_id: z.number().int().min(0).max(65535),
     // the node's RESUME was refused: discard a held session, claim an ordinary Identify
     fresh: z.boolean().optional(),
+    // a live reshard's next set, or the current one (the default)
+    set: z.enum(['current', 'next']).optional(),
   })
   .strict()
+
+/** `POST /v1/reshard` body; the shard-count rules are checked by the controller (they depend on its settings). */
+export const reshardBodySchema = z.object({ total_shards: z.number().int().min(1).max(65536) }).strict()
 
 /** `POST /v1/nodes/:node_id/drain` body. */
 export const drainBodySchema = z.object({ draining: z.boolean() }).strict()

@@ -29,6 +29,11 @@ export class SessionVault {
 
   constructor(private readonly ttlMs: number) {}
 
+  /** Forgets every held session (a reshard's switch: their shard numbers belong to the old shard count). */
+  clear(): void {
+    this.held.clear()
+  }
+
   /** Holds `session` for `shardId` until `now + ttl` (replacing one held for that shard). */
   deposit(now: number, shardId: number, depositor: string, session: HeldSession): void {
     this.held.delete(shardId)

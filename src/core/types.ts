@@ -47,6 +47,13 @@ export interface CheckinOutcome extends NodeRange {
   /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
   readonly rotated: boolean
   readonly previousSerial: string | null
+  /** The node's part of a live reshard's next set, or null when none is in progress. */
+  readonly next: NextRange | null
+}
+
+/** A node's range in a live reshard's next set (SPEC "Live resharding"). */
+export interface NextRange extends NodeRange {
+  readonly totalShards: number
 }
 
 export type IdentifyOutcome =
@@ -58,6 +65,8 @@ export type IdentifyOutcome =
       readonly bucket: number
       readonly generation: number
       readonly session?: HeldSession
+      /** Present for a claim of a live reshard's next set. */
+      readonly set?: 'next'
     }
   | {
       readonly granted: false
@@ -84,16 +93,42 @@ export interface PlanNodeView extends NodeRange {
   readonly fatalShards: number
   /** Shards taken from this node that wait for it to release them (handoffs). */
   readonly pendingHandoffs: number
+  /** Its part of a live reshard's next set, and how many of those shards it reported running; null: no reshard. */
+  readonly next: { readonly rangeStart: number; readonly rangeCount: number; readonly readyShards: number } | null
 }
 
-/** A reshard the operator can see: today the barrier after a restart with another plan (core/reshard.ts). */
-export interface ReshardView {
+/** A reshard the operator can see: the barrier after a restart with another plan (core/reshard.ts), or a live one. */
+export type ReshardView = RestartBarrierView | LiveReshardView
+
+export interface RestartBarrierView {
   readonly phase: 'restart_barrier'
   readonly totalShards: number
   /** The first generation planned with the new shard count or planner. */
   readonly generation: number
   /** Restored nodes that have not applied that plan yet. */
   readonly waitingNodes: number
+}
+
+/** A live reshard in progress (SPEC "Live resharding"): the next set identifies beside the current one. */
+export interface LiveReshardView {
+  readonly phase: 'identifying'
+  readonly fromTotalShards: number
+  readonly totalShards: number
+  /** The generation whose plans first carried the next set. */
+  readonly generation: number
+  /** Next-set shards reported running by their owners. */
+  readonly readyShards: number
+  /** Next-set shards no live node can take (capacity): the switch waits for them. */
+  readonly unassigned: number
+  /** Next-set shards whose previous owner (a re-plan during the reshard) has not released them. */
+  readonly pendingHandoffs: number
+}
+
+/** What starting a live reshard answers (202). */
+export interface ReshardStarted {
+  readonly from: number
+  readonly to: number
+  readonly generation: number
 }
 
 export interface PlanView {
@@ -150,6 +185,18 @@ export type CoreEvent =
       readonly shardId: number
       readonly bucket: number
       readonly generation: number
+      /** Present for a grant in a live reshard's next set. */
+      readonly set?: 'next'
+    }
+  | { readonly kind: 'reshard_started'; readonly fromTotalShards: number; readonly toTotalShards: number; readonly generation: number }
+  | { readonly kind: 'reshard_switched'; readonly fromTotalShards: number; readonly toTotalShards: number; readonly generation: number }
+  | {
+      readonly kind: 'reshard_aborted'
+      readonly fromTotalShards: number
+      readonly toTotalShards: number
+      readonly generation: number
+      /** operator: DELETE /v1/reshard; restart: the controller restarted with another configuration. */
+      readonly reason: 'operator' | 'restart'
     }
   /** Sessions carry no values here: events reach the audit log, sessions never do. */
   | { readonly kind: 'session_deposited'; readonly nodeId: string; readonly shardId: number; readonly generation: number }

@@ -107,11 +107,19 @@ export class StateLayout {
 
 /** The meta key's value. */
 export function encodeMeta(meta: StateMeta): string {
-  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber, planner } = meta
+  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber, planner, liveReshard, configuredTotalShards } = meta
   const barrier = reshard === null ? null : { generation: reshard.generation, waitingFor: [...reshard.waitingFor] }
-  const fields = { generation, totalShards, maxConcurrency, planFingerprint, reshard: barrier, crlNumber }
-  // `planner` only when set (the stable planner): contiguous states keep their bytes.
-  return JSON.stringify({ version: 2, meta: planner === undefined ? fields : { ...fields, planner } })
+  const fields: Record<string, unknown> = { generation, totalShards, maxConcurrency, planFingerprint, reshard: barrier, crlNumber }
+  // The optional fields only when set: states without them keep their bytes.
+  if (planner !== undefined) fields['planner'] = planner
+  if (liveReshard !== undefined) {
+    const { fromTotalShards, toTotalShards, startedAt, changedAt, handoffs, ranges } = liveReshard
+    const next: Record<string, unknown> = { fromTotalShards, toTotalShards, startedAt, changedAt, handoffs: handoffs.map((run) => [...run]) }
+    if (ranges !== undefined) next['ranges'] = ranges.map((range) => [...range])
+    fields['liveReshard'] = next
+  }
+  if (configuredTotalShards !== undefined) fields['configuredTotalShards'] = configuredTotalShards
+  return JSON.stringify({ version: 2, meta: fields })
 }
 
 /** A node record's value. */

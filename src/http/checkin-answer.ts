@@ -28,13 +28,18 @@ export function assignedJson(start: number, count: number): string {
 export function checkinAnswer(out: CheckinOutcome, nodeId: string, controllerId: string, nowMs: number, signer: PlanSigner): string {
   const iat = Math.floor(nowMs / 1000)
   const assigned = assignedJson(out.rangeStart, out.rangeCount)
+  // A live reshard's next set, in the signed payload and the plain answer alike (absent without one).
+  const next =
+    out.next === null
+      ? ''
+      : `,"next":{"total_shards":${out.next.totalShards},"range_start":${out.next.rangeStart},"range_count":${out.next.rangeCount},"assigned":${assignedJson(out.next.rangeStart, out.next.rangeCount)}}`
   const payload =
     `{"iss":${JSON.stringify(controllerId)},"sub":${JSON.stringify(nodeId)},"iat":${iat},"exp":${iat + out.leaseSeconds},` +
     `"generation":${out.generation},"total_shards":${out.totalShards},"range_start":${out.rangeStart},"range_count":${out.rangeCount},` +
-    `"assigned":${assigned},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}}`
+    `"assigned":${assigned},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next}}`
   const planJws = signer.signPayload(payload)
   return (
     `{"generation":${out.generation},"total_shards":${out.totalShards},"assigned":${assigned},"range_start":${out.rangeStart},` +
-    `"range_count":${out.rangeCount},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency},"plan_jws":"${planJws}"}`
+    `"range_count":${out.rangeCount},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next},"plan_jws":"${planJws}"}`
   )
 }

@@ -4,6 +4,7 @@ import type { IdentifyOutcome, PlanView } from '../core/types.js'
 
 export function renderIdentify(out: IdentifyOutcome): Record<string, unknown> {
   if (out.granted) {
+    if (out.set !== undefined) return { granted: true, mode: out.mode, set: out.set, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
     const answer = { granted: true, mode: out.mode, shard_id: out.shardId, bucket: out.bucket, generation: out.generation }
     if (out.session === undefined) return answer
     const { sessionId, sequence, resumeUrl } = out.session
@@ -29,7 +30,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
     planner: view.planner,
     identify: renderBudget(view.identify),
     pending_handoffs: view.pendingHandoffs,
-    reshard: view.reshard === null ? null : { phase: view.reshard.phase, total_shards: view.reshard.totalShards, generation: view.reshard.generation, waiting_nodes: view.reshard.waitingNodes },
+    reshard: renderReshard(view.reshard),
     drain_flags_not_live: view.drainFlagsNotLive,
     nodes: view.nodes.map((n) => ({
       node_id: n.nodeId,
@@ -44,6 +45,23 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
       backoff_shards: n.backoffShards,
       fatal_shards: n.fatalShards,
       pending_handoffs: n.pendingHandoffs,
+      next: n.next === null ? null : { range_start: n.next.rangeStart, range_count: n.next.rangeCount, ready_shards: n.next.readyShards },
     })),
+  }
+}
+
+function renderReshard(reshard: PlanView['reshard']): Record<string, unknown> | null {
+  if (reshard === null) return null
+  if (reshard.phase === 'restart_barrier') {
+    return { phase: reshard.phase, total_shards: reshard.totalShards, generation: reshard.generation, waiting_nodes: reshard.waitingNodes }
+  }
+  return {
+    phase: reshard.phase,
+    from_total_shards: reshard.fromTotalShards,
+    total_shards: reshard.totalShards,
+    generation: reshard.generation,
+    ready_shards: reshard.readyShards,
+    unassigned: reshard.unassigned,
+    pending_handoffs: reshard.pendingHandoffs,
   }
 }

@@ -4,7 +4,7 @@ import { z } from 'zod'
 import { AppError } from '../errors.js'
 import { nameSchema } from '../core/names.js'
 import { DepositRefused } from '../core/session-deposit.js'
-import { checkinBodySchema, drainBodySchema, identifyBodySchema } from '../core/schemas.js'
+import { checkinBodySchema, drainBodySchema, identifyBodySchema, reshardBodySchema } from '../core/schemas.js'
 import type { ServiceApi } from '../service/controller-service.js'
 import type { AuditSink } from '../audit/audit-sink.js'
 import type { PlanSigner } from '../signing/plan-signer.js'
@@ -105,6 +105,17 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
     const out = await service.setDraining(node_id, draining, request.principal.name)
     return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live }
+  })
+
+  app.post('/v1/reshard', async (request, reply) => {
+    const { total_shards } = parseOr400(reshardBodySchema, request.body, 'reshard body')
+    const out = await service.startReshard(total_shards, request.principal.name)
+    return reply.code(202).send({ from: out.from, to: out.to, generation: out.generation })
+  })
+
+  app.delete('/v1/reshard', async (request) => {
+    const out = await service.abortReshard(request.principal.name)
+    return { from: out.from, to: out.to, generation: out.generation, aborted: true }
   })
 
   // The CRL media types are parsed in this route's own scope (every other route still answers them 415);

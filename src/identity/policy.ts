@@ -9,6 +9,8 @@ export const ENDPOINT_ROLES: Readonly<Record<string, readonly Role[]>> = {
   'GET /v1/plan': ['operator'],
   'POST /v1/nodes/:node_id/drain': ['operator'],
   'POST /v1/crl': ['operator'],
+  'POST /v1/reshard': ['operator'],
+  'DELETE /v1/reshard': ['operator'],
 }
 
 /** Roles allowed on a route (method + route pattern), or null when the route is not in the table. */

@@ -192,9 +192,11 @@ export class ControllerMetrics {
     gauge('pxe_plan_generation', 'Current plan generation (monotonic for the deployment)', (v) => v.figures.generation)
     gauge('pxe_nodes_live', 'Nodes with a live lease', (v) => v.figures.live)
     gauge('pxe_nodes_draining', 'Live nodes set draining by an operator', (v) => v.figures.draining)
-    gauge('pxe_shards', 'Shards of the deployment (total_shards)', () => totalShards)
+    // What the leader runs (a live reshard's switch changes it); the configured count where no service serves (a follower).
+    const shards = (v: ScrapeView) => (v.figures.totalShards > 0 ? v.figures.totalShards : totalShards)
+    gauge('pxe_shards', 'Shards of the deployment (total_shards)', shards)
     // The contract's name for the same gauge, kept for what reads it (promtool frowns on _total on a gauge).
-    gauge('pxe_shards_total', 'Shards of the deployment (total_shards); the same value as pxe_shards', () => totalShards)
+    gauge('pxe_shards_total', 'Shards of the deployment (total_shards); the same value as pxe_shards', shards)
     gauge('pxe_shards_unassigned', 'Shards no live node is assigned', (v) => v.figures.unassigned)
     gauge('pxe_sessions_held', 'Deposited sessions held for the next owner of their shard (memory only, at most session_handoff.ttl_seconds)', (v) => v.figures.sessionsHeld)
     if (dailyLimit !== null) {

@@ -11,6 +11,7 @@ import type {
   DrainOutcome,
   IdentifyOutcome,
   PlanView,
+  ReshardStarted,
   RouteOutcome,
 } from '../core/types.js'
 import type { AuditSink } from '../audit/audit-sink.js'
@@ -58,7 +59,16 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
         shard_id: event.shardId,
         bucket: event.bucket,
         generation: event.generation,
+        ...(event.set === undefined ? {} : { set: event.set }),
       })
+    // started and operator-aborted reshards are audited by the service, with the operator's name
+    case 'reshard_started':
+      return
+    case 'reshard_switched':
+      return audit.record('reshard_switched', { from_total_shards: event.fromTotalShards, to_total_shards: event.toTotalShards, generation: event.generation })
+    case 'reshard_aborted':
+      if (event.reason === 'operator') return
+      return audit.record('reshard_aborted', { from_total_shards: event.fromTotalShards, to_total_shards: event.toTotalShards, generation: event.generation, reason: event.reason })
     // node and shard only: a session's ID, sequence and URL never reach the audit log
     case 'session_deposited':
       return audit.record('session_deposited', { node_id: event.nodeId, shard_id: event.shardId, generation: event.generation })
@@ -68,7 +78,7 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
 }
 
 /** What the routes call: a ControllerService, or (HA) a gate in front of the current leader's. */
-export type ServiceApi = Pick<ControllerService, 'checkIn' | 'claimIdentify' | 'route' | 'plan' | 'setDraining'>
+export type ServiceApi = Pick<ControllerService, 'checkIn' | 'claimIdentify' | 'route' | 'plan' | 'setDraining' | 'startReshard' | 'abortReshard'>
 
 /** The controller as the HTTP layer and the process see it. */
 export class ControllerService {
@@ -191,6 +201,20 @@ export class ControllerService {
     return this.answer(() => outcome)
   }
 
+  /** POST /v1/reshard: starts a live reshard (refusals throw and change nothing); audited with the operator. */
+  startReshard(totalShards: number, operator: string): Promise<ReshardStarted> {
+    const outcome = this.run((now) => this.controller.startReshard(now, totalShards))
+    this.deps.audit.record('reshard_started', { from_total_shards: outcome.from, to_total_shards: outcome.to, generation: outcome.generation, operator })
+    return this.answer(() => outcome)
+  }
+
+  /** DELETE /v1/reshard: aborts the live reshard; audited with the operator. */
+  abortReshard(operator: string): Promise<ReshardStarted> {
+    const outcome = this.run((now) => this.controller.abortReshard(now))
+    this.deps.audit.record('reshard_aborted', { from_total_shards: outcome.from, to_total_shards: outcome.to, generation: outcome.generation, reason: 'operator', operator })
+    return this.answer(() => outcome)
+  }
+
   /** Removes live nodes whose certificate is revoked; returns their IDs. */
   removeRevoked(isRevoked: (serial: string) => boolean): string[] {
     return this.runAlways((now) => this.controller.removeRevoked(now, isRevoked))
@@ -207,9 +231,9 @@ export class ControllerService {
   }
 
   /** Read-only figures for metrics, computed now. */
-  figures(): { generation: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number; sessionsHeld: number } {
+  figures(): { generation: number; totalShards: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number; sessionsHeld: number } {
     const now = this.deps.now()
     const c = this.controller
-    return { generation: c.generation, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans, sessionsHeld: c.sessionsHeld(now) }
+    return { generation: c.generation, totalShards: c.totalShards, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans, sessionsHeld: c.sessionsHeld(now) }
   }
 }

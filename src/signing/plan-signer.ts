@@ -21,6 +21,8 @@ export interface PlanClaims {
   readonly assigned: readonly number[]
   readonly lease_seconds: number
   readonly max_concurrency: number
+  /** A live reshard's next set (SPEC "Live resharding"); absent without one. */
+  readonly next?: { readonly total_shards: number; readonly range_start: number; readonly range_count: number; readonly assigned: readonly number[] }
 }
 
 export const PLAN_JWS_TYPE = 'pxe-plan+jwt'
