@@ -7,9 +7,12 @@ export function reshardLine(reshard: ReshardState | null | undefined): string {
   if (reshard === undefined) return 'not reported by this controller'
   if (reshard === null) return 'none'
   const parts = [reshard.phase]
-  if (reshard.total_shards !== undefined) parts.push(`to ${reshard.total_shards} shards`)
+  if (reshard.total_shards !== undefined) parts.push(`${reshard.from_total_shards === undefined ? '' : `from ${reshard.from_total_shards} `}to ${reshard.total_shards} shards`)
   if (reshard.generation !== undefined) parts.push(`generation ${reshard.generation}`)
   if (reshard.waiting_nodes !== undefined) parts.push(`waiting for ${reshard.waiting_nodes} node${reshard.waiting_nodes === 1 ? '' : 's'}`)
+  if (reshard.ready_shards !== undefined && reshard.total_shards !== undefined) parts.push(`${reshard.ready_shards}/${reshard.total_shards} next-set shards running`)
+  if (reshard.unassigned !== undefined && reshard.unassigned > 0) parts.push(`${reshard.unassigned} without a node (capacity)`)
+  if (reshard.pending_handoffs !== undefined && reshard.pending_handoffs > 0) parts.push(`${reshard.pending_handoffs} waiting for a release`)
   return parts.join(', ')
 }
 

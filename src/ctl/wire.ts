@@ -30,12 +30,16 @@ export const identifySchema = z.object({
   next_release_at: z.string().nullable(),
 })
 
-/** A reshard in progress: the restart barrier today, a live reshard later; only `phase` is sure to be there. */
+/** A reshard in progress: the restart barrier, or a live reshard ("identifying"); only `phase` is sure to be there. */
 export const reshardStateSchema = z.looseObject({
   phase: z.string(),
+  from_total_shards: count.optional(),
   total_shards: count.optional(),
   generation: generation.optional(),
   waiting_nodes: count.optional(),
+  ready_shards: count.optional(),
+  unassigned: count.optional(),
+  pending_handoffs: count.optional(),
 })
 
 export const planSchema = z.object({

@@ -1,6 +1,6 @@
 // pxe-ctl's read side against a real controller: status and nodes as aligned tables and as the
 // controller's JSON, with three nodes checked in (one draining) and a drain flag of a name that is not
-// live; route; reshard on a controller without live resharding; watch until SIGINT.
+// live; route; reshard (start, status, abort, --wait until the switch); watch until SIGINT.
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
@@ -84,19 +84,47 @@ t.test('route: the shard and node of a guild, as the controller computes them', 
   }
 })
 
-t.test('reshard on a controller without live resharding: "not supported", exit 1; status reads the plan', async (t) => {
-  for (const args of [['reshard', '128'], ['reshard', '128', '--wait'], ['reshard', 'abort']]) {
-    const res = await fleet.ctl(...args)
-    t.equal(res.code, 1, args.join(' '))
-    t.match(res.stderr, /^pxe-ctl: error: live resharding is not supported by this controller/, args.join(' '))
+t.test('reshard: refusals exit 1 with the message of the controller, a start, status, abort, and --wait until the switch', async (t) => {
+  const refused = await fleet.ctl('reshard', '24') // not a multiple of max_concurrency (16)
+  t.equal(refused.code, 1)
+  t.match(refused.stderr, /^pxe-ctl: error: invalid_request: total_shards \(24\) must be a multiple of max_concurrency \(16\)/)
+  const nothing = await fleet.ctl('reshard', 'abort')
+  t.equal(nothing.code, 1)
+  t.match(nothing.stderr, /not_found: no live reshard is in progress/)
+  const before = await fleet.ctl('reshard', 'status')
+  t.equal(before.code, 0, before.stderr)
+  t.match(before.stdout, /^shards\s+64$/m)
+  t.match(before.stdout, /^reshard\s+none$/m)
+
+  const started = await fleet.ctl('reshard', '128')
+  t.equal(started.code, 0, started.stderr)
+  t.match(started.stdout, /^reshard from 64 to 128 shards started \(generation \d+\)$/m)
+  const busy = await fleet.ctl('reshard', '32')
+  t.equal(busy.code, 1)
+  t.match(busy.stderr, /reshard_in_progress/)
+  const during = await fleet.ctl('reshard', 'status', '-o', 'json')
+  t.match(JSON.parse(during.stdout).reshard, { phase: 'identifying', from_total_shards: 64, total_shards: 128 })
+  const aborted = await fleet.ctl('reshard', 'abort')
+  t.equal(aborted.code, 0, aborted.stderr)
+  t.match(aborted.stdout, /reshard aborted/)
+
+  // --wait: the nodes report their next-set shards running, the controller switches, pxe-ctl returns
+  const run = fleet.spawn('reshard', '32', '--wait', '--timeout', '60')
+  await until('the reshard started', async () => (await fleet.plan()).reshard?.total_shards === 32)
+  for (let round = 0; round < 3 && (await fleet.plan()).total_shards !== 32; round++) {
+    const generation = (await fleet.plan()).generation
+    for (const name of ['compaq-01', 'compaq-02', 'dell-01']) {
+      const answer = await fleet.checkIn(name, { capacity: 32, generation, ready_shards: 0 })
+      if (answer.next !== undefined) await fleet.checkIn(name, { capacity: 32, generation, next_ready_shards: answer.next.range_count })
+    }
   }
-  const status = await fleet.ctl('reshard', 'status')
-  t.equal(status.code, 0, status.stderr)
-  t.match(status.stdout, /^shards\s+64$/m)
-  t.match(status.stdout, /^reshard\s+none$/m)
+  const res = await run.done
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, /switched to 32 shards/)
+  t.equal((await fleet.plan()).total_shards, 32)
   for (const args of [['reshard', '0'], ['reshard', '65537'], ['reshard', 'many'], ['reshard', 'status', '--wait'], ['reshard', '128', '--timeout', '5']]) {
-    const res = await fleet.ctl(...args)
-    t.equal(res.code, 2, `${args.join(' ')}: usage error`)
+    const usage = await fleet.ctl(...args)
+    t.equal(usage.code, 2, `${args.join(' ')}: usage error`)
   }
 })
 
@@ -118,7 +146,7 @@ t.test('watch: the status refreshed until SIGINT, then exit 0; -o json one plan 
   json.child.kill('SIGINT')
   const out = await json.done
   t.equal(out.code, 0, out.stderr)
-  for (const line of out.stdout.trim().split('\n')) t.equal(JSON.parse(line).total_shards, 64)
+  for (const line of out.stdout.trim().split('\n')) t.equal(JSON.parse(line).total_shards, 32, 'the count the reshard test switched to')
 })
 
 t.test('watch on a terminal clears the screen before each refresh', { skip: existsSync('/usr/bin/script') ? false : 'no script(1) for a pseudo-terminal' }, async (t) => {

@@ -16,7 +16,8 @@ async function orNotSupported<T>(op: () => Promise<T>): Promise<T> {
   try {
     return await op()
   } catch (err) {
-    if (err instanceof Refused && err.status === 404) throw new CtlError(`live resharding is not supported by this controller (${err.message})`, 'not_supported')
+    // the controller's own "nothing to abort" is its answer, not a missing endpoint
+    if (err instanceof Refused && err.status === 404 && !err.message.includes('no live reshard')) throw new CtlError(`live resharding is not supported by this controller (${err.message})`, 'not_supported')
     throw err
   }
 }
@@ -28,6 +29,7 @@ async function waitSwitched(ctx: RunContext, api: ControllerApi, to: number, tim
   for (;;) {
     const plan = (await api.plan()).value
     if (plan.total_shards === to && (plan.reshard ?? null) === null) return Math.round((ctx.now() - started) / 1000)
+    if (plan.total_shards !== to && (plan.reshard ?? null) === null) throw new CtlError(`the reshard to ${to} shards ended without a switch (aborted?): the controller runs ${plan.total_shards} shards`, 'aborted')
     const line = `waiting for the switch to ${to} shards: ${reshardLine(plan.reshard)}`
     if (line !== last) ctx.io.err(`${line} (${Math.round((ctx.now() - started) / 1000)}s)`)
     last = line
