@@ -18,7 +18,7 @@ export type AgentEvent =
   | { readonly type: 'plan_refused'; readonly reason: RefusalReason; readonly detail: string; readonly controller: string }
   | { readonly type: 'checkin_failed'; readonly detail: string }
   /** `waitedMs`, for a grant: how long the shard waited for it (from when it was first wanted); else null. */
-  | { readonly type: 'claim'; readonly shardId: number; readonly outcome: ClaimOutcome; readonly waitedMs: number | null }
+  | { readonly type: 'claim'; readonly shardId: number; readonly set?: 'next'; readonly outcome: ClaimOutcome; readonly waitedMs: number | null }
   | { readonly type: 'shard_started'; readonly shardId: number; readonly generation: number; readonly mode: StartMode }
   | { readonly type: 'shard_start_failed'; readonly shardId: number; readonly detail: string }
   | { readonly type: 'resume_refused'; readonly shardId: number }

@@ -27,6 +27,8 @@ export interface AgentStatus {
   readonly failed: readonly number[]
   /** Shards waiting for an Identify grant. */
   readonly claiming: readonly number[]
+  /** A live reshard's next set as this node runs it beside the current one, or null when none is under way. */
+  readonly next: { readonly totalShards: number; readonly assigned: readonly number[]; readonly running: readonly number[]; readonly starting: readonly number[]; readonly claiming: readonly number[] } | null
   /** When the last check-in whose plan was accepted was sent. */
   readonly lastRenewalSentAt: number | null
   /** When its answer came. */

@@ -9,12 +9,15 @@
  * generation after stopping). So one waiting bucket at a time is probed every `handoffPollMs` until
  * then; when a probe passes the handoff, every waiting bucket is tried again.
  *
+ * Shards are the agent's keys (agent/shard-key.ts): a live reshard's two sets share the buckets by shard number.
+ *
  * A running shard's host may ask for a fresh Identify (its RESUME was refused, or Discord invalidated the
  * session): such a claim goes to the front of its bucket's line and is paced exactly like the others.
  */
 import { Alarm, type AgentClock } from './clock.js'
 import type { RequestBudget } from './request-budget.js'
 import type { ResumableSession } from './session.js'
+import { keyShard } from './shard-key.js'
 
 /** What one claim came back with. `resume`: the controller handed over a session instead of an Identify. */
 export type ClaimOutcome =
@@ -121,7 +124,7 @@ export class ClaimScheduler {
     const queues = new Map<number, number[]>()
     for (const shard of [...this.wanted].sort((a, b) => a - b)) {
       if (shard === this.inFlight) continue
-      const bucket = shard % maxConcurrency
+      const bucket = keyShard(shard) % maxConcurrency
       const queue = queues.get(bucket)
       if (queue === undefined) queues.set(bucket, [shard])
       else queue.push(shard)
@@ -187,7 +190,7 @@ export class ClaimScheduler {
   }
 
   private bucketOf(shardId: number): BucketState {
-    return this.bucketAt(shardId % this.maxConcurrency)
+    return this.bucketAt(keyShard(shardId) % this.maxConcurrency)
   }
 
   /**

@@ -13,10 +13,11 @@ const only = (outcome: ClaimOutcome): ClaimReply => ({ outcome, resume: null })
  * Sends `POST /v1/identify` (with `"fresh": true` when the host needs a new Identify); every answer
  * and failure becomes an outcome except CertificateRefusedError.
  */
-export async function claimIdentify(client: ControllerClient, nodeId: string, shardId: number, fresh = false): Promise<ClaimReply> {
+export async function claimIdentify(client: ControllerClient, nodeId: string, shardId: number, fresh = false, set: 'current' | 'next' = 'current'): Promise<ClaimReply> {
   let reply
   try {
-    reply = await client.post('/v1/identify', { node_id: nodeId, shard_id: shardId, ...(fresh ? { fresh: true } : {}) })
+    // a live reshard's next set says so; the current set's claims are as before
+    reply = await client.post('/v1/identify', { node_id: nodeId, shard_id: shardId, ...(fresh ? { fresh: true } : {}), ...(set === 'next' ? { set } : {}) })
   } catch (err) {
     if (err instanceof CertificateRefusedError) throw err
     return only({ kind: 'failed', detail: describe(err) })

@@ -26,6 +26,7 @@ import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
 import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { ShardRunner } from './shard-runner.js'
+import { keyShard, keyTotal } from './shard-key.js'
 
 const SILENT = pino({ enabled: false })
 /**
@@ -112,7 +113,7 @@ export class NodeAgent {
       clock: this.clock,
       budget: this.budget,
       claim: (shardId, fresh) => this.claim(shardId, fresh),
-      onGranted: (shardId, _generation, resume, claimedAt) => this.plans.granted(shardId, resume, claimedAt),
+      onGranted: (key, generation, resume, claimedAt) => this.plans.granted(key, resume, claimedAt, generation),
       onOutcome: (shardId, outcome, waitedMs) => this.onClaimOutcome(shardId, outcome, waitedMs),
       identifyIntervalMs: this.opts.identifyIntervalMs ?? AGENT_DEFAULTS.identifyIntervalMs,
       handoffPollMs: this.opts.handoffPollMs ?? AGENT_DEFAULTS.handoffPollMs,
@@ -190,17 +191,23 @@ export class NodeAgent {
   status(): AgentStatus {
     const toWall = (t: number | null) => (t === null ? null : Math.round(this.clock.wallNow() - (this.clock.now() - t)))
     const plan = this.plans.accepted
+    const current = this.shardsOfSet('current')
+    const next = this.shardsOfSet('next')
     return {
       nodeId: this.nodeId,
       state: this.state(),
       acceptedGeneration: plan?.generation ?? null,
       reportedGeneration: this.plans.appliedGeneration,
       assigned: plan?.assigned ?? [],
-      running: this.runner.inPhase('running'),
-      starting: this.runner.inPhase('starting'),
-      stopping: this.runner.inPhase('stopping'),
-      failed: this.runner.inPhase('failed'),
-      claiming: this.scheduler.pending.sort((a, b) => a - b),
+      running: current(this.runner.inPhase('running')),
+      starting: current(this.runner.inPhase('starting')),
+      stopping: current(this.runner.inPhase('stopping')),
+      failed: current(this.runner.inPhase('failed')),
+      claiming: current(this.scheduler.pending),
+      next:
+        plan?.next === undefined
+          ? null
+          : { totalShards: plan.next.total_shards, assigned: plan.next.assigned, running: next(this.runner.inPhase('running')), starting: next(this.runner.inPhase('starting')), claiming: next(this.scheduler.pending) },
       lastRenewalSentAt: toWall(this.lastSentAt),
       lastRenewalAckAt: toWall(this.lastAckAt),
       authorityEndsAt: toWall(this.plans.authorityDeadline),
@@ -208,6 +215,15 @@ export class NodeAgent {
       lastError: this.lastError,
       halted: this.halt,
     }
+  }
+
+  /**
+   * The shard numbers of one set among runner or scheduler keys, ascending. `current`: the accepted plan's
+   * shard count, and every other count but a live reshard's next one (old-set shards still stopping).
+   */
+  private shardsOfSet(set: 'current' | 'next'): (keys: readonly number[]) => number[] {
+    const nextTotal = this.plans.accepted?.next?.total_shards ?? null
+    return (keys) => keys.filter((key) => (keyTotal(key) === nextTotal) === (set === 'next')).map(keyShard).sort((a, b) => a - b)
   }
 
   private state(): AgentState {
@@ -359,30 +375,47 @@ export class NodeAgent {
   }
 
   private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
-    return checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
+    const body = checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
+    const nextReady = this.nextReadyShards()
+    return nextReady === null ? body : { ...body, next_ready_shards: nextReady }
   }
 
-  /** The shard counts a check-in reports (and the metrics show): the host's, or the agent's own view. */
+  /**
+   * During a live reshard: the next-set shards of the accepted plan that run (the controller switches once
+   * every node reports all of its own), counted only once the plan that carries them is applied; else null.
+   */
+  private nextReadyShards(): number | null {
+    const plan = this.plans.accepted
+    if (plan?.next === undefined) return null
+    const wanted = new Set(plan.next.assigned)
+    return Math.min(128, this.shardsOfSet('next')(this.runner.inPhase('running')).filter((shardId) => wanted.has(shardId)).length)
+  }
+
+  /** The shard counts a check-in reports (and the metrics show): the host's, or the agent's own view (current set). */
   private shardHealth(): ShardHealth {
+    const current = this.shardsOfSet('current')
     return this.opts.health?.() ?? {
-      ready_shards: this.runner.inPhase('running').length,
-      starting_shards: this.runner.inPhase('starting').length + this.scheduler.pending.length,
+      ready_shards: current(this.runner.inPhase('running')).length,
+      starting_shards: current(this.runner.inPhase('starting')).length + current(this.scheduler.pending).length,
       backoff_shards: 0,
-      fatal_shards: this.runner.inPhase('failed').length,
+      fatal_shards: current(this.runner.inPhase('failed')).length,
     }
   }
 
-  private async claim(shardId: number, fresh: boolean): Promise<ClaimReply> {
+  private async claim(key: number, fresh: boolean): Promise<ClaimReply> {
+    const set = this.plans.setOf(key)
+    if (set === null) return { outcome: { kind: 'not_owner' }, resume: null } // a shard count the plan no longer has
     try {
-      return await claimIdentify(this.client, this.nodeId, shardId, fresh)
+      return await claimIdentify(this.client, this.nodeId, keyShard(key), fresh, set)
     } catch (err) {
       if (err instanceof CertificateRefusedError) this.refuseCertificate(true, err.message)
       return { outcome: { kind: 'failed', detail: describe(err) }, resume: null }
     }
   }
 
-  private onClaimOutcome(shardId: number, outcome: ClaimOutcome, waitedMs: number | null): void {
-    this.emit({ type: 'claim', shardId, outcome, waitedMs })
+  private onClaimOutcome(key: number, outcome: ClaimOutcome, waitedMs: number | null): void {
+    const set = this.plans.setOf(key)
+    this.emit({ type: 'claim', shardId: keyShard(key), ...(set === 'next' ? { set } : {}), outcome, waitedMs })
     // The controller's plan moved on: learn it now rather than at the next regular check-in.
     if (outcome.kind === 'not_owner') this.checkInNow()
   }

@@ -20,6 +20,11 @@ export const planClaimsSchema = z
     assigned: z.array(int(0, 65535)).max(65536),
     lease_seconds: int(1, 86_400),
     max_concurrency: int(1, 65536),
+    // a live reshard's next set (SPEC "Live resharding"), run beside the current one until the switch
+    next: z
+      .object({ total_shards: int(1, 65536), range_start: int(0, 65536), range_count: int(0, 65536), assigned: z.array(int(0, 65535)).max(65536) })
+      .strict()
+      .optional(),
   })
   .strict()
 
@@ -35,11 +40,21 @@ export function claimsInconsistency(c: PlanClaims): string | null {
     if (c.assigned[i] !== c.range_start + i) return 'assigned is not the range [range_start, range_start + range_count)'
   }
   if (c.max_concurrency > 1 && c.total_shards % c.max_concurrency !== 0) return 'total_shards is not a multiple of max_concurrency'
+  const next = c.next
+  if (next !== undefined) {
+    if (next.total_shards === c.total_shards) return 'next.total_shards is the current total_shards'
+    if (next.range_start + next.range_count > next.total_shards) return 'the next range ends past next.total_shards'
+    if (next.assigned.length !== next.range_count) return 'next.assigned does not hold next.range_count shards'
+    for (let i = 0; i < next.assigned.length; i++) {
+      if (next.assigned[i] !== next.range_start + i) return 'next.assigned is not the next range'
+    }
+    if (c.max_concurrency > 1 && next.total_shards % c.max_concurrency !== 0) return 'next.total_shards is not a multiple of max_concurrency'
+  }
   return null
 }
 
 /** The plain fields of a check-in answer that repeat the signed claims. */
-export const PLAIN_PLAN_FIELDS = ['generation', 'total_shards', 'assigned', 'range_start', 'range_count', 'lease_seconds', 'max_concurrency'] as const
+export const PLAIN_PLAN_FIELDS = ['generation', 'total_shards', 'assigned', 'range_start', 'range_count', 'lease_seconds', 'max_concurrency', 'next'] as const
 
 /** Subset of the check-in answer that must equal the signed claims. */
 export type PlainPlanFields = Pick<PlanClaims, (typeof PLAIN_PLAN_FIELDS)[number]>
@@ -49,7 +64,12 @@ export function plainFieldMismatch(plain: PlainPlanFields, claims: PlanClaims): 
   for (const field of PLAIN_PLAN_FIELDS) {
     const a = plain[field]
     const b = claims[field]
-    const same = Array.isArray(a) && Array.isArray(b) ? a.length === b.length && a.every((v, i) => v === b[i]) : a === b
+    const same =
+      Array.isArray(a) && Array.isArray(b)
+        ? a.length === b.length && a.every((v, i) => v === b[i])
+        : typeof a === 'object' || typeof b === 'object'
+          ? JSON.stringify(a) === JSON.stringify(b) // `next`: the same four fields, in the controller's order
+          : a === b
     if (!same) return field
   }
   return null

@@ -13,12 +13,18 @@
  *
  * A shard the plan moved to another node (stopped with reason `plan`, and not in the plan) may leave a
  * session for its new owner: the manager passes it on with the generation whose report releases it.
+ *
+ * During a live reshard (SPEC "Live resharding") the plan also carries the next set: its shards run beside
+ * the current ones, each session under its own key (shard count and number, agent/shard-key.ts). At the
+ * switch the next set becomes the plan under the same keys, so those sessions keep running, and the old
+ * set's keys are no longer wanted: they stop (reason `reshard`, no session handed on).
  */
 import { Alarm, type AgentClock } from './clock.js'
 import type { ClaimScheduler } from './claim-scheduler.js'
 import type { PlanClaims } from './plan-claims.js'
 import type { ResumableSession } from './session.js'
 import type { SessionValues, ShardRunner, StopReason } from './shard-runner.js'
+import { keyShard, keyTotal, shardKey } from './shard-key.js'
 
 /** Why the node holds no authority over shards right now. */
 export type AuthorityLoss = 'lease_expiring' | 'certificate_refused' | 'shutdown'
@@ -124,11 +130,28 @@ export class PlanManager {
    * Called when a claim is granted: starts the shard (resuming `resume`, if handed over) if it is still
    * ours and authority holds. `claimedAt`: when the granted claim was sent (clock ms).
    */
-  granted(shardId: number, resume: ResumableSession | null, claimedAt: number): void {
+  granted(key: number, resume: ResumableSession | null, claimedAt: number, grantGeneration = 0): void {
     const plan = this.plan
-    if (plan === null || !this.hasAuthority() || !plan.assigned.includes(shardId)) return
-    const { generation, total_shards, max_concurrency } = plan
-    this.deps.runner.start({ nodeId: this.deps.nodeId, shardId, generation, totalShards: total_shards, maxConcurrency: max_concurrency, resume, grantClaimedAt: claimedAt })
+    if (plan === null || !this.hasAuthority() || !wantedKeys(plan).has(key)) return
+    const { generation, max_concurrency } = plan
+    const totalShards = keyTotal(key)
+    const set = totalShards === plan.total_shards ? 'current' : 'next'
+    // A current-set grant from a generation past this plan's while a reshard is under way may come from
+    // after the switch, where the same number means a shard of the new count: learn the plan first.
+    if (plan.next !== undefined && set === 'current' && grantGeneration > generation) {
+      this.deps.reportNow()
+      return
+    }
+    this.deps.runner.start({ key, nodeId: this.deps.nodeId, shardId: keyShard(key), generation, totalShards, maxConcurrency: max_concurrency, set, resume: set === 'next' ? null : resume, grantClaimedAt: claimedAt })
+  }
+
+  /** Which set a key's claim is for under the accepted plan, or null when it is in neither. */
+  setOf(key: number): 'current' | 'next' | null {
+    const plan = this.plan
+    if (plan === null) return null
+    const totalShards = keyTotal(key)
+    if (totalShards === plan.total_shards) return 'current'
+    return plan.next !== undefined && totalShards === plan.next.total_shards ? 'next' : null
   }
 
   /** Stops what the plan no longer holds, claims what it adds; reports the generation once stops succeed. */
@@ -136,12 +159,12 @@ export class PlanManager {
     const { runner, scheduler } = this.deps
     const plan = this.plan
     const authority = this.hasAuthority()
-    const wanted = new Set(authority && plan ? plan.assigned : [])
+    const wanted = authority && plan ? wantedKeys(plan) : new Set<number>()
     runner.forgetFailuresOlderThan(this.deps.startRetryMs)
     const stops: [number, StopReason][] = []
-    for (const id of runner.held()) {
-      if (!wanted.has(id)) stops.push([id, reason])
-      else if (plan !== null && startedUnderOtherValues(runner.sessionValues(id), plan)) stops.push([id, 'reshard'])
+    for (const key of runner.held()) {
+      if (!wanted.has(key)) stops.push([key, reason === 'plan' && plan !== null && !inPlanSets(key, plan) ? 'reshard' : reason])
+      else if (plan !== null && startedUnderOtherValues(runner.sessionValues(key), plan)) stops.push([key, 'reshard'])
     }
     scheduler.setWanted(
       [...wanted].filter((id) => !runner.has(id)),
@@ -152,9 +175,9 @@ export class PlanManager {
     const resharded = stops.some(([, why]) => why === 'reshard')
     // Only a shard this plan gave to another node hands its session on (not one dropped with authority),
     // and only a session of this plan's shard count: one started under other values belongs to them.
-    const keep = (id: number, why: StopReason) =>
-      why === 'plan' && !plan.assigned.includes(id) && !startedUnderOtherValues(runner.sessionValues(id), plan)
-        ? (value: unknown) => this.deps.keepSession(id, value, generation)
+    const keep = (key: number, why: StopReason) =>
+      why === 'plan' && keyTotal(key) === plan.total_shards && !plan.assigned.includes(keyShard(key)) && !startedUnderOtherValues(runner.sessionValues(key), plan)
+        ? (value: unknown) => this.deps.keepSession(keyShard(key), value, generation)
         : undefined
     void Promise.all(stops.map(([id, why]) => runner.stop(id, why, keep(id, why)))).then((results) => {
       if (!results.every(Boolean)) return // a stop failed: it is retried at the next reconcile
@@ -174,7 +197,21 @@ export class PlanManager {
   }
 }
 
-/** True when a held shard's session was started under another total_shards or max_concurrency. */
+/** True when a held shard's session was started under another max_concurrency (its shard count is in its key). */
 function startedUnderOtherValues(values: SessionValues | null, plan: PlanClaims): boolean {
-  return values !== null && (values.totalShards !== plan.total_shards || values.maxConcurrency !== plan.max_concurrency)
+  return values !== null && values.maxConcurrency !== plan.max_concurrency
+}
+
+/** The keys of every shard the plan gives this node: the current set's and a live reshard's next set's. */
+export function wantedKeys(plan: PlanClaims): Set<number> {
+  const keys = new Set<number>()
+  for (const shardId of plan.assigned) keys.add(shardKey(plan.total_shards, shardId))
+  if (plan.next !== undefined) for (const shardId of plan.next.assigned) keys.add(shardKey(plan.next.total_shards, shardId))
+  return keys
+}
+
+/** True when a key's shard count is one of the plan's sets (else it belongs to another shard count: a reshard). */
+function inPlanSets(key: number, plan: PlanClaims): boolean {
+  const totalShards = keyTotal(key)
+  return totalShards === plan.total_shards || (plan.next !== undefined && totalShards === plan.next.total_shards)
 }

@@ -24,6 +24,12 @@ export interface ShardInfo {
   /** The shard count the session is started under: a session belongs to it (Discord's num_shards). */
   readonly totalShards: number
   readonly maxConcurrency: number
+  /**
+   * Which set the shard was started for during a live reshard (SPEC "Live resharding"): `next` runs
+   * beside the current set under the next shard count until the switch, when it becomes the current set
+   * without a restart. Absent: `current`.
+   */
+  readonly set?: 'current' | 'next'
 }
 
 /** How a start began: RESUMEing a handed-over session, or with an Identify grant. */
@@ -99,7 +105,12 @@ export type SessionValues = Pick<ShardContext, 'totalShards' | 'maxConcurrency'>
  * What a start is asked with: the shard, and the session handed over for it (or null), else when the
  * claim of the Identify grant it runs under was sent (clock ms).
  */
-export type StartRequest = ShardInfo & { readonly resume: ResumableSession | null; readonly grantClaimedAt?: number }
+export type StartRequest = ShardInfo & {
+  readonly resume: ResumableSession | null
+  readonly grantClaimedAt?: number
+  /** The runner's key for the shard (agent/shard-key.ts: shard count and number); absent: the shard number. */
+  readonly key?: number
+}
 
 interface Entry {
   phase: ShardPhase
@@ -137,7 +148,7 @@ export interface ShardRunnerDeps {
    * Claims a fresh Identify for a shard; resolves once granted, to when the granted claim was sent (clock
    * ms); rejects once `signal` aborts.
    */
-  claimFresh(shardId: number, signal: AbortSignal): Promise<number>
+  claimFresh(key: number, signal: AbortSignal): Promise<number>
 }
 
 class StopTimeout extends Error {}
@@ -148,20 +159,21 @@ export class ShardRunner {
 
   constructor(private readonly callbacks: ShardCallbacks, private readonly hooks: ShardRunnerHooks, private readonly deps: ShardRunnerDeps) {}
 
-  /** Starts a shard unless the runner already holds it in any phase. */
+  /** Starts a shard unless the runner already holds its key in any phase. */
   start(request: StartRequest): void {
-    const { grantClaimedAt, ...shard } = request
+    const { grantClaimedAt, key: requestKey, ...shard } = request
     const shardId = shard.shardId
-    if (this.entries.has(shardId)) return
+    const key = requestKey ?? shardId
+    if (this.entries.has(key)) return
     const startAbort = new AbortController()
     const life = new AbortController()
     const claimFreshIdentify = async (options?: { readonly signal?: AbortSignal }) => {
-      entry.grantClaimedAt = await this.deps.claimFresh(shardId, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
+      entry.grantClaimedAt = await this.deps.claimFresh(key, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
     }
     const identifyGrantAgeMs = () => (entry.grantClaimedAt === null ? Infinity : this.deps.clock.now() - entry.grantClaimedAt)
     const ctx: ShardContext = { ...shard, signal: startAbort.signal, claimFreshIdentify, identifyGrantAgeMs }
     const entry: Entry = { phase: 'starting', ctx, op: Promise.resolve(), failedAt: 0, startAbort, life, grantClaimedAt: shard.resume === null ? (grantClaimedAt ?? null) : null }
-    this.entries.set(shardId, entry)
+    this.entries.set(key, entry)
     entry.op = (async () => {
       try {
         const mode = await this.runStart(entry)
@@ -196,27 +208,28 @@ export class ShardRunner {
    * Stops a shard (after any start in progress), within the stop timeout; true once nothing of it runs.
    * A session the stop returns goes to `onSession` (a plan move), else it is discarded.
    */
-  stop(shardId: number, reason: StopReason, onSession?: (value: unknown) => void): Promise<boolean> {
-    const entry = this.entries.get(shardId)
+  stop(key: number, reason: StopReason, onSession?: (value: unknown) => void): Promise<boolean> {
+    const entry = this.entries.get(key)
     if (entry === undefined) return Promise.resolve(true)
+    const shardId = entry.ctx.shardId
     if (entry.phase === 'starting') entry.startAbort.abort() // it must stop: a start still running gives up
     entry.life.abort(new ClaimAbortedError('shard_stopped', `shard ${shardId} is stopping`))
     const timeoutMs = this.deps.stopTimeoutMs()
     const timeout = new AbortController()
     const timer = this.deps.clock.setTimeout(() => timeout.abort(), timeoutMs)
-    const { nodeId, generation, totalShards, maxConcurrency } = entry.ctx
-    const ctx: ShardStopContext = { nodeId, shardId, generation, totalShards, maxConcurrency, reason, signal: timeout.signal, timeoutMs }
+    const { nodeId, generation, totalShards, maxConcurrency, set } = entry.ctx
+    const ctx: ShardStopContext = { nodeId, shardId, generation, totalShards, maxConcurrency, ...(set === undefined ? {} : { set }), reason, signal: timeout.signal, timeoutMs }
     const result = settleWithin(entry.op, timeout.signal)
       .then(async () => {
-        if (this.entries.get(shardId) !== entry) return true // an earlier stop in the chain finished it
+        if (this.entries.get(key) !== entry) return true // an earlier stop in the chain finished it
         // A start that failed by itself left nothing running; one cut short by this stop may have.
         if (entry.phase === 'failed' && !entry.startAbort.signal.aborted) {
-          this.entries.delete(shardId)
+          this.entries.delete(key)
           return true
         }
         entry.phase = 'stopping'
         const session = await settleWithin(Promise.resolve().then(() => this.callbacks.onStop(ctx)), timeout.signal, true)
-        this.entries.delete(shardId)
+        this.entries.delete(key)
         this.hooks.stopped(ctx)
         if (session !== undefined && session !== null) {
           if (onSession === undefined) this.hooks.sessionDiscarded(ctx)
@@ -241,26 +254,26 @@ export class ShardRunner {
     return results.every(Boolean)
   }
 
-  /** Shards in the given phase, ascending. */
+  /** Keys of the shards in the given phase, ascending. */
   inPhase(phase: ShardPhase): number[] {
     const out: number[] = []
     for (const [id, entry] of this.entries) if (entry.phase === phase) out.push(id)
     return out.sort((a, b) => a - b)
   }
 
-  /** Every shard the runner holds (starting, running, stopping or failed). */
+  /** The keys of every shard the runner holds (starting, running, stopping or failed). */
   held(): number[] {
     return [...this.entries.keys()]
   }
 
-  /** True when the runner holds the shard. */
-  has(shardId: number): boolean {
-    return this.entries.has(shardId)
+  /** True when the runner holds the key. */
+  has(key: number): boolean {
+    return this.entries.has(key)
   }
 
-  /** The values the shard's session was started under, or null when the runner does not hold it. */
-  sessionValues(shardId: number): SessionValues | null {
-    const entry = this.entries.get(shardId)
+  /** The values the key's session was started under, or null when the runner does not hold it. */
+  sessionValues(key: number): SessionValues | null {
+    const entry = this.entries.get(key)
     return entry === undefined ? null : { totalShards: entry.ctx.totalShards, maxConcurrency: entry.ctx.maxConcurrency }
   }
 

@@ -14,11 +14,15 @@ export const checkinReplySchema = z
     range_count: int(0, 65536),
     lease_seconds: int(1, 86_400),
     max_concurrency: int(1, 65536),
+    next: z
+      .object({ total_shards: int(1, 65536), range_start: int(0, 65536), range_count: int(0, 65536), assigned: z.array(int(0, 65535)).max(65536) })
+      .strict()
+      .optional(),
     plan_jws: z.string().min(1),
   })
   .strict()
 
-const grant = { granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER) }
+const grant = { granted: z.literal(true), shard_id: int(0, 65535), bucket: int(0, 65535), generation: int(0, Number.MAX_SAFE_INTEGER), set: z.literal('next').optional() }
 
 /**
  * `POST /v1/identify` answer 200: granted (an Identify, or a resume with the session handed over), or

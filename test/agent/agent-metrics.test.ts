@@ -14,7 +14,7 @@ import { metricNames, sample } from './metrics-text.js'
 
 const IDLE: AgentStatus = {
   nodeId: 'node-m', state: 'joining', acceptedGeneration: null, reportedGeneration: null, assigned: [], running: [], starting: [],
-  stopping: [], failed: [], claiming: [], lastRenewalSentAt: null, lastRenewalAckAt: null, authorityEndsAt: null,
+  stopping: [], failed: [], claiming: [], next: null, lastRenewalSentAt: null, lastRenewalAckAt: null, authorityEndsAt: null,
   controller: 'https://127.0.0.1:1', lastError: null, halted: null,
 }
 

@@ -8,6 +8,10 @@ import { PlanManager, type AuthorityLoss } from '../../src/agent/plan-manager.js
 import { RequestBudget } from '../../src/agent/request-budget.js'
 import { ShardRunner, type ShardContext, type ShardStopContext } from '../../src/agent/shard-runner.js'
 import { FakeClock } from './fake-clock.js'
+import { keyShard, shardKey } from '../../src/agent/shard-key.js'
+
+/** The shard numbers of runner keys (shard count and number, agent/shard-key.ts). */
+const shards = (keys: readonly number[]) => keys.map(keyShard)
 
 function planOf(generation: number, start: number, count: number, leaseSeconds = 30, totalShards = 8, maxConcurrency = 8): PlanClaims {
   return {
@@ -72,7 +76,7 @@ t.test('authority ends lease_seconds after the check-in was sent, not answered; 
   await s.clock.advance(4000) // the answer took 4 s
   s.manager.accept(planOf(1, 0, 4), 0)
   await s.clock.advance(10)
-  t.same(s.runner.inPhase('running'), [0, 1, 2, 3], 'claimed and started')
+  t.same(shards(s.runner.inPhase('running')), [0, 1, 2, 3], 'claimed and started')
   t.equal(s.manager.authorityDeadline, 30_000, 'sent at 0 + 30 s')
   await s.clock.advance(21_999 - s.clock.now())
   t.equal(s.stops.length, 0, 'still running 1 ms before the stop timeout + margin')
@@ -94,7 +98,7 @@ t.test('a renewal moves the deadline to its own send time + lease', async (t) =>
   t.equal(s.stops.length, 2)
   s.manager.accept(planOf(1, 0, 2), 31_000)
   await s.clock.advance(10)
-  t.same(s.runner.inPhase('running'), [0, 1], 'a later renewal gives authority back and the shards are claimed again')
+  t.same(shards(s.runner.inPhase('running')), [0, 1], 'a later renewal gives authority back and the shards are claimed again')
 })
 
 t.test('removed shards stop first; then the new generation is applied and reported at once', async (t) => {
@@ -118,11 +122,11 @@ t.test('a stop that fails keeps the generation unreported until a retry succeeds
   s.manager.accept(planOf(2, 0, 1), 1000)
   await s.clock.advance(10)
   t.equal(s.manager.appliedGeneration, 1, 'shard 1 may still run: generation 2 not reported')
-  t.same(s.runner.inPhase('running'), [0, 1])
+  t.same(shards(s.runner.inPhase('running')), [0, 1])
   t.equal(s.reports(), 0)
   s.manager.accept(planOf(2, 0, 1), 3000) // the next check-in retries the stop
   await s.clock.advance(10)
-  t.same(s.runner.inPhase('running'), [0])
+  t.same(shards(s.runner.inPhase('running')), [0])
   t.equal(s.manager.appliedGeneration, 2)
   t.equal(s.reports(), 1)
 })
@@ -141,7 +145,7 @@ t.test('a stop as slow as the stop timeout still ends before authority does; a s
   await slow.clock.advance(10)
   await slow.clock.advance(25_000 - slow.clock.now())
   t.same(slow.timedOut.map((c) => [c.shardId, c.reason, c.timeoutMs, c.signal.aborted]), [[0, 'lease_expiring', STOP_TIMEOUT_MS, true]], 'abandoned at the stop timeout, its signal aborted')
-  t.same(slow.runner.inPhase('running'), [0], 'and counted as possibly running')
+  t.same(shards(slow.runner.inPhase('running')), [0], 'and counted as possibly running')
 })
 
 t.test('a removal whose stop times out: the generation is not reported', async (t) => {
@@ -168,7 +172,7 @@ t.test('another total_shards: every session of the old count stops (reshard) bef
   t.equal(s.reports(), 1, 'reported at once')
   await s.clock.advance(10)
   t.same(s.starts.slice(4).map((c) => [c.shardId, c.totalShards]).sort((a, b) => a[0]! - b[0]!), [[0, 16], [1, 16], [2, 16], [3, 16], [4, 16], [5, 16]], 'every shard of the range started under 16')
-  t.same(s.runner.inPhase('running'), [0, 1, 2, 3, 4, 5])
+  t.same(shards(s.runner.inPhase('running')), [0, 1, 2, 3, 4, 5])
 })
 
 t.test('another max_concurrency alone: the same', async (t) => {
@@ -241,7 +245,7 @@ t.test('no session is handed on from a reshard, a fail-safe, a shutdown, or a st
   await moved.clock.advance(10)
   moved.manager.accept(planOf(2, 0, 2, 30, 16, 8), 1000)
   await moved.clock.advance(10)
-  t.same(moved.stops.map((c) => [c.shardId, c.reason]), [[0, 'reshard'], [1, 'reshard'], [2, 'plan'], [3, 'plan']])
+  t.same(moved.stops.map((c) => [c.shardId, c.reason]), [[0, 'reshard'], [1, 'reshard'], [2, 'reshard'], [3, 'reshard']])
   t.same(moved.kept, [], 'a session of the old shard count')
 })
 
@@ -252,7 +256,60 @@ t.test('a resume grant starts the shard with the session', async (t) => {
   await s.clock.advance(10)
   t.equal(s.starts[0]!.resume, null, 'the scheduler granted an Identify')
   s.manager.accept(planOf(3, 0, 2), 0)
-  s.manager.granted(1, SESSION, s.clock.now())
+  s.manager.granted(shardKey(8, 1), SESSION, s.clock.now())
   await s.clock.advance(10)
   t.same(s.starts.map((c) => [c.shardId, c.resume]), [[0, null], [1, SESSION]])
+})
+
+/** A plan of `planOf` that also carries a live reshard's next set. */
+function withNext(plan: PlanClaims, totalShards: number, start: number, count: number): PlanClaims {
+  return { ...plan, next: { total_shards: totalShards, range_start: start, range_count: count, assigned: Array.from({ length: count }, (_, i) => start + i) } }
+}
+
+t.test('a live reshard: the next set runs beside the current one; at the switch it keeps running, the old set stops', async (t) => {
+  const s = setup({ session: SESSION })
+  s.manager.accept(planOf(1, 0, 2, 30, 8, 8), 0)
+  await s.clock.advance(10)
+  s.manager.accept(withNext(planOf(2, 0, 2, 30, 8, 8), 16, 0, 4), 1000)
+  await s.clock.advance(10)
+  t.same(s.stops, [], 'nothing of the current set stops')
+  const started = s.starts.map((c) => [c.shardId, c.totalShards, c.set] as const).sort((a, b) => a[1] - b[1] || a[0] - b[0])
+  t.same(started, [[0, 8, 'current'], [1, 8, 'current'], [0, 16, 'next'], [1, 16, 'next'], [2, 16, 'next'], [3, 16, 'next']])
+  t.equal(s.manager.setOf(shardKey(16, 3)), 'next')
+  t.equal(s.manager.setOf(shardKey(8, 1)), 'current')
+  t.equal(s.manager.setOf(shardKey(32, 1)), null)
+  t.equal(s.runner.held().length, 6, 'shard 0 and 1 run twice: of 8 and of 16')
+
+  // the switch: 16 shards, the next range is the plan
+  s.manager.accept(planOf(3, 0, 4, 30, 16, 8), 2000)
+  await s.clock.advance(10)
+  t.same(s.stops.map((c) => [c.shardId, c.totalShards, c.reason]), [[0, 8, 'reshard'], [1, 8, 'reshard']], 'only the old set stops')
+  t.same(s.kept, [], 'no session of the old shard count is handed on')
+  t.equal(s.starts.length, 6, 'the next-set sessions were not started again')
+  t.same(shards(s.runner.inPhase('running')), [0, 1, 2, 3])
+  t.equal(s.manager.appliedGeneration, 3)
+})
+
+t.test('an abort: the next set stops (no session handed on); a grant from past a reshard\'s plan is not used', async (t) => {
+  const s = setup({ session: SESSION })
+  s.manager.accept(withNext(planOf(1, 0, 2, 30, 8, 8), 16, 0, 4), 0)
+  await s.clock.advance(10)
+  t.equal(s.runner.held().length, 6)
+  s.manager.accept(planOf(2, 0, 2, 30, 8, 8), 1000)
+  await s.clock.advance(10)
+  t.same(s.stops.map((c) => [c.shardId, c.totalShards, c.reason]).sort((a, b) => (a[0] as number) - (b[0] as number)), [[0, 16, 'reshard'], [1, 16, 'reshard'], [2, 16, 'reshard'], [3, 16, 'reshard']])
+  t.same(s.kept, [])
+  t.equal(s.runner.held().length, 2)
+
+  const g = setup()
+  g.manager.accept(withNext(planOf(5, 0, 0, 30, 8, 8), 16, 0, 0), 0)
+  g.manager.accept(withNext(planOf(6, 0, 1, 30, 8, 8), 16, 0, 0), 0)
+  g.runner.held().forEach((key) => void g.runner.stop(key, 'plan'))
+  await g.clock.advance(10)
+  const before = g.reports()
+  const startsBefore = g.starts.length
+  g.manager.granted(shardKey(8, 0), null, g.clock.now(), 9) // generation 9 > 6: maybe after the switch
+  await g.clock.advance(10)
+  t.equal(g.starts.length, startsBefore, 'not started on a grant from past the plan')
+  t.equal(g.reports(), before + 1, 'the node checks in to learn the plan')
 })
