@@ -47,15 +47,38 @@ export class Recorder {
   readonly shardEvents: ShardEvent[] = []
   readonly agentEvents: { at: number; node: string; event: AgentEvent }[] = []
 
-  /** Shards running on `node` now, per the callbacks. */
-  running(node: string): number[] {
-    const set = new Set<number>()
+  /** Shards running on `node` now, per the callbacks (of `totalShards` only, when given). */
+  running(node: string, totalShards?: number): number[] {
+    const set = new Map<string, number>() // shard/count → shard: a live reshard runs one number under two counts
     for (const e of this.shardEvents) {
-      if (e.node !== node) continue
-      if (e.kind === 'start') set.add(e.shard)
-      else set.delete(e.shard)
+      if (e.node !== node || (totalShards !== undefined && e.totalShards !== totalShards)) continue
+      if (e.kind === 'start') set.set(`${e.shard}/${e.totalShards}`, e.shard)
+      else set.delete(`${e.shard}/${e.totalShards}`)
     }
-    return [...set].sort((a, b) => a - b)
+    return [...set.values()].sort((a, b) => a - b)
+  }
+
+  /**
+   * The first moment from `from` on at which some guild was served by no running session (each judged
+   * by its own shard count), or null when every guild was covered throughout (the guild-coverage check).
+   * Guilds are classes modulo `modulus`, a common multiple of every shard count involved.
+   */
+  coverageGap(from: number, modulus: number): string | null {
+    const open = new Map<string, ShardEvent>()
+    const events = [...this.shardEvents].sort((a, b) => a.at - b.at)
+    for (let i = 0; i < events.length; i++) {
+      const e = events[i]!
+      const key = `${e.node}#${e.shard}/${e.totalShards}`
+      if (e.kind === 'start') open.set(key, e)
+      else open.delete(key)
+      if (e.at < from || (events[i + 1] !== undefined && events[i + 1]!.at === e.at)) continue
+      for (let guild = 0; guild < modulus; guild++) {
+        let covered = false
+        for (const s of open.values()) if (guild % s.totalShards === s.shard) covered = true
+        if (!covered) return `guild class ${guild} (mod ${modulus}) had no session after ${e.kind} of shard ${e.shard}/${e.totalShards} on ${e.node}`
+      }
+    }
+    return null
   }
 
   /**
@@ -66,7 +89,7 @@ export class Recorder {
     const open = new Map<string, ShardEvent>() // node#shard → its start
     const out: string[] = []
     for (const e of [...this.shardEvents].sort((a, b) => a.at - b.at)) {
-      const key = `${e.node}#${e.shard}`
+      const key = `${e.node}#${e.shard}/${e.totalShards}`
       if (e.kind === 'stop') {
         open.delete(key)
         continue
@@ -83,6 +106,22 @@ export class Recorder {
   /** Events of one node of one type. */
   events<T extends AgentEvent['type']>(node: string, type: T): { at: number; event: Extract<AgentEvent, { type: T }> }[] {
     return this.agentEvents.filter((e) => e.node === node && e.event.type === type) as unknown as { at: number; event: Extract<AgentEvent, { type: T }> }[]
+  }
+
+  /** overlaps() among the sessions of 32 shards only (a live reshard runs two counts at once). */
+  overlaps32(): string[] {
+    const holder = new Map<number, string>()
+    const out: string[] = []
+    for (const e of [...this.shardEvents].filter((s) => s.totalShards === 32).sort((a, b) => a.at - b.at)) {
+      if (e.kind === 'stop') {
+        if (holder.get(e.shard) === e.node) holder.delete(e.shard)
+        continue
+      }
+      const other = holder.get(e.shard)
+      if (other !== undefined && other !== e.node) out.push(`shard ${e.shard}/32: ${e.node} started while ${other} ran it`)
+      holder.set(e.shard, e.node)
+    }
+    return out
   }
 
   /** Pairs of nodes that ran the same shard at the same moment (must be empty). */
