@@ -93,11 +93,17 @@ Options:
   -h, --help             print this help
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
-  PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_MAX_CONCURRENCY, PXE_NODE_ID,
-  PXE_GENERATION, for starts PXE_START_MODE (below), and for stops PXE_STOP_REASON (plan, reshard,
-  lease_expiring, certificate_refused, shutdown). "reshard": the plan keeps the shard number but under another PXE_TOTAL_SHARDS or
-  PXE_MAX_CONCURRENCY, so the session (which belongs to its shard count) ends; the shard is then
-  claimed and started again with the new values.
+  PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_SHARD_SET, PXE_MAX_CONCURRENCY,
+  PXE_NODE_ID, PXE_GENERATION, for starts PXE_START_MODE (below), and for stops PXE_STOP_REASON (plan,
+  reshard, lease_expiring, certificate_refused, shutdown). "reshard": the session belongs to another
+  shard count or PXE_MAX_CONCURRENCY than the plan's (a reshard, an abort), so it ends without being
+  handed on; the plan's shards are claimed and started with the new values.
+Live resharding: while the controller reshards, the plan also holds a next set. Its shards start with
+  PXE_SHARD_SET=next and the next set's PXE_TOTAL_SHARDS, beside the current set's shards (the same
+  PXE_SHARD_ID may run twice, under two shard counts: name units by both). A next-set process should
+  IDENTIFY and keep its session but not act on events until its count is the bot's (the controller's
+  total_shards). At the switch it keeps running (no stop, no new start) and the old set's shards stop
+  with PXE_STOP_REASON=reshard.
 A command that exits non-zero, or runs too long (a start 60 s, a stop the stop timeout; it is then killed
 with its process group), has failed: a failed start is claimed again after a minute; a failed stop is
 retried and the shard counts as running until then.
@@ -127,8 +133,8 @@ Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\
     --controller https://10.0.0.5:8443,https://10.0.0.6:8443 --capacity 16 \\
     --state-file /var/lib/pxe-node/state.json \\
-    --on-start 'systemctl start "discord-gateway@$PXE_SHARD_ID"' \\
-    --on-stop 'systemctl stop "discord-gateway@$PXE_SHARD_ID"'
+    --on-start 'systemctl start "discord-gateway@$PXE_TOTAL_SHARDS-$PXE_SHARD_ID"' \\
+    --on-stop 'systemctl stop "discord-gateway@$PXE_TOTAL_SHARDS-$PXE_SHARD_ID"'
 `
 
 function integer(flag: string, value: string, min: number, max: number): number {

@@ -25,6 +25,8 @@ export function shardEnvironment(ctx: ShardContext | ShardStopContext, event: 's
     PXE_EVENT: event,
     PXE_SHARD_ID: String(ctx.shardId),
     PXE_TOTAL_SHARDS: String(ctx.totalShards),
+    // a live reshard's next set runs beside the current one until the switch (its own PXE_TOTAL_SHARDS)
+    PXE_SHARD_SET: ctx.set ?? 'current',
     PXE_MAX_CONCURRENCY: String(ctx.maxConcurrency),
     PXE_NODE_ID: ctx.nodeId,
     PXE_GENERATION: String(ctx.generation),

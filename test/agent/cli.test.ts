@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { issueBundle } from '../../pki/issue-certs.js'
 import { main } from '../../src/agent/cli-main.js'
-import { makePki } from '../e2e/harness.js'
+import { bundle, makePki, request } from '../e2e/harness.js'
 import { controllerIn, until, urlOf } from './support.js'
 import { testDir } from '../support/test-dir.js'
 
@@ -90,7 +90,7 @@ t.test('a run: shards started by --on-start with the shard in the environment, s
   const stateFile = join(root, 'node-state', 'state.json')
   const child = spawn(process.execPath, [
     BIN, '--bundle', bundleDir, '--controller', urlOf(ctl.port), '--capacity', '3', '--state-file', stateFile, '--log-level', 'debug',
-    '--on-start', `echo "$PXE_EVENT $PXE_SHARD_ID $PXE_NODE_ID $PXE_GENERATION $PXE_TOTAL_SHARDS" >> '${started}'`,
+    '--on-start', `echo "$PXE_EVENT $PXE_SHARD_ID $PXE_NODE_ID $PXE_GENERATION $PXE_TOTAL_SHARDS $PXE_SHARD_SET" >> '${started}'`,
     '--on-stop', `echo "$PXE_EVENT $PXE_SHARD_ID $PXE_STOP_REASON" >> '${stopped}'`,
   ], { stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
@@ -101,12 +101,18 @@ t.test('a run: shards started by --on-start with the shard in the environment, s
   t.teardown(() => child.kill('SIGKILL'))
   const lines = (path: string) => (existsSync(path) ? readFileSync(path, 'utf8').trim().split('\n').sort() : [])
   await until('3 shards started', () => lines(started).length === 3, 20_000)
-  t.same(lines(started), ['start 0 node-cli 1 8', 'start 1 node-cli 1 8', 'start 2 node-cli 1 8'])
+  t.same(lines(started), ['start 0 node-cli 1 8 current', 'start 1 node-cli 1 8 current', 'start 2 node-cli 1 8 current'])
+  // a live reshard: the next set's shards start beside the current ones, under their own count
+  const op = await bundle(pki, 'ops-cli', 'operator')
+  const reshard = await request(ctl.port, pki.ca, op, '/v1/reshard', { body: { total_shards: 16 } })
+  t.equal(reshard.status, 202, reshard.text)
+  await until('3 next-set shards started', () => lines(started).length === 6, 30_000)
+  t.same(lines(started).filter((l) => l.endsWith(' next')), ['start 0 node-cli 2 16 next', 'start 1 node-cli 2 16 next', 'start 2 node-cli 2 16 next'])
   child.kill('SIGTERM')
   t.equal(await exited, 0, `exit status 0 after SIGTERM\n${stderr}`)
-  t.same(lines(stopped), ['stop 0 shutdown', 'stop 1 shutdown', 'stop 2 shutdown'], 'every shard stopped before the exit')
+  t.same(lines(stopped), ['stop 0 shutdown', 'stop 0 shutdown', 'stop 1 shutdown', 'stop 1 shutdown', 'stop 2 shutdown', 'stop 2 shutdown'], 'every shard of both sets stopped before the exit')
   const state = JSON.parse(readFileSync(stateFile, 'utf8'))
-  t.equal(state.generation, 1, 'the accepted generation was stored')
+  t.equal(state.generation, 2, 'the accepted generation (the reshard'"'"'s) was stored')
   t.equal(statSync(stateFile).mode & 0o777, 0o600, 'the state file is 0600')
   const logs = stdout.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; level: number })
   t.ok(logs.some((l) => l.msg === 'shard started'), 'JSON logs on stdout')
