@@ -112,7 +112,7 @@ t.test('a run: shards started by --on-start with the shard in the environment, s
   t.equal(await exited, 0, `exit status 0 after SIGTERM\n${stderr}`)
   t.same(lines(stopped), ['stop 0 shutdown', 'stop 0 shutdown', 'stop 1 shutdown', 'stop 1 shutdown', 'stop 2 shutdown', 'stop 2 shutdown'], 'every shard of both sets stopped before the exit')
   const state = JSON.parse(readFileSync(stateFile, 'utf8'))
-  t.equal(state.generation, 2, 'the accepted generation (the reshard'"'"'s) was stored')
+  t.equal(state.generation, 2, 'the accepted generation (of the reshard) was stored')
   t.equal(statSync(stateFile).mode & 0o777, 0o600, 'the state file is 0600')
   const logs = stdout.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; level: number })
   t.ok(logs.some((l) => l.msg === 'shard started'), 'JSON logs on stdout')
