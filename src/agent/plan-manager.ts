@@ -142,7 +142,8 @@ export class PlanManager {
       this.deps.reportNow()
       return
     }
-    this.deps.runner.start({ key, nodeId: this.deps.nodeId, shardId: keyShard(key), generation, totalShards, maxConcurrency: max_concurrency, set, resume: set === 'next' ? null : resume, grantClaimedAt: claimedAt })
+    const serving = () => this.plan !== null && this.plan.total_shards === totalShards
+    this.deps.runner.start({ key, nodeId: this.deps.nodeId, shardId: keyShard(key), generation, totalShards, maxConcurrency: max_concurrency, set, resume: set === 'next' ? null : resume, grantClaimedAt: claimedAt, serving })
   }
 
   /** Which set a key's claim is for under the accepted plan, or null when it is in neither. */

@@ -63,6 +63,13 @@ export interface ShardContext extends ShardInfo {
    * grant, so a host that is that late claims a fresh grant first.
    */
   identifyGrantAgeMs(): number
+  /**
+   * True while the shard's set is the bot's: always for the current set; for a live reshard's next set
+   * (`set: "next"`) only once the node has accepted the plan of the switch, and false for an old-set
+   * shard after it. A host delivers the shard's events only while it serves, so that no event reaches the
+   * bot from two sessions of one guild (the current set delivers them until the switch).
+   */
+  serving(): boolean
 }
 
 /**
@@ -110,6 +117,8 @@ export type StartRequest = ShardInfo & {
   readonly grantClaimedAt?: number
   /** The runner's key for the shard (agent/shard-key.ts: shard count and number); absent: the shard number. */
   readonly key?: number
+  /** ShardContext.serving (absent: always serving). */
+  readonly serving?: () => boolean
 }
 
 interface Entry {
@@ -161,7 +170,7 @@ export class ShardRunner {
 
   /** Starts a shard unless the runner already holds its key in any phase. */
   start(request: StartRequest): void {
-    const { grantClaimedAt, key: requestKey, ...shard } = request
+    const { grantClaimedAt, key: requestKey, serving = () => true, ...shard } = request
     const shardId = shard.shardId
     const key = requestKey ?? shardId
     if (this.entries.has(key)) return
@@ -171,7 +180,7 @@ export class ShardRunner {
       entry.grantClaimedAt = await this.deps.claimFresh(key, options?.signal === undefined ? life.signal : AbortSignal.any([life.signal, options.signal]))
     }
     const identifyGrantAgeMs = () => (entry.grantClaimedAt === null ? Infinity : this.deps.clock.now() - entry.grantClaimedAt)
-    const ctx: ShardContext = { ...shard, signal: startAbort.signal, claimFreshIdentify, identifyGrantAgeMs }
+    const ctx: ShardContext = { ...shard, signal: startAbort.signal, claimFreshIdentify, identifyGrantAgeMs, serving }
     const entry: Entry = { phase: 'starting', ctx, op: Promise.resolve(), failedAt: 0, startAbort, life, grantClaimedAt: shard.resume === null ? (grantClaimedAt ?? null) : null }
     this.entries.set(key, entry)
     entry.op = (async () => {

@@ -46,7 +46,8 @@ export interface DiscordjsShardsOptions {
 export const DISCORDJS_DEFAULTS = { maxGrantAgeMs: 500, gatewayInfoTtlMs: 30_000 } as const
 
 export class DiscordjsShards {
-  private readonly running = new Map<number, ShardConnection>()
+  /** By shard count and number: during a live reshard one number runs under two counts. */
+  private readonly running = new Map<string, ShardConnection>()
   private readonly gateway: SharedGatewayInfo
 
   constructor(private readonly options: DiscordjsShardsOptions) {
@@ -62,13 +63,20 @@ export class DiscordjsShards {
 
   /** The shards running now (connected, or connecting under a start or a reconnect). */
   get shardIds(): number[] {
-    return [...this.running.keys()].sort((a, b) => a - b)
+    return [...new Set([...this.running.values()].map((c) => c.shardId))].sort((a, b) => a - b)
   }
 
   /** NodeAgent's onStart: connects the shard; resolves once it is READY or RESUMED. */
   async onStart(ctx: ShardContext): Promise<void> {
-    if (this.running.has(ctx.shardId)) throw new Error(`shard ${ctx.shardId} is already running on this node`)
-    const { token, intents, wsOptions, onDispatch, onDebug } = this.options
+    const key = `${ctx.totalShards}/${ctx.shardId}`
+    if (this.running.has(key)) throw new Error(`shard ${ctx.shardId} of ${ctx.totalShards} is already running on this node`)
+    const { token, intents, wsOptions, onDebug } = this.options
+    // A live reshard's next set identifies beside the current one; its events reach the bot only once its
+    // shard count is the bot's (the switch), and an old-set shard's stop no longer after it: until then the
+    // current set delivers every guild's events, and the two sessions of one guild never both deliver.
+    const onDispatch = (shardId: number, payload: DispatchPayload) => {
+      if (ctx.serving()) this.options.onDispatch(shardId, payload)
+    }
     const connection = new ShardConnection({
       shardId: ctx.shardId,
       totalShards: ctx.totalShards,
@@ -83,11 +91,11 @@ export class DiscordjsShards {
       maxGrantAgeMs: this.options.maxGrantAgeMs ?? DISCORDJS_DEFAULTS.maxGrantAgeMs,
       grantAgeMs: () => ctx.identifyGrantAgeMs(),
     })
-    this.running.set(ctx.shardId, connection)
+    this.running.set(key, connection)
     try {
       await connection.start(ctx.signal)
     } catch (err) {
-      this.running.delete(ctx.shardId)
+      this.running.delete(key)
       throw err
     }
   }
@@ -98,9 +106,10 @@ export class DiscordjsShards {
    * closed; from the call on, no event of the shard reaches onDispatch.
    */
   async onStop(ctx: ShardStopContext): Promise<StopResult> {
-    const connection = this.running.get(ctx.shardId)
+    const key = `${ctx.totalShards}/${ctx.shardId}`
+    const connection = this.running.get(key)
     if (connection === undefined) return undefined
-    this.running.delete(ctx.shardId)
+    this.running.delete(key)
     const session = await connection.stop(ctx.reason === 'plan')
     return session ?? undefined
   }

@@ -78,6 +78,7 @@ function untilAborted(signal: AbortSignal): Promise<never> {
 }
 
 export class ShardConnection {
+  readonly shardId: number
   private readonly manager: WebSocketManager
   /** The adapter's copy of the session (the one @discordjs/ws resumes from and the deposit reports). */
   private session: SessionInfo | null
@@ -90,6 +91,7 @@ export class ShardConnection {
   private readonly closedFatally: Promise<number>
 
   constructor(private readonly options: ShardConnectionOptions) {
+    this.shardId = options.shardId
     const { shardId, totalShards, resume } = options
     this.session = resume === null ? null : { sessionId: resume.sessionId, sequence: resume.sequence, resumeURL: resume.resumeUrl, shardId, shardCount: totalShards }
     this.delivered = resume === null ? null : resume.sequence

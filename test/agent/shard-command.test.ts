@@ -18,7 +18,7 @@ function captured() {
   return { logger: pino({ level: 'debug' }, stream), text: () => text }
 }
 
-const start = (resume: typeof SESSION | null): ShardContext => ({ ...info, resume, signal: new AbortController().signal, claimFreshIdentify: async () => undefined, identifyGrantAgeMs: () => 0 })
+const start = (resume: typeof SESSION | null): ShardContext => ({ ...info, resume, signal: new AbortController().signal, claimFreshIdentify: async () => undefined, identifyGrantAgeMs: () => 0, serving: () => true })
 const stop = (): ShardStopContext => ({ ...info, reason: 'plan', signal: new AbortController().signal, timeoutMs: 5000 })
 const env = `echo "$PXE_START_MODE|\${PXE_RESUME_SESSION_ID-unset}|\${PXE_RESUME_SEQUENCE-unset}|\${PXE_RESUME_URL-unset}" >&2; exit 1`
 
