@@ -11,6 +11,7 @@ export type { ShardCallbacks, ShardContext, ShardInfo, ShardStopContext, StartMo
 export type { ClaimOutcome, ClaimAbortReason } from './claim-scheduler.js'
 export { ClaimAbortedError } from './claim-scheduler.js'
 export { ResumeRefusedError } from './session.js'
+export { switchGraceMs } from './plan-manager.js'
 export type { ResumableSession } from './session.js'
 export type { SessionDropReason } from './session-deposits.js'
 export type { AuthorityLoss } from './plan-manager.js'

@@ -393,7 +393,9 @@ export class NodeAgent {
 
   /** The shard counts a check-in reports (and the metrics show): the host's, or the agent's own view (current set). */
   private shardHealth(): ShardHealth {
-    const current = this.shardsOfSet('current')
+    // of the plan's own shard count: an old set still running out a switch's grace is not reported
+    const total = this.plans.accepted?.total_shards ?? null
+    const current = (keys: readonly number[]) => (total === null ? keys : keys.filter((key) => keyTotal(key) === total))
     return this.opts.health?.() ?? {
       ready_shards: current(this.runner.inPhase('running')).length,
       starting_shards: current(this.runner.inPhase('starting')).length + current(this.scheduler.pending).length,

@@ -17,8 +17,16 @@
  * During a live reshard (SPEC "Live resharding") the plan also carries the next set: its shards run beside
  * the current ones, each session under its own key (shard count and number, agent/shard-key.ts). At the
  * switch the next set becomes the plan under the same keys, so those sessions keep running, and the old
- * set's keys are no longer wanted: they stop (reason `reshard`, no session handed on).
+ * set's keys are no longer wanted: they stop (reason `reshard`, no session handed on) — not at once but
+ * after `switchGraceMs`: nodes learn of the switch at their own next check-in, and a next-set session
+ * delivers only once its node has (ShardContext.serving), so the old set keeps delivering until every
+ * node can have learned it. Around the switch a guild's events may reach the bot twice, never not at all.
  */
+
+/** How long old-set sessions keep running after this node learned of a switch: a check-in interval with its jitter, and a request. */
+export function switchGraceMs(leaseMs: number): number {
+  return Math.ceil((leaseMs / 3) * 1.1) + 1000
+}
 import { Alarm, type AgentClock } from './clock.js'
 import type { ClaimScheduler } from './claim-scheduler.js'
 import type { PlanClaims } from './plan-claims.js'
@@ -63,9 +71,18 @@ export class PlanManager {
   private lost: AuthorityLoss | null = null
   private applied: number | null = null
   private readonly failSafe: Alarm
+  /** Until when (clock ms) the old set of a switch this node just learned of keeps running, or null. */
+  private switchGraceUntil: number | null = null
+  /** The shard count of that old set. */
+  private switchedFrom: number | null = null
+  private readonly switchGrace: Alarm
 
   constructor(private readonly deps: PlanManagerDeps) {
     this.failSafe = new Alarm(deps.clock, () => this.loseAuthority('lease_expiring'))
+    this.switchGrace = new Alarm(deps.clock, () => {
+      this.switchGraceUntil = null
+      if (this.lost === null) this.reconcile('plan')
+    })
   }
 
   /** The last accepted plan, or null. */
@@ -110,6 +127,13 @@ export class PlanManager {
       )
       return
     }
+    const previous = this.plan
+    if (previous?.next !== undefined && plan.next === undefined && plan.total_shards === previous.next.total_shards && plan.total_shards !== previous.total_shards) {
+      // the switch of a live reshard: the old set keeps running a little (see the module comment)
+      this.switchedFrom = previous.total_shards
+      this.switchGraceUntil = this.deps.clock.now() + switchGraceMs(leaseMs)
+      this.switchGrace.arm(switchGraceMs(leaseMs))
+    }
     this.plan = plan
     this.authorityEndsAt = sentAt + leaseMs
     this.lost = null // a renewal gives authority back (after the fail-safe, or a probable refusal)
@@ -142,7 +166,8 @@ export class PlanManager {
       this.deps.reportNow()
       return
     }
-    const serving = () => this.plan !== null && this.plan.total_shards === totalShards
+    // a next-set session delivers once the switch made its count the bot's; a current-set one until it stops
+    const serving = set === 'next' ? () => this.plan !== null && this.plan.total_shards === totalShards : () => true
     this.deps.runner.start({ key, nodeId: this.deps.nodeId, shardId: keyShard(key), generation, totalShards, maxConcurrency: max_concurrency, set, resume: set === 'next' ? null : resume, grantClaimedAt: claimedAt, serving })
   }
 
@@ -163,7 +188,9 @@ export class PlanManager {
     const wanted = authority && plan ? wantedKeys(plan) : new Set<number>()
     runner.forgetFailuresOlderThan(this.deps.startRetryMs)
     const stops: [number, StopReason][] = []
+    const graceFor = this.switchGraceUntil !== null && this.deps.clock.now() < this.switchGraceUntil ? this.switchedFrom : null
     for (const key of runner.held()) {
+      if (!wanted.has(key) && reason === 'plan' && graceFor !== null && keyTotal(key) === graceFor) continue // the switch's old set, for now
       if (!wanted.has(key)) stops.push([key, reason === 'plan' && plan !== null && !inPlanSets(key, plan) ? 'reshard' : reason])
       else if (plan !== null && startedUnderOtherValues(runner.sessionValues(key), plan)) stops.push([key, 'reshard'])
     }
@@ -195,6 +222,7 @@ export class PlanManager {
   /** Cancels the fail-safe timer (the agent is stopping). */
   close(): void {
     this.failSafe.cancel()
+    this.switchGrace.cancel()
   }
 }
 

@@ -64,10 +64,10 @@ export interface ShardContext extends ShardInfo {
    */
   identifyGrantAgeMs(): number
   /**
-   * True while the shard's set is the bot's: always for the current set; for a live reshard's next set
-   * (`set: "next"`) only once the node has accepted the plan of the switch, and false for an old-set
-   * shard after it. A host delivers the shard's events only while it serves, so that no event reaches the
-   * bot from two sessions of one guild (the current set delivers them until the switch).
+   * True while the shard's events should reach the bot: always for a current-set shard (an old set keeps
+   * delivering through a switch's grace, until it stops); for a live reshard's next set (`set: "next"`)
+   * only once the node has accepted the plan of the switch. Until then the current set delivers every
+   * guild's events; around the switch a guild's events may come twice, never not at all.
    */
   serving(): boolean
 }
