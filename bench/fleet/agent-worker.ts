@@ -68,27 +68,27 @@ function sleepOrAbort(ms: number, signal: AbortSignal): Promise<boolean> {
 }
 
 /** A slow stop: the session ends after `slowStopMs` or at the agent's abort, and is recorded then. */
-async function slowStop(name: string, ctx: ShardStopContext, running: Map<number, number>): Promise<void> {
+async function slowStop(name: string, ctx: ShardStopContext, running: Set<string>): Promise<void> {
   // A stop the agent calls again after an aborted one finds nothing running: it has nothing to wait for.
-  if (running.get(ctx.shardId) !== ctx.totalShards) return
+  if (!running.has(`${ctx.totalShards}/${ctx.shardId}`)) return
   const calledAt = sharedNow()
   // ctx.signal aborts at the agent's stop timeout: the simulated gateway client then drops its session at once.
   const aborted = await sleepOrAbort(init!.slowStopMs, ctx.signal)
-  running.delete(ctx.shardId)
+  running.delete(`${ctx.totalShards}/${ctx.shardId}`)
   pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason, calledAt, aborted })
 }
 
 /** The recording callbacks (no gateway client): a shard runs the moment its start is called, and (unless slow) stops the moment its stop is. */
 function recordingCallbacks(name: string): Pick<ConstructorParameters<typeof NodeAgent>[0], 'onStart' | 'onStop'> {
-  const running = new Map<number, number>() // shard → count, as this node's sessions stand
+  const running = new Set<string>() // count/shard, as this node's sessions stand (a live reshard runs one number under two counts)
   return {
     onStart: (ctx) => {
-      running.set(ctx.shardId, ctx.totalShards)
+      running.add(`${ctx.totalShards}/${ctx.shardId}`)
       pending.push({ t: sharedNow(), node: name, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
     },
     onStop: (ctx) => {
       if (init!.slowStopMs > 0) return slowStop(name, ctx, running)
-      running.delete(ctx.shardId)
+      running.delete(`${ctx.totalShards}/${ctx.shardId}`)
       pending.push({ t: sharedNow(), node: name, kind: 'stop', shard: ctx.shardId, totalShards: ctx.totalShards, reason: ctx.reason })
     },
   }

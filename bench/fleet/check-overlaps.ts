@@ -46,6 +46,16 @@ export interface OverlapInput {
   readonly endT: number
   readonly wakeGraceMs: number
   readonly leaseMs: number
+  /** Live reshards: their two sets run side by side by design (see sweep). */
+  readonly liveReshards?: readonly LiveReshardWindow[]
+}
+
+/** A live reshard: from `from` to `to` shards, posted at `postedAt`, switched at `switchedAt` (or null). */
+export interface LiveReshardWindow {
+  readonly from: number
+  readonly to: number
+  readonly postedAt: number
+  readonly switchedAt: number | null
 }
 
 /** An overlap allowed by SPEC "Handoff safety" because the earlier holder was revoked. */
@@ -82,6 +92,8 @@ export interface OverlapReport {
   readonly revocations: RevocationFigures[]
   /** Holding intervals checked. */
   readonly intervals: number
+  /** Guild overlaps between a live reshard's two sets, as Discord allows for resharding (not violations). */
+  liveReshardOverlaps: number
 }
 
 /** The SPEC's bound for a running controller to act on a rewritten CRL. */
@@ -151,7 +163,7 @@ function runningSegments(iv: Interval, freezes: readonly Freeze[], input: Overla
 
 /** Runs the check. */
 export function checkOverlaps(input: OverlapInput): OverlapReport {
-  const report: OverlapReport = { violations: [], revokedOverlaps: [], pauses: [], revocations: [], intervals: 0 }
+  const report: OverlapReport = { violations: [], revokedOverlaps: [], pauses: [], revocations: [], intervals: 0, liveReshardOverlaps: 0 }
   const intervals = holdingIntervals(input.records, input.endT)
   // Sessions that share a guild have the same shard % G (G divides every gcd of two counts).
   const G = intervals.reduce((g, iv) => gcd(g, iv.totalShards), 0)
@@ -164,14 +176,15 @@ export function checkOverlaps(input: OverlapInput): OverlapReport {
   }
   // From the moment the CLI started: the controller may read the new CRL before the CLI has exited.
   const revokedAt = new Map(input.revocations.map((r) => [r.node, r.requestedAt]))
-  for (const segments of byRemainder.values()) sweep(segments, revokedAt, report)
+  const expected = liveReshardAllowance(input)
+  for (const segments of byRemainder.values()) sweep(segments, revokedAt, report, expected)
   wakeTimings(intervals, input, report)
   revocationChecks(intervals, input, report)
   return { ...report, intervals: intervals.length }
 }
 
 /** Finds every pair of segments, active together, that serve a common guild. */
-function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, report: OverlapReport): void {
+function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, report: OverlapReport, expected: (a: Segment, b: Segment) => boolean = () => false): void {
   segments.sort((a, b) => a.from - b.from)
   const active: Segment[] = []
   for (const seg of segments) {
@@ -185,6 +198,8 @@ function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, repo
       const revoked = revokedAt.get(other.node)
       if (revoked !== undefined && revoked <= seg.from && other.node !== seg.node) {
         report.revokedOverlaps.push({ shard: seg.shard, totalShards: seg.totalShards, revoked: other.node, next: seg.node, ms })
+      } else if (expected(other, seg)) {
+        report.liveReshardOverlaps += 1
       } else if (other.totalShards === seg.totalShards) {
         report.violations.push({ kind: 'overlap', detail: `shard ${seg.shard}: ${seg.node} started while ${other.node} ran it (${ms.toFixed(1)} ms together)` })
       } else {
@@ -194,6 +209,50 @@ function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, repo
     }
     active.push(seg)
   }
+}
+
+/**
+ * Which overlaps a live reshard allows: a session of its next count started after the POST beside one of
+ * its old count, when the old one stopped by the switch plus a lease (the agent's switch grace is a
+ * check-in interval and a request; nodes learn of the switch within a check-in interval). Until the
+ * switch the next set only identifies (the adapter delivers nothing of it), after it the old set runs out.
+ */
+function liveReshardAllowance(input: OverlapInput): (a: Segment, b: Segment) => boolean {
+  const windows = input.liveReshards ?? []
+  if (windows.length === 0) return () => false
+  return (a, b) =>
+    windows.some((w) => {
+      const [next, old] = a.totalShards === w.to && b.totalShards === w.from ? [a, b] : b.totalShards === w.to && a.totalShards === w.from ? [b, a] : [null, null]
+      if (next === null || old === null) return false
+      const oldEndsBy = (w.switchedAt ?? input.endT) + input.leaseMs
+      return next.from >= w.postedAt && old.to <= oldEndsBy
+    })
+}
+
+/**
+ * The guild-coverage check of a live reshard: the first moment within [from, to] at which some guild was
+ * served by no running session (each judged by its own count), or null. Guilds are classes modulo the
+ * lcm of the counts involved (every class is covered by exactly the sessions whose shard it maps to).
+ */
+export function coverageGap(records: readonly FleetRecord[], counts: readonly number[], from: number, to: number, endT: number): string | null {
+  const lcm = counts.reduce((l, c) => (l * c) / gcd(l, c), 1)
+  if (lcm > 1_048_576) return null // not judged: too many classes
+  const covering = new Int32Array(lcm)
+  const intervals = holdingIntervals(records, endT).filter((iv) => counts.includes(iv.totalShards))
+  const edges: [number, number, Interval][] = []
+  for (const iv of intervals) {
+    edges.push([iv.start, 1, iv])
+    edges.push([iv.stop, -1, iv])
+  }
+  // starts before stops at one instant: a session that takes over at the same moment leaves no gap
+  edges.sort((x, y) => x[0] - y[0] || y[1] - x[1])
+  for (const [t, delta, iv] of edges) {
+    for (let g = iv.shard; g < lcm; g += iv.totalShards) {
+      covering[g]! += delta
+      if (delta < 0 && covering[g] === 0 && t >= from && t <= to) return `guild class ${g} (mod ${lcm}) had no session when ${iv.node} stopped shard ${iv.shard}/${iv.totalShards} at ${Math.round(t)} ms`
+    }
+  }
+  return null
 }
 
 function wakeTimings(intervals: readonly Interval[], input: OverlapInput, report: OverlapReport): void {

@@ -7,7 +7,7 @@ import { writeFile } from 'node:fs/promises'
 import { startGatewayEmulator, type GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
 import type { EventRef } from '../../test/support/gateway/emulated-session.js'
 import type { Breach } from '../../test/support/gateway/emulator-records.js'
-import type { Revocation } from './check-overlaps.js'
+import type { LiveReshardWindow, Revocation } from './check-overlaps.js'
 import type { FleetOptions } from './options.js'
 import type { Delivery, GatewayTarget, SessionOwner } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
@@ -119,7 +119,7 @@ export class GatewayRun {
    * the figures and the violations (bucket, overlap and session-start-limit breaches, lost and
    * duplicated events).
    */
-  async finish(revocations: readonly Revocation[], dumpPath: string | null = null): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
+  async finish(revocations: readonly Revocation[], dumpPath: string | null = null, liveReshards: readonly LiveReshardWindow[] = []): Promise<{ figures: GatewayFigures; violations: Violation[] }> {
     const e = this.emulator
     e.pauseEvents()
     await new Promise((r) => setTimeout(r, DRAIN_MS))
@@ -127,8 +127,20 @@ export class GatewayRun {
     const breaches: Record<string, number> = {}
     for (const b of e.breaches) breaches[b.kind] = (breaches[b.kind] ?? 0) + 1
     const report = e.checkDelivery(this.deliveries.map(([sessionId, n]) => ({ sessionId, n })))
-    const { counted, revoked } = splitOverlaps(e.breaches, revocations, this.owners, this.t0)
-    const lost = judgeLost(report.lost, new Set(e.sessions({ state: 'live' }).map((s) => s.id)), this.deliveries)
+    const { counted: countedAll, revoked } = splitOverlaps(e.breaches, revocations, this.owners, this.t0)
+    // A live reshard's two sets overlap by design (Discord allows it for resharding) until the old set ran out.
+    const windowOf = (b: Breach) => b.kind === 'guild_overlap' && liveReshards.some((w) => {
+      const counts = [b.a.numShards, b.b.numShards].sort((x, y) => x - y)
+      const at = this.t0 + b.at
+      return counts[0] === Math.min(w.from, w.to) && counts[1] === Math.max(w.from, w.to) && at >= w.postedAt
+    })
+    const counted = countedAll.filter((b) => !windowOf(b))
+    // A next-set session's events before its first delivery came before its node learned of the switch:
+    // the current set delivered those guilds' events (the adapter holds the next set back by design).
+    const firstDelivered = new Map<string, number>()
+    for (const [sessionId, n] of this.deliveries) firstDelivered.set(sessionId, Math.min(n, firstDelivered.get(sessionId) ?? Infinity))
+    const heldBack = (ev: EventRef) => liveReshards.some((w) => ev.numShards === w.to) && ev.n < (firstDelivered.get(ev.sessionId) ?? Infinity)
+    const lost = judgeLost(report.lost.filter((ev) => !heldBack(ev)), new Set(e.sessions({ state: 'live' }).map((s) => s.id)), this.deliveries)
     const lostSet = new Set(lost)
     const undeliverableBy: Record<string, number> = {}
     for (const ev of report.lost) {

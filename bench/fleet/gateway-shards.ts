@@ -46,16 +46,16 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
       if (entry?.sessionId !== undefined && entry.n !== undefined) deps.deliver([entry.sessionId, entry.n])
     },
   })
-  const running = new Map<number, number>() // shard → count, as this node's sessions stand
+  const running = new Set<string>() // count/shard, as this node's sessions stand (a live reshard runs one number under two counts)
   const stopped = (shardId: number, totalShards: number, reason: string, calledAt: number, aborted?: boolean) => {
-    running.delete(shardId)
+    running.delete(`${totalShards}/${shardId}`)
     record({ t: sharedNow(), node, kind: 'stop', shard: shardId, totalShards, reason, calledAt, ...(aborted ? { aborted } : {}) })
   }
   return {
     async onStart(ctx) {
       // A refused RESUME makes the agent call onStart again (as an IDENTIFY): one session, one start record.
-      if (running.get(ctx.shardId) !== ctx.totalShards) {
-        running.set(ctx.shardId, ctx.totalShards)
+      if (!running.has(`${ctx.totalShards}/${ctx.shardId}`)) {
+        running.add(`${ctx.totalShards}/${ctx.shardId}`)
         record({ t: sharedNow(), node, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
       }
       if (ctx.resume !== null) deps.own([ctx.resume.sessionId, node])
@@ -70,7 +70,7 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
     },
     async onStop(ctx) {
       // A stop the agent calls again after an aborted one, or after a failed start, finds nothing running.
-      if (running.get(ctx.shardId) !== ctx.totalShards) return undefined
+      if (!running.has(`${ctx.totalShards}/${ctx.shardId}`)) return undefined
       const calledAt = sharedNow()
       // A slow stop (a partitioned node's): the session goes on delivering until the wait ends or the agent aborts.
       const aborted = deps.slowStopMs > 0 ? await deps.sleepOrAbort(deps.slowStopMs, ctx.signal) : false

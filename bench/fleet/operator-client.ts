@@ -75,6 +75,13 @@ export class OperatorClient {
     return z.object({ generation: z.number().int() }).parse(body).generation
   }
 
+  /** `POST /v1/reshard`: a live reshard to `totalShards`; resolves with its first generation, rejects on another answer than 202. */
+  async reshard(totalShards: number): Promise<number> {
+    const { status, body } = await this.request('POST', '/v1/reshard', { total_shards: totalShards })
+    if (status !== 202) throw new OperatorRefused(`reshard to ${totalShards} answered ${status}: ${JSON.stringify(body).slice(0, 200)}`, status, null)
+    return z.object({ generation: z.number().int() }).parse(body).generation
+  }
+
   /** One request, to each port in order until one answers other than 503 not_leader (the agent's rule). */
   private async request(method: string, path: string, body?: unknown): Promise<Answer> {
     let last: Answer | Error = new Error('no controller port')

@@ -21,6 +21,8 @@ export interface FleetOptions {
   readonly wakeGraceMs: number
   /** total_shards a reshard restart switches to (the next one switches back, and so on). */
   readonly reshardTo: number
+  /** A live reshard after the churn has settled (POST /v1/reshard to this count), or null. */
+  readonly liveReshardTo: number | null
   /** How long the partitioned node's stop callbacks take (unless its agent aborts them sooner). */
   readonly slowStopMs: number
   /** Two controller replicas on a real etcd (HA) instead of one controller with a state folder. */
@@ -78,6 +80,10 @@ every shard start and stop on one monotonic timeline, and exits 1 on any violati
                            churn events of each kind (N/20, N/20, 2, 1, 1, 1, 0, 1)
   --reshard-to S2          total_shards of a reshard restart, a multiple of M; the next one goes back
                            to S (2 x S)
+  --live-reshard S2        after the churn has settled, a live reshard to S2 (POST /v1/reshard): the
+                           next set identifies beside the current one, then the switch; the summary
+                           gives the time to the switch, the grants spent and the guild-coverage check
+                           (capacities are made for S2 too)
   --slow-stop-ms ms        stop callbacks of a partitioned node take this long, or end when the agent
                            aborts them (3/4 of the agent's default stop timeout, lease/6 at most 30 s)
   --ha                     two controller replicas on a real 1-member etcd (mutual TLS) instead of one
@@ -120,6 +126,7 @@ const flagsSchema = z
     partitions: count(20).default(1),
     takeovers: count(100).default(0),
     'reshard-to': z.coerce.number().int().min(1).max(65_536).optional(),
+    'live-reshard': z.coerce.number().int().min(1).max(65_536).optional(),
     'slow-stop-ms': z.coerce.number().int().min(0).max(600_000).optional(),
     'per-process': z.coerce.number().int().min(1).max(5000).default(250),
     'settle-timeout': z.coerce.number().min(1).max(86_400).optional(),
@@ -133,7 +140,7 @@ const flagsSchema = z
   })
   .strict()
 
-const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'takeovers', 'reshard-to', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json', 'gateway', 'gateway-events-per-second'] as const
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'duration', 'seed', 'lease', 'identify-interval-ms', 'capacity', 'daily-limit', 'joins', 'leaves', 'drains', 'pauses', 'restarts', 'revocations', 'reshards', 'partitions', 'takeovers', 'reshard-to', 'live-reshard', 'slow-stop-ms', 'per-process', 'settle-timeout', 'wake-grace-ms', 'json', 'gateway', 'gateway-events-per-second'] as const
 
 /** Parses argv (without node and script); null means --help was asked for. Throws UsageError. */
 export function parseFleetArgs(argv: readonly string[]): FleetOptions | null {
@@ -191,10 +198,13 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
   const reshardTo = f['reshard-to'] ?? (2 * f.shards <= 65_536 ? 2 * f.shards : f.shards / 2)
   if (reshardTo === f.shards) throw new UsageError(`--reshard-to (${reshardTo}) must differ from --shards`)
   if (mc > 1 && reshardTo % mc !== 0) throw new UsageError(`--reshard-to (${reshardTo}) must be a multiple of --max-concurrency (${mc}), as Discord requires`)
+  const liveReshardTo = f['live-reshard'] ?? null
+  if (liveReshardTo !== null && liveReshardTo === f.shards) throw new UsageError(`--live-reshard (${liveReshardTo}) must differ from --shards`)
+  if (liveReshardTo !== null && mc > 1 && liveReshardTo % mc !== 0) throw new UsageError(`--live-reshard (${liveReshardTo}) must be a multiple of --max-concurrency (${mc}), as Discord requires`)
   // 3/4 of the agent's default stop timeout: slow, yet within it (--slow-stop-ms above it makes the agent abort).
   const slowStopMs = f['slow-stop-ms'] ?? Math.round(0.75 * defaultStopTimeoutMs(f.lease * 1000))
   // A cold start needs one Identify interval per shard of a bucket; then leases for the stragglers.
-  const perBucket = Math.ceil((f.reshards > 0 ? Math.max(f.shards, reshardTo) : f.shards) / mc)
+  const perBucket = Math.ceil(Math.max(f.reshards > 0 ? Math.max(f.shards, reshardTo) : f.shards, liveReshardTo ?? 0) / mc)
   const settle = f['settle-timeout'] ?? Math.max(60, Math.ceil((perBucket * interval * 1.5) / 1000 + 2 * f.lease))
   return {
     nodes,
@@ -211,6 +221,7 @@ function resolveOptions(f: z.infer<typeof flagsSchema>): FleetOptions {
     settleTimeoutS: settle,
     wakeGraceMs: f['wake-grace-ms'],
     reshardTo,
+    liveReshardTo,
     slowStopMs,
     ha: f.ha,
     gateway,

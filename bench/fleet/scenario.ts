@@ -58,7 +58,7 @@ export function nodeName(index: number, total: number): string {
 function capacities(opts: FleetOptions, rng: Rng): number[] {
   if (opts.capacity !== null) return Array.from({ length: opts.nodes }, () => opts.capacity!)
   // Made for the larger count of a run with reshards: every node must hold a shard under either.
-  const shards = opts.churn.reshards > 0 ? Math.max(opts.shards, opts.reshardTo) : opts.shards
+  const shards = Math.max(opts.churn.reshards > 0 ? Math.max(opts.shards, opts.reshardTo) : opts.shards, opts.liveReshardTo ?? 0)
   const lo = Math.min(127, Math.max(1, Math.ceil(shards / opts.nodes)))
   return Array.from({ length: opts.nodes }, () => rng.int(lo, lo + 1))
 }

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { mapChunked } from './chunked.js'
 import { ChurnRunner } from './churn-runner.js'
 import { checkGrants, readAuditGrants } from './check-grants.js'
-import { checkOverlaps } from './check-overlaps.js'
+import { checkOverlaps, coverageGap, type LiveReshardWindow } from './check-overlaps.js'
 import { startEtcdMembers, type EtcdMembers } from '../support/etcd-process.js'
 import { ControllerChild } from './controller-process.js'
 import { ControllerSet } from './controller-set.js'
@@ -26,7 +26,7 @@ import type { FleetOptions } from './options.js'
 import { progressLine } from './progress.js'
 import { buildScenario, type Scenario } from './scenario.js'
 import { sharedNow } from './shared-clock.js'
-import type { FleetSummary } from './summary.js'
+import type { FleetSummary, LiveReshardFigures } from './summary.js'
 import { countByKind, type Violation } from './violations.js'
 import { WorkerPool } from './worker-pool.js'
 
@@ -102,6 +102,8 @@ interface Run {
   /** The gateway emulator (--gateway discordjs), or null. */
   readonly gateway: GatewayRun | null
   phase: string
+  /** The live reshard after the churn (--live-reshard), once begun. */
+  liveReshard: (LiveReshardWindow & { oldGoneAt: number | null }) | null
 }
 
 /** Runs the whole simulation and returns its summary (violations included); throws only on setup failures. */
@@ -164,7 +166,7 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
     const churn = new ChurnRunner({
       pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
-    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, gateway, phase: 'joining' }
+    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, gateway, phase: 'joining', liveReshard: null }
     return await simulate(run)
   } finally {
     unregister()
@@ -194,9 +196,11 @@ async function simulate(run: Run): Promise<FleetSummary> {
     enterPhase(run, 'settling')
     const churnEnd = sharedNow()
     const convergedAt = await settle(run)
+    if (opts.liveReshardTo !== null && convergedAt !== null) await liveReshard(run, opts.liveReshardTo)
     run.phase = 'stopping'
     // Before the agents stop: their stops end every session (1000), which says nothing of the delivery.
-    const gateway = (await run.gateway?.finish(run.churn.revocations, opts.keep ? join(run.root, 'gateway.json') : null)) ?? null
+    const windows = run.liveReshard === null ? [] : [run.liveReshard]
+    const gateway = (await run.gateway?.finish(run.churn.revocations, opts.keep ? join(run.root, 'gateway.json') : null, windows)) ?? null
     await run.pool.shutdown()
     const endT = sharedNow()
     await run.controller.stop()
@@ -212,6 +216,47 @@ async function simulate(run: Run): Promise<FleetSummary> {
 function enterPhase(run: Run, phase: string): void {
   run.phase = phase
   run.gateway?.enter(phase)
+}
+
+/**
+ * The live-reshard phase: POST /v1/reshard, then the controller's plan is polled until it runs the new
+ * count (the switch), and the fleet until it converged on it (the old set stopped).
+ */
+async function liveReshard(run: Run, to: number): Promise<void> {
+  enterPhase(run, 'live-reshard')
+  const from = run.churn.totalShards
+  const postedAt = sharedNow()
+  await run.operator.reshard(to)
+  run.out.info(`fleet: live reshard ${from} → ${to} posted; the next set identifies beside the current one`)
+  let switchedAt: number | null = null
+  run.liveReshard = { from, to, postedAt, switchedAt, oldGoneAt: null }
+  const deadline = postedAt + run.opts.settleTimeoutS * 1000
+  while (switchedAt === null && sharedNow() < deadline) {
+    const plan = await run.operator.plan().catch(() => null)
+    if (plan !== null && plan.total_shards === to) switchedAt = sharedNow()
+    else await sleep(250)
+  }
+  run.liveReshard = { from, to, postedAt, switchedAt, oldGoneAt: null }
+  if (switchedAt === null) {
+    run.violations.push({ kind: 'reshard_not_switched', detail: `the live reshard to ${to} shards did not switch within ${run.opts.settleTimeoutS} s` })
+    return
+  }
+  run.out.info(`fleet: switched to ${to} shards ${((switchedAt - postedAt) / 1000).toFixed(1)} s after the POST`)
+  run.churn.totalShards = to
+  await settle(run)
+  run.liveReshard = { from, to, postedAt, switchedAt, oldGoneAt: lastStopOf(run.ledger.records, from) }
+}
+
+/** When the last session of `count` shards stopped (null when one still runs or none ran). */
+function lastStopOf(records: FleetLedger['records'], count: number): number | null {
+  let open = 0
+  let last: number | null = null
+  for (const r of records) {
+    if ((r.kind !== 'start' && r.kind !== 'stop') || r.totalShards !== count) continue
+    open += r.kind === 'start' ? 1 : -1
+    if (r.kind === 'stop') last = Math.max(last ?? 0, r.t)
+  }
+  return open > 0 ? null : last
 }
 
 /** Polls until the fleet converges or the settle timeout passes; returns when it converged, or null. */
@@ -241,12 +286,28 @@ async function settle(run: Run): Promise<number | null> {
 async function summarize(run: Run, startedAt: number, endT: number, convergedAfterS: number | null, gateway: { figures: GatewayFigures; violations: Violation[] } | null): Promise<FleetSummary> {
   const { opts, ledger, churn } = run
   const leaseMs = opts.leaseS * 1000
-  const overlaps = checkOverlaps({ records: ledger.records, freezes: churn.freezes, revocations: churn.revocations, endT, wakeGraceMs: opts.wakeGraceMs, leaseMs })
+  const live = run.liveReshard
+  const overlaps = checkOverlaps({ records: ledger.records, freezes: churn.freezes, revocations: churn.revocations, endT, wakeGraceMs: opts.wakeGraceMs, leaseMs, liveReshards: live === null ? [] : [live] })
   // With HA every replica that led wrote its own grants: the spacing must hold across the take-over, so
   // both logs are read as one. A replica that never led may have no audit log.
   const texts = await Promise.all(run.auditLogs.map((path) => readFile(path, 'utf8').catch(() => '')))
   const audited = texts.flatMap((text) => readAuditGrants(text))
   const grants = checkGrants({ audited, received: ledger.grants, intervalMs: opts.identifyIntervalMs, maxConcurrency: opts.maxConcurrency, dailyLimit: opts.dailyLimit })
+  let liveFigures: LiveReshardFigures | null = null
+  if (live !== null) {
+    // judged from the POST until the old set was gone (the end of the run if it never went)
+    const gap = coverageGap(ledger.records, [live.from, live.to], live.postedAt, live.oldGoneAt ?? endT, endT)
+    if (gap !== null) run.violations.push({ kind: 'coverage_gap', detail: `live reshard ${live.from} → ${live.to}: ${gap}` })
+    liveFigures = {
+      from: live.from,
+      to: live.to,
+      switchAfterS: live.switchedAt === null ? null : (live.switchedAt - live.postedAt) / 1000,
+      oldSetGoneAfterS: live.oldGoneAt === null ? null : (live.oldGoneAt - live.postedAt) / 1000,
+      nextGrants: texts.reduce((n, text) => n + (text.match(/"event":"identify_granted"[^\n]*"set":"next"/g)?.length ?? 0), 0),
+      coverageGap: gap,
+      setOverlaps: overlaps.liveReshardOverlaps,
+    }
+  }
   const violations = [...run.violations, ...overlaps.violations, ...grants.violations, ...eventViolations(ledger), ...(gateway?.violations ?? [])]
   const moves = moveFigures(ledger.records)
   const revokedMs = overlaps.revokedOverlaps.map((o) => o.ms)
@@ -269,6 +330,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
     restarts: restartFigures(ledger.records, churn.restarts, leaseMs, liveAtEnd),
     takeovers: restartFigures(ledger.records, churn.takeovers, leaseMs, liveAtEnd).map((f, i) => ({ ...f, killedReplica: churn.takeovers[i]!.killed + 1 })),
     reshards: reshardFigures(ledger.records, churn.reshards, endT),
+    liveReshard: liveFigures,
     partitions: partitionFigures(ledger.records, churn.partitions, endT),
     pauses: overlaps.pauses,
     revocations: overlaps.revocations.map((r) => ({ ...r, droppedAfterMs: churn.revocationNotes.find((n) => n.node === r.node)?.droppedAfterMs ?? null })),

@@ -6,6 +6,22 @@ import type { RestartFigures } from './metrics.js'
 import { GATEWAY_VIOLATION_KINDS, VIOLATION_KINDS, type Violation, type ViolationKind } from './violations.js'
 
 /** Everything a run reports. */
+/** A live reshard (POST /v1/reshard) as the summary shows it. */
+export interface LiveReshardFigures {
+  readonly from: number
+  readonly to: number
+  /** Seconds from POST /v1/reshard until the controller ran `to` shards, or null when it did not switch. */
+  readonly switchAfterS: number | null
+  /** Seconds from the POST until no session of the old count ran. */
+  readonly oldSetGoneAfterS: number | null
+  /** Identify grants of the next set (audited with "set": "next"). */
+  readonly nextGrants: number
+  /** The guild-coverage check over the reshard: null when some session covered every guild throughout. */
+  readonly coverageGap: string | null
+  /** Guild overlaps of the two sets (Discord allows them for resharding; not violations). */
+  readonly setOverlaps: number
+}
+
 export interface FleetSummary {
   readonly seed: number
   /** Two controller replicas on etcd (--ha). */
@@ -28,6 +44,8 @@ export interface FleetSummary {
   /** Per HA take-over (kill -9 of the leader): downtime until the other replica served, renewals, moves. */
   readonly takeovers: readonly (RestartFigures & { readonly killedReplica: number })[]
   readonly reshards: readonly ReshardFigures[]
+  /** The live reshard after the churn (--live-reshard), or null. */
+  readonly liveReshard: LiveReshardFigures | null
   readonly partitions: readonly PartitionFigures[]
   readonly pauses: readonly PauseFigures[]
   readonly revocations: readonly (RevocationFigures & { readonly droppedAfterMs: number | null })[]
@@ -70,6 +88,7 @@ export function formatSummary(s: FleetSummary): string[] {
     ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
     ...s.takeovers.map((r, i) => row(`take-over ${i + 1} (kill -9 of replica ${r.killedReplica})`, `served again after ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
     ...s.reshards.map((r, i) => row(`reshard ${i + 1} (${r.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'}, ${r.fromShards} → ${r.toShards})`, `down ${ms(r.downMs)}, plan at ${r.planTotalShards} shards, every node on it after ${ms(r.allOnNewPlanMs)}; ${r.oldSessions} old sessions, the last stopped ${ms(r.lastOldStopMs)} after the start, the first new one started after ${ms(r.firstNewStartMs)}`)),
+    ...(s.liveReshard === null ? [] : [liveReshardLine(s.liveReshard)]),
     ...s.partitions.map((p, i) => row(`partition ${i + 1} (${p.node}, ${ms(p.cutMs)})`, `held ${p.heldShards} shards, the last stopped ${ms(p.lastStopMs)} after the cut (slowest stop ${ms(p.slowestStopMs)}, ${p.abortedStops} aborted); ${p.handedOn} started elsewhere during it, closest stop → start ${ms(p.minHandoffGapMs)}`)),
     ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
     ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards as the CLI started, the last stopped ${ms(r.lastStopMs)} after that`)),
@@ -96,4 +115,11 @@ function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
     row('  emulator breaches', `${breaches}${g.revokedOverlaps === 0 ? '' : ` (${g.revokedOverlaps} overlaps after a revocation, not counted)`}`),
     row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor${d.undeliverable === 0 ? '' : `: ${Object.entries(d.undeliverableBy).map(([k, v]) => `${k} ${v}`).join(', ')}`})`),
   ]
+}
+
+/** The live reshard's line: time to the switch, the next set's grants, the guild-coverage check. */
+function liveReshardLine(r: LiveReshardFigures): string {
+  const secs = (x: number | null) => (x === null ? '-' : `${x.toFixed(1)} s`)
+  const coverage = r.coverageGap === null ? 'every guild covered throughout' : `GAP: ${r.coverageGap}`
+  return row(`live reshard (${r.from} → ${r.to})`, `switched ${secs(r.switchAfterS)} after POST /v1/reshard, old set gone after ${secs(r.oldSetGoneAfterS)}; ${r.nextGrants} next-set Identify grants; ${coverage}; ${r.setOverlaps} overlaps of the two sets (allowed while resharding)`)
 }

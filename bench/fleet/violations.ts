@@ -14,6 +14,8 @@ export const VIOLATION_KINDS = [
   'plan_refused',
   'restart_moved',
   'not_converged',
+  'reshard_not_switched',
+  'coverage_gap',
   'process_failed',
   // --gateway discordjs: the gateway emulator's findings (gateway-run.ts)
   'gateway_bucket',

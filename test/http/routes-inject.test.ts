@@ -22,7 +22,7 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
   const s = await injectedApp(t)
   s.principal('10.0.0.1', 'node-a', 'node')
   s.principal('10.0.0.2', 'alice', 'operator')
-  const requests: Record<string, { method: 'GET' | 'POST'; url: string; body?: unknown }> = {
+  const requests: Record<string, { method: 'GET' | 'POST' | 'DELETE'; url: string; body?: unknown }> = {
     'POST /v1/checkin': { method: 'POST', url: '/v1/checkin', body: checkin('node-a') },
     'POST /v1/identify': { method: 'POST', url: '/v1/identify', body: { node_id: 'node-a', shard_id: 0 } },
     'GET /v1/route/:guild_id': { method: 'GET', url: '/v1/route/0' },
@@ -31,6 +31,9 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
     'POST /v1/nodes/:node_id/drain': { method: 'POST', url: '/v1/nodes/node-b/drain', body: { draining: false } },
     // a JSON body: an operator gets 415 (the CRL media types only), a node 403 first
     'POST /v1/crl': { method: 'POST', url: '/v1/crl', body: {} },
+    // a count that is refused (400) changes nothing for the tests after it
+    'POST /v1/reshard': { method: 'POST', url: '/v1/reshard', body: { total_shards: 3 } },
+    'DELETE /v1/reshard': { method: 'DELETE', url: '/v1/reshard' },
   }
   t.same(Object.keys(requests).sort(), Object.keys(ENDPOINT_ROLES).sort(), 'every endpoint of the table is tried')
   for (const [endpoint, r] of Object.entries(requests)) {
