@@ -73,7 +73,9 @@ export class FleetLedger {
       return
     }
     if (record.kind === 'stop') {
-      this.running.get(record.node)?.delete(record.shard)
+      // a live reshard runs one number under two counts: the stop of the old one leaves the new one
+      const shards = this.running.get(record.node)
+      if (shards?.get(record.shard) === record.totalShards) shards.delete(record.shard)
       this.count('stops')
       this.count(`stop:${record.reason}`)
       if (record.aborted) this.count('stops_aborted')
