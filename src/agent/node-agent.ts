@@ -376,8 +376,8 @@ export class NodeAgent {
 
   private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
     const body = checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
-    const nextReady = this.nextReadyShards()
-    return nextReady === null ? body : { ...body, next_ready_shards: nextReady }
+    // always sent (0 without a reshard): it tells the controller this agent runs a next set
+    return { ...body, next_ready_shards: this.nextReadyShards() ?? 0 }
   }
 
   /**

@@ -311,6 +311,7 @@ export class Controller {
       live: this.next === null ? null : this.next.totalShards,
       barrier: this.reshard !== null,
       remainingBudget: this.limiter.remaining(now),
+      outdated: this.outdatedNodes(4),
     })
     const from = this.settings.totalShards
     const next = this.newNextSet(totalShards, from, this.gen + 1)
@@ -336,6 +337,13 @@ export class Controller {
     this.events.push({ kind: 'reshard_aborted', fromTotalShards: next.fromTotalShards, toTotalShards: next.totalShards, generation: this.gen, reason: 'operator' })
     this.markDurable()
     return { from: next.fromTotalShards, to: next.totalShards, generation: this.gen }
+  }
+
+  /** Up to `max` live nodes whose agent has not shown it knows live resharding, in byte order. */
+  private outdatedNodes(max: number): string[] {
+    const out: string[] = []
+    for (const record of this.live.values()) if (!record.knowsNext) out.push(record.nodeId)
+    return out.sort(compareBytes).slice(0, max)
   }
 
   /** A next set over the live nodes, planned with the deployment's planner. */

@@ -18,6 +18,8 @@ export interface ReshardContext {
   readonly barrier: boolean
   /** Grants left in the daily Identify budget, or null without one. */
   readonly remainingBudget: number | null
+  /** Live nodes whose agent has not shown that it runs a next set (byte order), at most a few. */
+  readonly outdated: readonly string[]
 }
 
 /** Throws the SPEC's refusal for a reshard to `totalShards` that may not start now. */
@@ -32,6 +34,13 @@ export function assertReshardAllowed(settings: ControllerSettings, totalShards: 
   if (context.live !== null) throw new AppError('reshard_in_progress', `a reshard to ${context.live} shards is in progress (abort it first)`)
   if (context.barrier) throw new AppError('reshard_in_progress', 'a restart with another total_shards still waits for nodes to apply the new plan')
   if (totalShards === settings.totalShards) throw new AppError('invalid_request', `the deployment already runs ${totalShards} shards`)
+  if (context.outdated.length > 0) {
+    throw new AppError(
+      'agents_outdated',
+      `${context.outdated.length === 1 ? 'node' : 'nodes'} ${context.outdated.slice(0, 3).join(', ')}${context.outdated.length > 3 ? ' and more' : ''} ` +
+        'sent no next_ready_shards since the last restart: an agent without live resharding refuses plans with a next set (upgrade it, or wait for its next check-in)',
+    )
+  }
   if (context.remainingBudget !== null && context.remainingBudget < totalShards) {
     throw new AppError(
       'budget_insufficient',

@@ -15,6 +15,11 @@ export interface NodeRecord {
   startingShards: number
   backoffShards: number
   fatalShards: number
+  /**
+   * True once a check-in carried `next_ready_shards`: the node's agent knows live resharding (an older one
+   * refuses every plan with a next set, and its fail-safe would stop its shards). Memory only.
+   */
+  knowsNext: boolean
 }
 
 /** A fresh record from a node's first check-in. */
@@ -30,6 +35,7 @@ export function newNodeRecord(now: number, body: CheckinBody, cert: CertRef): No
     startingShards: body.starting_shards,
     backoffShards: body.backoff_shards,
     fatalShards: body.fatal_shards,
+    knowsNext: body.next_ready_shards !== undefined,
   }
 }
 
@@ -44,6 +50,7 @@ export function renewRecord(record: NodeRecord, now: number, body: CheckinBody, 
   record.startingShards = body.starting_shards
   record.backoffShards = body.backoff_shards
   record.fatalShards = body.fatal_shards
+  if (body.next_ready_shards !== undefined) record.knowsNext = true
   return changed
 }
 
@@ -60,6 +67,7 @@ export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord
     startingShards: node.startingShards,
     backoffShards: node.backoffShards,
     fatalShards: node.fatalShards,
+    knowsNext: false, // until its first check-in after the restart says
   }
 }
 

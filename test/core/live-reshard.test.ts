@@ -2,7 +2,17 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { AppError } from '../../src/core/../errors.js'
-import { body, cert, checkIn, claimAnswered, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body as plainBody, cert, checkIn, claimAnswered, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import type { CheckinBody } from '../../src/core/schemas.js'
+
+/** Check-ins of agents that know live resharding (they always send next_ready_shards). */
+const body = (nodeId: string, capacity: number, extra: Partial<CheckinBody> = {}) => plainBody(nodeId, capacity, { next_ready_shards: 0, ...extra })
+
+function controllerWith(nodes: readonly [string, number][], settings: Partial<ControllerSettings> = {}, now = T0): Controller {
+  const controller = new Controller({ ...SETTINGS, ...settings })
+  nodes.forEach(([nodeId, capacity], i) => checkIn(controller, now, body(nodeId, capacity), cert(`a${i}`)))
+  return controller
+}
 import type { ControllerSettings } from '../../src/core/types.js'
 
 const NODES: [string, number][] = [
@@ -74,6 +84,18 @@ t.test('refused starts change nothing', async (t) => {
   t.equal(c.plan(T0 + 2).reshard?.totalShards, 16, 'the running reshard stays')
   const budget = controllerWith(NODES, { ...SMALL, dailyIdentifyLimit: 16 })
   t.same(budget.startReshard(T0 + 1, 16).to, 16, 'a budget of exactly N is enough')
+
+  // a node whose agent never sent next_ready_shards (an older agent refuses plans with a next set)
+  const old = controllerWith(NODES, SMALL)
+  checkIn(old, T0 + 1, plainBody('n0-old', 4), cert('old'))
+  const oldGen = old.generation
+  t.equal(code(() => old.startReshard(T0 + 2, 16)), 'agents_outdated', 'refused while a live node runs an older agent')
+  t.equal(old.generation, oldGen)
+  t.equal(old.plan(T0 + 2).reshard, null)
+  checkIn(old, T0 + 3, plainBody('n0-old', 4, { next_ready_shards: 0 }), cert('old'))
+  t.equal(old.startReshard(T0 + 4, 16).to, 16, 'accepted once it says it knows')
+  const restored = new Controller({ ...SETTINGS, ...SMALL }, { state: controllerWith(NODES, SMALL).snapshot(), now: T0 + 5 })
+  t.equal(code(() => restored.startReshard(T0 + 6, 16)), 'agents_outdated', 'after a restart, until each node checked in again')
 })
 
 t.test('next-set claims: owner in the next plan, buckets shared with the current set, daily budget counted', async (t) => {

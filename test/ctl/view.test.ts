@@ -17,7 +17,7 @@ for (const args of [['drain', 'compaq-02'], ['drain', 'ghost-01', '--force']]) {
 }
 // Every node acknowledges the current plan, with some shards ready.
 const generation = (await fleet.plan()).generation
-for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32, generation, ready_shards: name === 'compaq-02' ? 0 : 30, starting_shards: name === 'compaq-02' ? 0 : 2 })
+for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32, generation, next_ready_shards: 0, ready_shards: name === 'compaq-02' ? 0 : 30, starting_shards: name === 'compaq-02' ? 0 : 2 })
 
 t.test('status: one aligned block with every field of the SPEC', async (t) => {
   const res = await fleet.ctl('status')

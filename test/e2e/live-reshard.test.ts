@@ -25,9 +25,10 @@ t.test('refusals, a start, next-set claims, the switch and a restart', async (t)
   const opCall = (path: string, opts: Parameters<typeof request>[4] = {}) => request(ctl.port, pki.ca, op, path, opts)
   const reshard = (body: unknown) => opCall('/v1/reshard', { body })
   const checkIn = (id: typeof nodeA, nodeId: string, extra: Record<string, unknown> = {}) =>
-    request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody(nodeId, { capacity: 8, ...extra }) })
+    request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody(nodeId, { capacity: 8, next_ready_shards: 0, ...extra }) })
 
-  await checkIn(nodeA, 'node-a')
+  await checkIn(nodeA, 'node-a', { next_ready_shards: undefined })
+  t.match((await reshard({ total_shards: 16 })).json, { error: 'agents_outdated' }, 'node-a has not shown it runs a next set')
   const first = (await checkIn(nodeB, 'node-b')).json
   await checkIn(nodeA, 'node-a', { generation: first.generation })
   const before = (await opCall('/v1/plan')).json
@@ -110,7 +111,7 @@ t.test('an abort drops the next set under a new generation (audited with the ope
   mkdirSync(ctlRoot)
   const ctl = await startTestController(pki, ctlRoot, SETTINGS)
   t.teardown(() => ctl.running.stop())
-  await request(ctl.port, pki.ca, nodeA, '/v1/checkin', { body: checkinBody('node-a', { capacity: 8 }) })
+  await request(ctl.port, pki.ca, nodeA, '/v1/checkin', { body: checkinBody('node-a', { capacity: 8, next_ready_shards: 0 }) })
   const started = (await request(ctl.port, pki.ca, op, '/v1/reshard', { body: { total_shards: 16 } })).json
   const aborted = await request(ctl.port, pki.ca, op, '/v1/reshard', { method: 'DELETE' })
   t.equal(aborted.status, 200)
