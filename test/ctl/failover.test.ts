@@ -90,7 +90,9 @@ t.test('Ctrl-C ends a watch whose request a silent controller holds, at once and
   t.teardown(() => new Promise<void>((resolve) => (sockets.forEach((s) => s.destroy()), silent.close(() => resolve()))))
   const hung = `https://127.0.0.1:${(silent.address() as AddressInfo).port}`
   const run = spawnCtl(['--context', context('hung-only', [hung]), 'watch', '--request-timeout', '60'], { home })
-  await new Promise((resolve) => setTimeout(resolve, 1500)) // the first request is held
+  // the first request is held: its connection is open (on a loaded box the process may take a while to get there)
+  for (let i = 0; i < 300 && sockets.size === 0; i++) await new Promise((resolve) => setTimeout(resolve, 50))
+  await new Promise((resolve) => setTimeout(resolve, 300))
   const sentAt = performance.now()
   run.child.kill('SIGINT')
   const res = await run.done
