@@ -69,6 +69,23 @@ t.test('16 → 32 with a node joining half-way: both sets re-planned, next-set s
   t.ok(closestInBucket(auditGrants()) >= INTERVAL_MS, 'bucket spacing held')
 })
 
+t.test('an abort: the next set stops (reason reshard), the current set runs on untouched', async (t) => {
+  // 3 nodes of capacity 16 cannot hold 64 shards: this reshard would never switch
+  const before = rec.shardEvents.length
+  const started = await request(ctl.port, pki.ca, op, '/v1/reshard', { body: { total_shards: 64 } })
+  t.equal(started.status, 202, started.text)
+  await until('some shard of 64 runs', () => ['node-a', 'node-b', 'node-c'].some((n) => rec.running(n, 64).length > 0), 30_000)
+  t.match((await plan()).reshard, { phase: 'identifying', total_shards: 64 })
+  const aborted = await request(ctl.port, pki.ca, op, '/v1/reshard', { method: 'DELETE' })
+  t.equal(aborted.status, 200, aborted.text)
+  await until('no shard of 64 runs', () => ['node-a', 'node-b', 'node-c'].every((n) => rec.running(n, 64).length === 0), 20_000)
+  const since = rec.shardEvents.slice(before)
+  t.same(since.filter((e) => e.totalShards !== 64), [], 'nothing of the current set stopped or started')
+  t.ok(since.filter((e) => e.kind === 'stop').every((e) => e.reason === 'reshard'), 'the next set stopped with reason reshard (no session handed on)')
+  t.equal((await plan()).total_shards, 32, 'the bot stays on 32 shards')
+  t.equal((await plan()).reshard, null)
+})
+
 /** Polls the plan until the controller runs `total` shards; the moment it saw it. */
 async function switched(total: number): Promise<number> {
   for (let i = 0; i < 900; i++) {

@@ -37,15 +37,16 @@ for (const planner of ['contiguous', 'stable'] as const) {
     let n = 0
     const ctx: WriteContext = { layout, grantId: () => `9.${++n}` }
     const c = new Controller(settings)
-    checkIn(c, T0, body('n1', 8), cert('a1'))
-    checkIn(c, T0, body('n2', 8), cert('a2'))
+    // agents that run a next set say so (next_ready_shards 0): otherwise the reshard is refused
+    checkIn(c, T0, body('n1', 8, { next_ready_shards: 0 }), cert('a1'))
+    checkIn(c, T0, body('n2', 8, { next_ready_shards: 0 }), cert('a2'))
     const kv = new Map<string, string>()
     let { ops, runs } = reconcileWrites([], c.snapshot(), ctx)
     apply(kv, ops)
     c.takeDelta()
 
     c.startReshard(T0 + 1, 16)
-    checkIn(c, T0 + 2, body('n3', 8), cert('a3')) // a join: next-set handoffs pending
+    checkIn(c, T0 + 2, body('n3', 8, { next_ready_shards: 0 }), cert('a3')) // a join: next-set handoffs pending
     apply(kv, deltaWrites(c.takeDelta(), ctx, runs))
     const loaded = decodeState(layout, entries(kv))
     t.same(loaded, c.snapshot(), 'the delta write loads as the snapshot')
