@@ -27,10 +27,7 @@
  * takes no second slot: otherwise every early return pushed all later appointments out by one more
  * handshake, and in a 10,000-node restart with 9,500 deferrals the slots drifted ~20 s ahead of the
  * real queue (the controller stood idle while the last nodes waited out appointments, and their leases
- * ran out). Back at its moment with the queue still past twice the budget, it is told to come back
- * when the queue will have drained to twice the budget, not given a slot at the end of the line: that
- * handed its turn to every newcomer behind it, and it is the node whose fail-safe is nearest.
- * One address holds one appointment, so a flood from one address cannot push the appointments
+ * ran out). One address holds one appointment, so a flood from one address cannot push the appointments
  * of others out; the book is bounded (`maxAppointments`, oldest dropped first).
  * Pure apart from the injected clock and load reading: tested with both.
  */
@@ -113,14 +110,6 @@ export class HandshakeAdmission {
     this.deferredInWindow += 1
     // Back before its appointment and the queue is long: the same moment again, no second slot.
     if (booked !== undefined && booked > now + this.opts.minDeferMs) return { admit: false, retryAfterMs: Math.round(booked - now) }
-    if (returning) {
-      // Back at its moment and the queue is still over twice the budget: it keeps its place ahead of the
-      // newcomers (a slot at the end of the line would hand its turn to everyone who came after it, and
-      // it is the one whose fail-safe is nearest): back when the queue has drained to twice the budget.
-      const retryAfterMs = Math.round(Math.min(Math.max(this.opts.minDeferMs, queueMs - 2 * this.opts.budgetMs), this.opts.maxDeferMs))
-      if (address !== undefined) this.book(address, now + retryAfterMs, now)
-      return { admit: false, retryAfterMs }
-    }
     const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : queueMs
     // The first free appointment after the queue in front has drained; the next one a handshake later.
     const slot = Math.min(Math.max(this.nextSlot, now + queuedMs), now + this.opts.maxDeferMs)
