@@ -4,6 +4,7 @@ import t from 'tap'
 import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
 import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
+import { medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
 import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
 import { takeFrame } from '../../bench/http-frames.js'
@@ -143,4 +144,14 @@ t.test('bench:fleet --ha, --ha-etcd FILE and --ha-ttl', async (t) => {
   await t.rejects(readHaEtcdFile(file), /Unrecognized key/)
   writeFileSync(file, '{"endpoints": [')
   await t.rejects(readHaEtcdFile(file), /--ha-etcd .*JSON/)
+})
+
+t.test('the answered attempts after a kill: medians of quarter-second buckets added up over the load generators', async (t) => {
+  t.equal(medianOfBuckets({}), null, 'no nodes: no median')
+  t.equal(medianOfBuckets({ '1000': 1 }), 1125, 'one node: the middle of its bucket')
+  // Two generators: 3 nodes began 0.5-0.75 s before their fail-safe, 1 node 2 s before, 1 node 0.25 s after it.
+  const merged = tally([{ '500': 2, '-250': 1 }, { '500': 1, '2000': 1 }])
+  t.same(merged, { '500': 3, '-250': 1, '2000': 1 })
+  t.equal(medianOfBuckets(merged), 625, 'buckets ordered by number, not as strings ("-250" < "500" < "2000")')
+  t.equal(medianOfBuckets({ '-500': 3, '250': 1 }), -375, 'a negative median: began after the fail-safe moment')
 })

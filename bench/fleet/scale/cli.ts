@@ -6,7 +6,7 @@ import { writeFile } from 'node:fs/promises'
 import { handleInterrupts } from '../interrupt.js'
 import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import type { DrainFigures } from './drain-phase.js'
-import { failedAttempts, runFleetBench, type BenchFigures } from './fleet-bench.js'
+import { failedAttempts, runFleetBench, type AnsweredMedians, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
 import { atCeiling } from './ceiling-costs.js'
 import { medianLines } from './medians.js'
@@ -46,7 +46,13 @@ function report(f: BenchFigures): void {
     out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   }
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
-  if (r.failSafeLate > 0) out(`                     those by their fail-safe's second after the kill: ${byNumber(r.lateByFailSafeS)}; their attempts before the late answer: ${byName(r.lateAttempts)}`)
+  if (r.failSafeLate > 0) {
+    out(`                     those by their fail-safe's second after the kill: ${byNumber(r.lateByFailSafeS)}; their attempts before the late answer: ${byName(r.lateAttempts)}`)
+    const { late, onTime } = r.answered
+    const lead = (m: AnsweredMedians) => (m.leadS === null ? '-' : `${m.leadS.toFixed(2)} s`)
+    const took = (m: AnsweredMedians) => (m.tookS === null ? '-' : `${m.tookS.toFixed(2)} s`)
+    out(`                     the answered attempt (medians): the late nodes began it ${lead(late)} before their fail-safe and it took ${took(late)}; the nodes on time ${lead(onTime)} before, taking ${took(onTime)}`)
+  }
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
   if (takeover) out(`  take-over: every node renewed ${s(r.allRenewedS)} after the kill; shards moved ${r.movedShards}; full handshakes ${r.handshakes - r.resumedHandshakes}, resumed ${r.resumedHandshakes}`)

@@ -25,7 +25,7 @@ import { ceilingCosts, type CeilingCosts } from './ceiling-costs.js'
 import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
-import type { LoadNodeSpec, LoadStatus } from './load-protocol.js'
+import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus } from './load-protocol.js'
 import { loadAverage, mainThreadCpuSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
@@ -95,6 +95,11 @@ export interface RestartBenchFigures {
   /** The late nodes by the second after the kill their fail-safe was due in, and their attempts before the late answer. */
   readonly lateByFailSafeS: Readonly<Record<string, number>>
   readonly lateAttempts: Readonly<Record<string, number>>
+  /**
+   * Medians over the late nodes and over the ones on time (s; null: none): how long before its fail-safe
+   * moment the attempt that got the answer began, and how long it took from sending to the answer.
+   */
+  readonly answered: { readonly late: AnsweredMedians; readonly onTime: AnsweredMedians }
   readonly controllerCpuS: number
   readonly generatorCpuS: number
   readonly handshakes: number
@@ -105,6 +110,17 @@ export interface RestartBenchFigures {
   /** Failed attempts: time-outs, resets, error answers (deferrals not counted). */
   readonly failedAttempts: number
   readonly peakRssMiB: number
+}
+
+/** Medians of an answered attempt's lead before the fail-safe and its duration (s). */
+export interface AnsweredMedians {
+  readonly leadS: number | null
+  readonly tookS: number | null
+}
+
+function answeredMedians(t: AnsweredTally): AnsweredMedians {
+  const s = (ms: number | null) => (ms === null ? null : ms / 1000)
+  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)) }
 }
 
 /** Attempts that failed (time-outs, resets, error answers), from the load generator's counters. */
@@ -481,6 +497,7 @@ function markFigures(
     failSafeLate: s.markLate,
     lateByFailSafeS: s.markLateByFailSafe,
     lateAttempts: s.markLateAttempts,
+    answered: { late: answeredMedians(s.markAnswered.late), onTime: answeredMedians(s.markAnswered.onTime) },
     controllerCpuS: end.cpuSeconds - t.cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     handshakes: since('handshakes'),

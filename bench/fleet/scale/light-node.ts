@@ -46,6 +46,9 @@ export interface MarkOutcome {
   readonly failSafeAfterMarkMs: number
   /** Its attempts between the mark and this answer that got none, by outcome (deferred, error_ECONNREFUSED ...). */
   readonly attempts: Readonly<Record<string, number>>
+  /** The answered attempt: how long before the fail-safe moment it began (ms; negative: after it), and how long it took until the answer. */
+  readonly answeredLeadMs: number
+  readonly answeredTookMs: number
 }
 
 /** An Identify claim's 200 answer (SPEC "Identify claims", "Session handoff"). */
@@ -306,7 +309,7 @@ export class LightNode {
     this.lastRenewalSentAt = sentAt
     this.firstAnswerAt ??= now
     this.lastAnswerAt = now
-    if (this.mark !== null && this.markOutcome === null) this.markOutcome = this.judgeMark(now)
+    if (this.mark !== null && this.markOutcome === null) this.markOutcome = this.judgeMark(now, sentAt)
     const next = this.cadence.next()
     if (!this.tracking) return next
     const stopped = this.book.applyPlan(this.rangeStart, this.rangeCount)
@@ -382,11 +385,11 @@ export class LightNode {
     this.mark.attempts[outcome] = (this.mark.attempts[outcome] ?? 0) + 1
   }
 
-  private judgeMark(now: number): MarkOutcome {
+  private judgeMark(now: number, sentAt: number): MarkOutcome {
     const m = this.mark!
     const same = m.generation === this.generation && m.rangeStart === this.rangeStart && m.rangeCount === this.rangeCount
     const keptFrom = Math.max(m.rangeStart, this.rangeStart)
     const keptTo = Math.min(m.rangeStart + m.rangeCount, this.rangeStart + this.rangeCount)
-    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts }
+    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt }
   }
 }

@@ -117,6 +117,10 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLate: sum(all.map((s) => s.markLate)),
     markLateByFailSafe: tally(all.map((s) => s.markLateByFailSafe)),
     markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
+    markAnswered: {
+      late: { leadMs: tally(all.map((s) => s.markAnswered.late.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.late.tookMs)) },
+      onTime: { leadMs: tally(all.map((s) => s.markAnswered.onTime.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.onTime.tookMs)) },
+    },
     markLastAt: maxOrNull(all.map((s) => s.markLastAt)),
     shardsHeld: sum(all.map((s) => s.shardsHeld)),
     movesMissing: sum(all.map((s) => s.movesMissing)),

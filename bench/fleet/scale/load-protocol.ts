@@ -41,6 +41,13 @@ export interface LoadStatus {
    */
   readonly markLateByFailSafe: Readonly<Record<string, number>>
   readonly markLateAttempts: Readonly<Record<string, number>>
+  /**
+   * The attempt each node got its first answer after the mark with, for the late nodes and the ones on
+   * time: how long before the node's fail-safe moment it began, and how long it took until the answer
+   * (handshake and check-in), both as counts by quarter-second bucket ("-250": -250..-1 ms). Tells a
+   * node that came back too late from one that waited too long in the controller's queue.
+   */
+  readonly markAnswered: { readonly late: AnsweredTally; readonly onTime: AnsweredTally }
   readonly markLastAt: number | null
   /** Shards in the ranges the nodes hold. */
   readonly shardsHeld: number
@@ -51,6 +58,25 @@ export interface LoadStatus {
   readonly counters: Readonly<Record<string, number>>
   /** CPU seconds of this process so far. */
   readonly cpuSeconds: number
+}
+
+/** Counts by quarter-second bucket (ms, as a string) of when the answered attempt began before the fail-safe, and how long it took. */
+export interface AnsweredTally {
+  readonly leadMs: Readonly<Record<string, number>>
+  readonly tookMs: Readonly<Record<string, number>>
+}
+
+/** The median of counts by bucket (the bucket's start plus half a bucket), or null when there are none. */
+export function medianOfBuckets(counts: Readonly<Record<string, number>>, bucketMs = 250): number | null {
+  const entries = Object.entries(counts).map(([k, n]) => [Number(k), n] as const).sort((a, b) => a[0] - b[0])
+  const total = entries.reduce((sum, [, n]) => sum + n, 0)
+  if (total === 0) return null
+  let seen = 0
+  for (const [k, n] of entries) {
+    seen += n
+    if (seen * 2 >= total) return k + bucketMs / 2
+  }
+  return null
 }
 
 /** What a load generator answers. */

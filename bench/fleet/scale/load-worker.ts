@@ -6,7 +6,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import { mapChunked } from '../chunked.js'
-import { LightNode } from './light-node.js'
+import { LightNode, type MarkOutcome } from './light-node.js'
 import { tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 let nodes: LightNode[] = []
@@ -39,6 +39,16 @@ const maxOf = (values: Iterable<number | null>): number | null => {
   return max
 }
 
+/** The answered attempts after the mark, by group (late, on time) and quarter-second bucket of lead and duration. */
+function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered'] {
+  const bucket = (ms: number) => String(Math.floor(ms / 250) * 250)
+  const of = (late: boolean) => {
+    const group = marked.filter((o) => o.late === late)
+    return { leadMs: tally(group.map((o) => ({ [bucket(o.answeredLeadMs)]: 1 }))), tookMs: tally(group.map((o) => ({ [bucket(o.answeredTookMs)]: 1 }))) }
+  }
+  return { late: of(true), onTime: of(false) }
+}
+
 function status(): LoadStatus {
   const gens = nodes.map((n) => n.generation).filter((g): g is number => g !== null)
   const maxGeneration = gens.length === 0 ? null : Math.max(...gens)
@@ -60,6 +70,7 @@ function status(): LoadStatus {
     markLate: marked.filter((o) => o.late).length,
     markLateByFailSafe: tally(marked.filter((o) => o.late).map((o) => ({ [String(Math.floor(o.failSafeAfterMarkMs / 1000))]: 1 }))),
     markLateAttempts: tally(marked.filter((o) => o.late).map((o) => o.attempts)),
+    markAnswered: answeredTally(marked),
     markLastAt: maxOf(marked.map((o) => o.at)),
     shardsHeld: nodes.reduce((sum, n) => sum + n.rangeCount, 0),
     movesMissing: moves.reduce((sum, m) => sum + m.missing, 0),
