@@ -53,7 +53,8 @@ function report(f: BenchFigures): void {
     const took = (m: AnsweredMedians) => (m.tookS === null ? '-' : `${m.tookS.toFixed(2)} s`)
     out(`                     the answered attempt (medians): the late nodes began it ${lead(late)} before their fail-safe and it took ${took(late)}; the nodes on time ${lead(onTime)} before, taking ${took(onTime)}`)
   }
-  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
+  const lag = r.generatorLoopDelayMs === null ? '' : ` (event-loop delay p50 ${r.generatorLoopDelayMs.p50.toFixed(0)} ms, p99 ${r.generatorLoopDelayMs.p99.toFixed(0)} ms, max ${r.generatorLoopDelayMs.max.toFixed(0)} ms)`
+  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}${lag}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
   if (takeover) out(`  take-over: every node renewed ${s(r.allRenewedS)} after the kill; shards moved ${r.movedShards}; full handshakes ${r.handshakes - r.resumedHandshakes}, resumed ${r.resumedHandshakes}`)
   if (f.drain !== null) reportDrain(f.drain, o.planner)

@@ -25,7 +25,7 @@ import { ceilingCosts, type CeilingCosts } from './ceiling-costs.js'
 import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
-import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus } from './load-protocol.js'
+import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus, type LoopDelay } from './load-protocol.js'
 import { loadAverage, mainThreadCpuSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
@@ -102,6 +102,8 @@ export interface RestartBenchFigures {
   readonly answered: { readonly late: AnsweredMedians; readonly onTime: AnsweredMedians }
   readonly controllerCpuS: number
   readonly generatorCpuS: number
+  /** The load generators' event-loop delay from the kill to the end of the phase (the worst process's; ms). */
+  readonly generatorLoopDelayMs: LoopDelay | null
   readonly handshakes: number
   /** Of those, how many resumed the TLS session of before the kill (session-ticket keys kept in state_dir). */
   readonly resumedHandshakes: number
@@ -500,6 +502,7 @@ function markFigures(
     answered: { late: answeredMedians(s.markAnswered.late), onTime: answeredMedians(s.markAnswered.onTime) },
     controllerCpuS: end.cpuSeconds - t.cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
+    generatorLoopDelayMs: s.markLoopDelayMs,
     handshakes: since('handshakes'),
     resumedHandshakes: since('handshakes_resumed'),
     deferred: since('deferred'),

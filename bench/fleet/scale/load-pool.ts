@@ -3,7 +3,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { setPriority } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from '../interrupt.js'
-import { tally, type FromLoad, type LoadNodeSpec, type LoadStatus, type ToLoad } from './load-protocol.js'
+import { tally, type FromLoad, type LoadNodeSpec, type LoadStatus, type LoopDelay, type ToLoad } from './load-protocol.js'
 
 const WORKER = fileURLToPath(new URL('./load-worker.js', import.meta.url))
 
@@ -117,6 +117,7 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLate: sum(all.map((s) => s.markLate)),
     markLateByFailSafe: tally(all.map((s) => s.markLateByFailSafe)),
     markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
+    markLoopDelayMs: worstDelay(all.map((s) => s.markLoopDelayMs)),
     markAnswered: {
       late: { leadMs: tally(all.map((s) => s.markAnswered.late.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.late.tookMs)) },
       onTime: { leadMs: tally(all.map((s) => s.markAnswered.onTime.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.onTime.tookMs)) },
@@ -129,4 +130,11 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     counters,
     cpuSeconds: sum(all.map((s) => s.cpuSeconds)),
   }
+}
+
+/** The worst of several processes' event-loop delays, percentile by percentile. */
+function worstDelay(all: readonly (LoopDelay | null)[]): LoopDelay | null {
+  const known = all.filter((d): d is LoopDelay => d !== null)
+  if (known.length === 0) return null
+  return { p50: Math.max(...known.map((d) => d.p50)), p99: Math.max(...known.map((d) => d.p99)), max: Math.max(...known.map((d) => d.max)) }
 }

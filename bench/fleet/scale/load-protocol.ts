@@ -48,6 +48,8 @@ export interface LoadStatus {
    * node that came back too late from one that waited too long in the controller's queue.
    */
   readonly markAnswered: { readonly late: AnsweredTally; readonly onTime: AnsweredTally }
+  /** This process's event-loop delay since the mark (ms; null before a mark); combined: the worst process's. */
+  readonly markLoopDelayMs: LoopDelay | null
   readonly markLastAt: number | null
   /** Shards in the ranges the nodes hold. */
   readonly shardsHeld: number
@@ -77,6 +79,13 @@ export function medianOfBuckets(counts: Readonly<Record<string, number>>, bucket
     if (seen * 2 >= total) return k + bucketMs / 2
   }
   return null
+}
+
+/** Event-loop delay percentiles (ms). */
+export interface LoopDelay {
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
 }
 
 /** What a load generator answers. */

@@ -5,11 +5,17 @@
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { mapChunked } from '../chunked.js'
 import { LightNode, type MarkOutcome } from './light-node.js'
 import { tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 let nodes: LightNode[] = []
+/**
+ * This process's event-loop delay since the mark: a load generator short of CPU reads answers and sends
+ * retries late, which the figures would blame on the controller. 20 ms resolution: a timer, no sampling cost to speak of.
+ */
+const loopDelay = monitorEventLoopDelay({ resolution: 20 })
 const counters: Record<string, number> = {}
 const samples: Record<string, string> = {}
 const count = (name: string, sample?: string, by = 1) => {
@@ -71,6 +77,7 @@ function status(): LoadStatus {
     markLateByFailSafe: tally(marked.filter((o) => o.late).map((o) => ({ [String(Math.floor(o.failSafeAfterMarkMs / 1000))]: 1 }))),
     markLateAttempts: tally(marked.filter((o) => o.late).map((o) => o.attempts)),
     markAnswered: answeredTally(marked),
+    markLoopDelayMs: loopDelay.count === 0 ? null : { p50: loopDelay.percentile(50) / 1e6, p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
     markLastAt: maxOf(marked.map((o) => o.at)),
     shardsHeld: nodes.reduce((sum, n) => sum + n.rangeCount, 0),
     movesMissing: moves.reduce((sum, m) => sum + m.missing, 0),
@@ -93,6 +100,8 @@ process.on('message', (message: ToLoad) => {
       return send({ type: 'status', status: status() })
     case 'mark':
       for (const n of nodes) n.setMark()
+      loopDelay.reset()
+      loopDelay.enable()
       return send({ type: 'marked' })
     case 'track':
       for (const n of nodes) n.track(message.on)
