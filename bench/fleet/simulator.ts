@@ -244,7 +244,16 @@ async function liveReshard(run: Run, to: number): Promise<void> {
   run.out.info(`fleet: switched to ${to} shards ${((switchedAt - postedAt) / 1000).toFixed(1)} s after the POST`)
   run.churn.totalShards = to
   await settle(run)
-  run.liveReshard = { from, to, postedAt, switchedAt, oldGoneAt: lastStopOf(run.ledger.records, from) }
+  // Converged on the new count is not the old set gone: each agent stops it a check-in interval after it
+  // learned of the switch (switchGraceMs). Ending the run before that would stop the new set's shards at
+  // shutdown beside old ones still running, which the coverage check reads as a gap.
+  const goneBy = sharedNow() + run.opts.settleTimeoutS * 1000
+  let oldGoneAt = lastStopOf(run.ledger.records, from)
+  while (oldGoneAt === null && sharedNow() < goneBy) {
+    await sleep(250)
+    oldGoneAt = lastStopOf(run.ledger.records, from)
+  }
+  run.liveReshard = { from, to, postedAt, switchedAt, oldGoneAt }
 }
 
 /** When the last session of `count` shards stopped (null when one still runs or none ran). */

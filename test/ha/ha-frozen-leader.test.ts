@@ -32,7 +32,11 @@ t.test('a frozen leader wakes after a take-over: its write is refused and audite
 
   await cluster.freeze(lone)
   const drain = request(frozen.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true } }) // its write hangs on the frozen member
-  await new Promise((resolve) => setTimeout(resolve, 100))
+  // Frozen only once the drain was decided (audited before its write is sent, which follows at once): on
+  // a loaded machine a fixed 100 ms was sometimes too short, the drain then reached a leader that had
+  // already lost its term on waking, and no write was ever in flight to be refused.
+  await until(() => auditOf(frozen.root).some((e) => e.event === 'drain_set'), 5000, 'the frozen leader took the drain')
+  await new Promise((resolve) => setTimeout(resolve, 50))
   frozen.signal('SIGSTOP')
   const frozenAt = performance.now()
   const sentWhileFrozen = request(frozen.port, pki.ca, fleet.nodes[0]!.identity, '/v1/checkin', { body: checkinBody('node-0', { capacity: 8, generation }) })
