@@ -5,8 +5,9 @@
  * that has given up is wasted — then it retries and queues again. So a connection is admitted only
  * while the handshakes already admitted can be finished within `budgetMs`; the rest is deferred at
  * accept time, before any TLS work, with an appointment: "come back in X ms" (see busy-notice.ts).
- * Appointments are handed out one handshake's cost apart, so the deferred clients come back at the
- * rate the controller can serve them instead of all at once.
+ * An appointment comes after the queue in front and the appointments still outstanding, a handshake's
+ * cost each, so the deferred clients come back at the rate the controller can serve them instead of all
+ * at once, and a client that came back early and was admitted frees its place for the next deferral.
  *
  * Two guards keep this from becoming a way to lock nodes out:
  * - stalled handshakes cost no CPU: while the event loop has time to spare (utilization below
@@ -78,7 +79,8 @@ const DEFAULT_MAX_APPOINTMENTS = 131_072
 export class HandshakeAdmission {
   private costMs: number
   private utilization = 0
-  private nextSlot = 0
+  /** Deferrals without an address (their appointments cannot be redeemed): numbered keys in the book. */
+  private anonymous = 0
   private finishedInWindow = 0
   private deferredInWindow = 0
   private deferredCount = 0
@@ -111,11 +113,14 @@ export class HandshakeAdmission {
     // Back before its appointment and the queue is long: the same moment again, no second slot.
     if (booked !== undefined && booked > now + this.opts.minDeferMs) return { admit: false, retryAfterMs: Math.round(booked - now) }
     const queuedMs = this.utilization < this.opts.busyUtilization ? recentMs : queueMs
-    // The first free appointment after the queue in front has drained; the next one a handshake later.
-    const slot = Math.min(Math.max(this.nextSlot, now + queuedMs), now + this.opts.maxDeferMs)
-    this.nextSlot = slot + this.costMs
+    // After the queue in front and the appointments still outstanding, a handshake each. Counted from the
+    // book, not from a slot that only moves forward: a client that came back early and was admitted frees
+    // its slot (in a 10,000-node restart a forward-only slot ran to ~14 s ahead, twice the slack the
+    // nodes had left, so every node ignored its appointment and came back at the end of its slack).
+    this.prune(now)
+    const slot = Math.min(now + queuedMs + this.appointments.size * this.costMs, now + this.opts.maxDeferMs)
     const retryAfterMs = Math.max(this.opts.minDeferMs, Math.round(slot - now))
-    if (address !== undefined) this.book(address, now + retryAfterMs, now)
+    this.book(address ?? `#${(this.anonymous += 1)}`, now + retryAfterMs)
     return { admit: false, retryAfterMs }
   }
 
@@ -125,15 +130,24 @@ export class HandshakeAdmission {
     return ADMIT
   }
 
-  /** Remembers `address`'s appointment at `at`; drops those long past, and the oldest beyond the bound. */
-  private book(address: string, at: number, now: number): void {
-    // Re-inserted so that the Map's order stays the order of the appointments (slots only move forward).
+  /** Remembers `address`'s appointment at `at` (after prune()). */
+  private book(address: string, at: number): void {
+    // Re-inserted so that the Map's order stays roughly the order of the appointments (pruned from the front).
     this.appointments.delete(address)
+    this.appointments.set(address, at)
+  }
+
+  /**
+   * Drops appointments long past (their clients did not come back), oldest booked first, and the oldest
+   * beyond the bound, leaving room for one more. Stops at the first one still good: one booked later
+   * for an earlier moment stays a little longer, which errs on the side of later appointments.
+   */
+  private prune(now: number): void {
+    const max = this.opts.maxAppointments ?? DEFAULT_MAX_APPOINTMENTS
     for (const [key, when] of this.appointments) {
-      if (when >= now - APPOINTMENT_GRACE_MS && this.appointments.size < (this.opts.maxAppointments ?? DEFAULT_MAX_APPOINTMENTS)) break
+      if (when >= now - APPOINTMENT_GRACE_MS && this.appointments.size < max) break
       this.appointments.delete(key)
     }
-    this.appointments.set(address, at)
   }
 
   /** Source addresses holding an appointment (for tests). */

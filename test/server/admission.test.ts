@@ -1,6 +1,6 @@
 // Admission under a reconnect storm (src/server/admission.ts) and the busy notice's wire form.
 import t from 'tap'
-import { DEFAULT_ADMISSION, HandshakeAdmission } from '../../src/server/admission.js'
+import { DEFAULT_ADMISSION, HandshakeAdmission, type AdmissionDecision } from '../../src/server/admission.js'
 import { MAX_APPOINTMENT_MS } from '../../src/agent/cadence.js'
 import { busyNotice, looksLikeBusyNotice, parseBusyNotice } from '../../src/net/busy-notice.js'
 
@@ -133,6 +133,18 @@ t.test('appointments are kept per address: back early into a long queue, the sam
   t.same(anonymous.a.decide(250), { admit: false, retryAfterMs: 906 })
 })
 
+t.test('appointments count the ones still outstanding: a client admitted before its appointment frees its slot', async (t) => {
+  const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
+  a.endWindow(250, 1)
+  t.same(a.decide(200, '10.0.0.1'), { admit: false, retryAfterMs: 600 }, '600 ms of queue in front')
+  t.same(a.decide(200, '10.0.0.2'), { admit: false, retryAfterMs: 603 }, 'after the queue and the one appointment before it')
+  t.same(a.decide(150, '10.0.0.1'), { admit: true }, 'the first is back early (its fail-safe is near), within twice the budget: admitted')
+  t.same(a.decide(200, '10.0.0.3'), { admit: false, retryAfterMs: 603 }, 'its slot is free again: one appointment outstanding, not two')
+  advance(60_000)
+  t.same(a.decide(200, '10.0.0.4'), { admit: false, retryAfterMs: 600 }, 'appointments long past no longer count')
+  t.equal(a.appointmentsKept, 1)
+})
+
 t.test('a client back before its appointment (its fail-safe is near) goes ahead of newcomers within twice the budget', async (t) => {
   const { a, advance } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, minDeferMs: 250 })
   a.endWindow(250, 1)
@@ -165,8 +177,10 @@ t.test('a client at its appointment goes ahead of newcomers while the queue is w
 t.test('the appointment book is bounded, oldest dropped first', async (t) => {
   const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1, maxDeferMs: 30_000, maxAppointments: 100 })
   a.endWindow(250, 1)
-  for (let i = 0; i < 10_000; i++) a.decide(200, `10.0.${i >> 8}.${i & 255}`)
+  let last: AdmissionDecision = { admit: true }
+  for (let i = 0; i < 10_000; i++) last = a.decide(200, `10.0.${i >> 8}.${i & 255}`)
   t.equal(a.appointmentsKept, 100, '10,000 addresses, 100 kept')
+  t.same(last, { admit: false, retryAfterMs: 600 + 99 * 3 }, 'an appointment counts the queue and the 99 others kept, a handshake each')
   const again = a.decide(250, '10.0.39.15') // the last one booked, back into a queue over twice the budget
-  t.same(again, { admit: false, retryAfterMs: 30_000 }, 'the newest are kept (its moment, capped at maxDeferMs)')
+  t.same(again, last, 'the newest are kept (the same moment again)')
 })
