@@ -4,7 +4,7 @@ import t from 'tap'
 import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
 import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
-import { medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
+import { answerBucket, medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
 import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
 import { takeFrame } from '../../bench/http-frames.js'
@@ -154,4 +154,5 @@ t.test('the answered attempts after a kill: medians of quarter-second buckets ad
   t.same(merged, { '500': 3, '-250': 1, '2000': 1 })
   t.equal(medianOfBuckets(merged), 625, 'buckets ordered by number, not as strings ("-250" < "500" < "2000")')
   t.equal(medianOfBuckets({ '-500': 3, '250': 1 }), -375, 'a negative median: began after the fail-safe moment')
+  t.same([answerBucket(0), answerBucket(249), answerBucket(250), answerBucket(-1), answerBucket(-250), answerBucket(-251)], ['0', '0', '250', '-250', '-250', '-500'], 'buckets start at multiples of 250 ms, below zero too')
 })

@@ -68,8 +68,16 @@ export interface AnsweredTally {
   readonly tookMs: Readonly<Record<string, number>>
 }
 
+/** The width of an AnsweredTally's buckets (ms). */
+export const ANSWER_BUCKET_MS = 250
+
+/** The bucket `ms` falls in, as an AnsweredTally key: its start, a multiple of ANSWER_BUCKET_MS. */
+export function answerBucket(ms: number): string {
+  return String(Math.floor(ms / ANSWER_BUCKET_MS) * ANSWER_BUCKET_MS)
+}
+
 /** The median of counts by bucket (the bucket's start plus half a bucket), or null when there are none. */
-export function medianOfBuckets(counts: Readonly<Record<string, number>>, bucketMs = 250): number | null {
+export function medianOfBuckets(counts: Readonly<Record<string, number>>, bucketMs = ANSWER_BUCKET_MS): number | null {
   const entries = Object.entries(counts).map(([k, n]) => [Number(k), n] as const).sort((a, b) => a[0] - b[0])
   const total = entries.reduce((sum, [, n]) => sum + n, 0)
   if (total === 0) return null

@@ -8,7 +8,7 @@ import { createSecureContext } from 'node:tls'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { mapChunked } from '../chunked.js'
 import { LightNode, type MarkOutcome } from './light-node.js'
-import { tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
+import { answerBucket, tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 let nodes: LightNode[] = []
 /**
@@ -47,10 +47,9 @@ const maxOf = (values: Iterable<number | null>): number | null => {
 
 /** The answered attempts after the mark, by group (late, on time) and quarter-second bucket of lead and duration. */
 function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered'] {
-  const bucket = (ms: number) => String(Math.floor(ms / 250) * 250)
   const of = (late: boolean) => {
     const group = marked.filter((o) => o.late === late)
-    return { leadMs: tally(group.map((o) => ({ [bucket(o.answeredLeadMs)]: 1 }))), tookMs: tally(group.map((o) => ({ [bucket(o.answeredTookMs)]: 1 }))) }
+    return { leadMs: tally(group.map((o) => ({ [answerBucket(o.answeredLeadMs)]: 1 }))), tookMs: tally(group.map((o) => ({ [answerBucket(o.answeredTookMs)]: 1 }))) }
   }
   return { late: of(true), onTime: of(false) }
 }
