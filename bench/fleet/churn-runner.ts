@@ -9,6 +9,7 @@ import { revokeWithCli } from './fleet-pki.js'
 import type { FleetLedger } from './ledger.js'
 import type { OperatorClient, OperatorPlan } from './operator-client.js'
 import type { FleetRecord } from './protocol.js'
+import { auditSince, auditSize, baselineOf, matchesBaseline, movedFrom, restoredFrom, type Restored } from './restart-baseline.js'
 import type { ChurnEvent, NodeSpec } from './scenario.js'
 import { sharedNow } from './shared-clock.js'
 import type { Violation } from './violations.js'
@@ -21,8 +22,13 @@ export interface RestartNote {
   /** Nodes expected to renew after it (live, not frozen). */
   readonly expected: readonly string[]
   readonly generationBefore: number
+  /**
+   * The generation the new process restored, when above generationBefore: the controller made a change
+   * durable between the read and the kill, and the judgement took the ranges nodes accepted under it.
+   */
+  readonly rebasedTo: number | null
   readonly generationAfter: number
-  /** Shards whose owner differs between the plans read just before the kill and just after the start. */
+  /** Shards whose owner differs between the plan of before the kill (see rebasedTo) and the one just after the start. */
   readonly moved: number
   /** Expected nodes whose first renewal after the start carried an older plan, or its generation with another range. */
   readonly changedRenewals: number
@@ -84,6 +90,8 @@ export interface ChurnDeps {
   /** total_shards at the start of the run. */
   readonly totalShards: number
   readonly ledger: FleetLedger
+  /** Each replica's audit log, in replica order: a restarted process tells there what it restored. */
+  readonly auditLogs: readonly string[]
   readonly leaseMs: number
   readonly violations: Violation[]
   readonly log: (line: string) => void
@@ -312,12 +320,14 @@ export class ChurnRunner {
   private async restart(downMs: number): Promise<void> {
     const before = await this.deps.operator.plan()
     const expected = this.reachable()
+    const marks = this.auditMarks(this.deps.auditLogs.map((_, i) => i))
     const killedAt = sharedNow()
     await this.deps.controller.kill9()
     await sleep(downMs)
     await this.deps.controller.start()
     const listeningAt = sharedNow()
-    const judged = await this.judgeUnmoved('restart', before, expected, killedAt, listeningAt)
+    const event = this.deps.controller.replicas.length > 1 ? 'leader_elected' : 'controller_start'
+    const judged = await this.judgeUnmoved('restart', before, expected, killedAt, listeningAt, () => this.restored(marks, event))
     this.restarts.push({ killedAt, listeningAt, expected, ...judged })
     this.deps.log(`controller killed (-9) and listening again after ${Math.round(listeningAt - killedAt)} ms; shards moved: ${judged.moved}`)
   }
@@ -335,6 +345,8 @@ export class ChurnRunner {
     const killed = controller.ports.findIndex((p) => p === leaderPort)
     if (killed < 0) throw new Error('a take-over found no leading replica')
     const expected = this.reachable()
+    // the others' logs: the one that takes over announces there what it restored
+    const marks = this.auditMarks(controller.replicas.map((_, i) => i).filter((i) => i !== killed))
     const killedAt = sharedNow()
     await controller.replicas[killed]!.kill9()
     // Served again: the plan answered (by the other replica: the killed one's port is closed).
@@ -342,7 +354,7 @@ export class ChurnRunner {
     const servedAt = sharedNow()
     await controller.replicas[killed]!.start()
     const rejoinedAt = sharedNow()
-    const judged = await this.judgeUnmoved('take-over', before, expected, killedAt, servedAt)
+    const judged = await this.judgeUnmoved('take-over', before, expected, killedAt, servedAt, () => this.restored(marks, 'leader_elected'))
     this.takeovers.push({ killedAt, listeningAt: servedAt, rejoinedAt, killed, expected, ...judged })
     this.deps.log(`leading replica ${killed + 1} killed (-9); the other served after ${Math.round(servedAt - killedAt)} ms; shards moved: ${judged.moved}`)
   }
@@ -360,29 +372,56 @@ export class ChurnRunner {
     }
   }
 
+  /** Where each chosen replica's audit log ends now. */
+  private auditMarks(replicas: readonly number[]): { path: string; offset: number }[] {
+    return replicas.map((i) => this.deps.auditLogs[i]).filter((p): p is string => p !== undefined).map((path) => ({ path, offset: auditSize(path) }))
+  }
+
+  /** What the process started after the marks announced in its audit log (polled briefly: the line may lag the answer). */
+  private async restored(marks: readonly { path: string; offset: number }[], event: 'leader_elected' | 'controller_start'): Promise<Restored> {
+    const deadline = sharedNow() + 2000
+    for (;;) {
+      const found = marks.map((m) => restoredFrom(auditSince(m.path, m.offset), event))
+      const hit = found.find((r) => r.generation !== null)
+      if (hit !== undefined || sharedNow() > deadline) return hit ?? { generation: null, replannedOnRestore: found.some((r) => r.replannedOnRestore) }
+      await sleep(POLL_MS)
+    }
+  }
+
   /**
-   * The restart rule, for a restart and a take-over alike: the plan served after `upAt` is `before`,
-   * and every expected node's first renewal after it carries its plan of before; else `restart_moved`.
+   * The restart rule, for a restart and a take-over alike: the plan served after `upAt` is the one the
+   * killed process had made durable, and every expected node's first renewal after it carries its range
+   * of that plan; else `restart_moved`. That plan is the one read just before the kill (`before`) unless
+   * the new process restored a newer generation (restart-baseline.ts: the controller moved on between
+   * the read and the kill; the ranges are then those nodes accepted under it before the kill).
    */
-  private async judgeUnmoved(what: string, before: OperatorPlan, expected: readonly string[], killedAt: number, upAt: number): Promise<Pick<RestartNote, 'generationBefore' | 'generationAfter' | 'moved' | 'changedRenewals'>> {
+  private async judgeUnmoved(
+    what: string, before: OperatorPlan, expected: readonly string[], killedAt: number, upAt: number, restoredNow: () => Promise<Restored>,
+  ): Promise<Pick<RestartNote, 'generationBefore' | 'rebasedTo' | 'generationAfter' | 'moved' | 'changedRenewals'>> {
     const after = await this.servedPlan()
+    const restored = await restoredNow()
+    const baseline = baselineOf(before, restored.generation, this.deps.ledger.records, killedAt)
     const renewed = (n: string) => (this.deps.ledger.plans.get(n)?.t ?? -Infinity) >= upAt
     await waitFor(() => expected.every(renewed), this.deps.leaseMs)
     // Each node's FIRST plan after the restart is judged, not its latest. A first plan of a NEWER
-    // generation is no fault of the restart: the plan served right after it was `before`, so the change
+    // generation is no fault of the restart: the plan served right after it was the baseline, so the change
     // came later, from churn that goes on meanwhile (a paused or cut-off node's lease running out while
     // the others renew). What the restart must not do is serve an older plan, or the same generation
     // with another range, or drop a node that renewed (checked on the plan once all have renewed).
     const firstAfter = firstPlansSince(this.deps.ledger.records, upAt)
-    const changedRenewals = expected.filter((n) => firstAfter.has(n) && firstAfter.get(n)!.generation <= before.generation && !samePlan(before, n, firstAfter.get(n)!)).length
+    const changedRenewals = expected.filter((n) => firstAfter.has(n) && firstAfter.get(n)!.generation <= baseline.generation && !matchesBaseline(baseline, n, firstAfter.get(n)!)).length
     const settled = await this.servedPlan()
-    const dropped = expected.filter((n) => before.nodes.some((m) => m.node_id === n) && !settled.nodes.some((m) => m.node_id === n)).length
-    const moved = movedShards(before, after)
-    if (moved > 0 || before.generation !== after.generation || changedRenewals > 0 || dropped > 0) {
-      const detail = `generation ${before.generation} → ${after.generation}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan, ${dropped} renewing nodes dropped`
+    const dropped = expected.filter((n) => baseline.ranges.has(n) && !settled.nodes.some((m) => m.node_id === n)).length
+    const moved = movedFrom(baseline, after)
+    const faults: string[] = []
+    if (restored.replannedOnRestore) faults.push('the new process changed the plan generation before it announced what it restored')
+    if (restored.generation !== null && restored.generation < before.generation) faults.push(`it restored generation ${restored.generation}, older than the ${before.generation} served before the kill`)
+    if (moved > 0 || baseline.generation !== after.generation || changedRenewals > 0 || dropped > 0 || faults.length > 0) {
+      const rebase = baseline.rebased ? ` (rebased: generation ${baseline.generation} was made durable between the read and the kill; ${baseline.ranges.size} nodes had accepted it)` : ''
+      const detail = `generation ${before.generation} → ${after.generation}${rebase}, ${moved} shards moved, ${changedRenewals} nodes renewed with another plan, ${dropped} renewing nodes dropped${faults.map((f) => `; ${f}`).join('')}`
       this.deps.violations.push({ kind: 'restart_moved', detail: `the ${what} at ${Math.round(killedAt)}: ${detail}` })
     }
-    return { generationBefore: before.generation, generationAfter: after.generation, moved, changedRenewals }
+    return { generationBefore: before.generation, rebasedTo: baseline.rebased ? baseline.generation : null, generationAfter: after.generation, moved, changedRenewals }
   }
 }
 
@@ -395,25 +434,4 @@ function firstPlansSince(records: readonly FleetRecord[], since: number): Map<st
     if (seen === undefined || record.t < seen.t) first.set(record.node, { t: record.t, generation: record.event.generation, assigned: record.event.assigned })
   }
   return first
-}
-
-/** True when `accepted` is the node's range and generation in `plan`. */
-function samePlan(plan: OperatorPlan, node: string, accepted: { generation: number; assigned: readonly number[] }): boolean {
-  const range = plan.nodes.find((n) => n.node_id === node)
-  if (range === undefined || accepted.generation !== plan.generation || accepted.assigned.length !== range.range_count) return false
-  return accepted.assigned.every((s, i) => s === range.range_start + i)
-}
-
-/** Shards whose owner differs between two plans. */
-export function movedShards(a: OperatorPlan, b: OperatorPlan): number {
-  const owner = (plan: OperatorPlan) => {
-    const map = new Map<number, string>()
-    for (const n of plan.nodes) for (let s = n.range_start; s < n.range_start + n.range_count; s++) map.set(s, n.node_id)
-    return map
-  }
-  const x = owner(a)
-  const y = owner(b)
-  let moved = 0
-  for (let s = 0; s < Math.max(a.total_shards, b.total_shards); s++) if (x.get(s) !== y.get(s)) moved += 1
-  return moved
 }

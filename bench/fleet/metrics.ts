@@ -39,6 +39,8 @@ export interface RestartFigures {
   /** ms from listening again until every expected node had a plan accepted (null: some never did). */
   readonly allRenewedMs: number | null
   readonly moved: number
+  /** The generation judged against when the controller made a newer one durable between the read and the kill. */
+  readonly rebasedTo: number | null
   readonly changedRenewals: number
   /** Agents whose fail-safe fired around the restart (their authority ran out before a renewal). */
   readonly authorityLost: number
@@ -64,7 +66,7 @@ export function restartFigures(records: readonly FleetRecord[], notes: readonly 
     const times = expectedNodes.map((n) => firstRenewal.get(n))
     const allRenewedMs = times.every((t) => t !== undefined) ? Math.max(0, ...times.map((t) => t! - note.listeningAt)) : null
     const notRenewed = expectedNodes.filter((n) => !firstRenewal.has(n)).slice(0, 5)
-    return { downMs: note.listeningAt - note.killedAt, allRenewedMs, moved: note.moved, changedRenewals: note.changedRenewals, authorityLost: failSafes.length, notRenewed, failSafes: failSafes.slice(0, 10) }
+    return { downMs: note.listeningAt - note.killedAt, allRenewedMs, moved: note.moved, rebasedTo: note.rebasedTo, changedRenewals: note.changedRenewals, authorityLost: failSafes.length, notRenewed, failSafes: failSafes.slice(0, 10) }
   })
 }
 

@@ -164,7 +164,7 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
       await sleep(200)
     }
     const churn = new ChurnRunner({
-      pool, controller, operator, ledger, violations, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
+      pool, controller, operator, ledger, violations, auditLogs: files.map((f) => f.audit), pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
     const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, gateway, phase: 'joining', liveReshard: null }
     return await simulate(run)

@@ -85,8 +85,8 @@ export function formatSummary(s: FleetSummary): string[] {
     row('check-ins failed (429)', `${c('checkin:failed')} (${c('checkin:429')})`),
     row('fail-safe stops (lease_expiring)', c('stop:lease_expiring')),
     row('reshard stops / stop timeouts', `${c('stop:reshard')} / ${c('shard_stop_timed_out')} (stops aborted ${c('stops_aborted')})`),
-    ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
-    ...s.takeovers.map((r, i) => row(`take-over ${i + 1} (kill -9 of replica ${r.killedReplica})`, `served again after ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
+    ...s.restarts.map((r, i) => row(`restart ${i + 1} (kill -9)`, `down ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}${rebased(r)}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
+    ...s.takeovers.map((r, i) => row(`take-over ${i + 1} (kill -9 of replica ${r.killedReplica})`, `served again after ${ms(r.downMs)}, every node renewed after ${r.allRenewedMs === null ? `- (not: ${r.notRenewed.join(', ')})` : ms(r.allRenewedMs)}, shards moved ${r.moved}${rebased(r)}, renewals with another plan ${r.changedRenewals}, fail-safe fired on ${r.authorityLost} agents`)),
     ...s.reshards.map((r, i) => row(`reshard ${i + 1} (${r.signal === 'SIGKILL' ? 'kill -9' : 'SIGTERM'}, ${r.fromShards} → ${r.toShards})`, `down ${ms(r.downMs)}, plan at ${r.planTotalShards} shards, every node on it after ${ms(r.allOnNewPlanMs)}; ${r.oldSessions} old sessions, the last stopped ${ms(r.lastOldStopMs)} after the start, the first new one started after ${ms(r.firstNewStartMs)}`)),
     ...(s.liveReshard === null ? [] : [liveReshardLine(s.liveReshard)]),
     ...s.partitions.map((p, i) => row(`partition ${i + 1} (${p.node}, ${ms(p.cutMs)})`, `held ${p.heldShards} shards, the last stopped ${ms(p.lastStopMs)} after the cut (slowest stop ${ms(p.slowestStopMs)}, ${p.abortedStops} aborted); ${p.handedOn} started elsewhere during it, closest stop → start ${ms(p.minHandoffGapMs)}`)),
@@ -122,4 +122,9 @@ function liveReshardLine(r: LiveReshardFigures): string {
   const secs = (x: number | null) => (x === null ? '-' : `${x.toFixed(1)} s`)
   const coverage = r.coverageGap === null ? 'every guild covered throughout' : `GAP: ${r.coverageGap}`
   return row(`live reshard (${r.from} → ${r.to})`, `switched ${secs(r.switchAfterS)} after POST /v1/reshard, old set gone after ${secs(r.oldSetGoneAfterS)}; ${r.nextGrants} next-set Identify grants; ${coverage}; ${r.setOverlaps} overlaps of the two sets (allowed while resharding)`)
+}
+
+/** Said when a restart was judged against a generation made durable between the plan read and the kill. */
+function rebased(r: RestartFigures): string {
+  return r.rebasedTo === null ? '' : ` (against generation ${r.rebasedTo}, made durable between the read and the kill)`
 }
