@@ -320,9 +320,11 @@ export class ChurnRunner {
   private async restart(downMs: number): Promise<void> {
     const before = await this.deps.operator.plan()
     const expected = this.reachable()
-    const marks = this.auditMarks(this.deps.auditLogs.map((_, i) => i))
     const killedAt = sharedNow()
     await this.deps.controller.kill9()
+    // Marked once the old process is gone: a change it audited between the plan read and the kill is its
+    // own (the window the baseline is rebased for), not a re-plan on restore by the new one.
+    const marks = this.auditMarks(this.deps.auditLogs.map((_, i) => i))
     await sleep(downMs)
     await this.deps.controller.start()
     const listeningAt = sharedNow()
@@ -345,10 +347,11 @@ export class ChurnRunner {
     const killed = controller.ports.findIndex((p) => p === leaderPort)
     if (killed < 0) throw new Error('a take-over found no leading replica')
     const expected = this.reachable()
-    // the others' logs: the one that takes over announces there what it restored
-    const marks = this.auditMarks(controller.replicas.map((_, i) => i).filter((i) => i !== killed))
     const killedAt = sharedNow()
     await controller.replicas[killed]!.kill9()
+    // the others' logs: the one that takes over announces there what it restored (no replica leads
+    // before the killed one's etcd lease ran out, so nothing of the take-over precedes the marks)
+    const marks = this.auditMarks(controller.replicas.map((_, i) => i).filter((i) => i !== killed))
     // Served again: the plan answered (by the other replica: the killed one's port is closed).
     await this.servedPlan()
     const servedAt = sharedNow()

@@ -163,10 +163,11 @@ export async function runFleet(opts: FleetOptions, out: FleetOutput): Promise<Fl
       if (sharedNow() > deadline) throw new Error('no controller replica became the leader within 30 s')
       await sleep(200)
     }
+    const auditLogs = files.map((f) => f.audit)
     const churn = new ChurnRunner({
-      pool, controller, operator, ledger, violations, auditLogs: files.map((f) => f.audit), pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
+      pool, controller, operator, ledger, violations, auditLogs, pkiDir: pki.dir, bundles: pki.bundles, nodes: scenario.nodes, totalShards: opts.shards, leaseMs: opts.leaseS * 1000, log: (l) => out.info(l),
     })
-    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs: files.map((f) => f.audit), pool, operator, churn, gateway, phase: 'joining', liveReshard: null }
+    const run: Run = { root, opts, scenario, out, ledger, violations, notes: [], controller, auditLogs, pool, operator, churn, gateway, phase: 'joining', liveReshard: null }
     return await simulate(run)
   } finally {
     unregister()
