@@ -99,7 +99,8 @@ t.test('a record that does not open, of other plan keys, of another CRL or too o
     const warning = r.lines.find((l) => l.msg === 'TLS session-ticket key record in etcd not used')
     if (logged === null) t.notOk(warning, `${what}: not an error, nothing logged`)
     else t.match(warning?.problem, logged, `${what}: logged with the reason`)
-    t.notMatch(JSON.stringify(r.lines), new RegExp(ownKeys.toString('base64').slice(0, 16)), `${what}: no key bytes in the log`)
+    // a plain substring: base64 holds '+' and '/', which as a RegExp failed now and then ("Nothing to repeat")
+    t.notOk(JSON.stringify(r.lines).includes(ownKeys.toString('base64').slice(0, 16)), `${what}: no key bytes in the log`)
     await r.close()
   }
   // The leader replaces a record it cannot use with its own.
