@@ -12,15 +12,15 @@
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { StateStore } from '../state/state-store.js'
 import type { EtcdClient } from './etcd-api.js'
-import { DEFAULT_ETCD_LIMITS, type EtcdLimits, type WriteOp } from './etcd-limits.js'
-import { fencedWrites } from './fenced-write.js'
+import { DEFAULT_ETCD_LIMITS, type EtcdLimits } from './etcd-limits.js'
+import { fencedPhases } from './fenced-write.js'
 import { HandoffRunIndex } from './handoff-runs.js'
 import { FencedWriteRefused, NotLeading } from './ha-errors.js'
 import { sameFence, type Fence } from './leader-election.js'
 import { readPrefix } from './paged-read.js'
 import { decodeState } from './state-decode.js'
 import { StateLayout } from './state-layout.js'
-import { deltaWrites, reconcileWrites, type WriteContext } from './state-writes.js'
+import { deltaPhases, reconcileWrites, type WriteContext, type WritePhases } from './state-writes.js'
 
 /** What an etcd state store needs. */
 export interface EtcdStateStoreOptions {
@@ -72,8 +72,8 @@ export class EtcdStateStore implements StateStore {
     this.busy = true
     const state = whole || this.reconcileNext ? full() : null // before any await (the interface's rule)
     try {
-      const ops = state === null ? deltaWrites(delta, this.context, this.runs) : await this.reconcile(state)
-      await this.send(ops)
+      const phases = state === null ? deltaPhases(delta, this.context, this.runs) : await this.reconcile(state)
+      await this.send(phases)
       this.reconcileNext = false
     } catch (err) {
       this.reconcileNext = true
@@ -86,16 +86,16 @@ export class EtcdStateStore implements StateStore {
   /** Nothing to release: the etcd client belongs to the HA runtime. */
   async close(): Promise<void> {}
 
-  private async reconcile(state: DurableState): Promise<WriteOp[]> {
+  private async reconcile(state: DurableState): Promise<WritePhases> {
     const { entries } = await readPrefix(this.options.client, this.layout.root, { limits: this.limits })
-    const { ops, runs } = reconcileWrites(entries, state, this.context)
+    const { phases, runs } = reconcileWrites(entries, state, this.context)
     this.runs = runs // exact once the ops committed; a failure makes the next write reconcile again
-    return ops
+    return phases
   }
 
-  private async send(ops: readonly WriteOp[]): Promise<void> {
+  private async send(phases: WritePhases): Promise<void> {
     const { client, fence } = this.options
-    const res = await fencedWrites(client, fence, ops, this.limits, () => {
+    const res = await fencedPhases(client, fence, phases, this.limits, () => {
       const current = this.options.currentFence()
       if (current === null || !sameFence(current, fence)) throw new NotLeading(fence)
     })

@@ -70,17 +70,104 @@ export async function fencedWrites(
   limits: EtcdLimits = DEFAULT_ETCD_LIMITS,
   beforeEach?: () => void,
 ): Promise<FencedWritesResult> {
+  // every operation a phase of its own: no two transactions in flight, the caller's order kept
+  return fencedPhases(
+    client,
+    fence,
+    ops.map((op) => [op]),
+    limits,
+    beforeEach,
+  )
+}
+
+/** Transactions of one phase in flight at once, at most: enough to share etcd's commits, not a flood of 1.5 MiB requests. */
+export const PHASE_CONCURRENCY = 4
+
+/**
+ * Applies `phases` (operations in write order, grouped so that any subset of one phase's operations,
+ * on top of every earlier phase, is a safe state) as fenced transactions, packed as `fencedWrites`
+ * packs them. Transactions that hold operations of one phase only go to etcd together (up to
+ * `concurrency` in flight): the order among them does not matter, so a large write costs a few round
+ * trips instead of one per transaction. A transaction that reaches into a later phase waits until
+ * everything before it committed, and so does one that touches a key another in flight touches.
+ * Stops starting transactions at the first refusal or error, and returns (or throws) only once those
+ * in flight have ended: no write of it is still on its way when the caller learns the outcome.
+ */
+export async function fencedPhases(
+  client: EtcdClient,
+  fence: Fence,
+  phases: readonly (readonly WriteOp[])[],
+  limits: EtcdLimits = DEFAULT_ETCD_LIMITS,
+  beforeEach?: () => void,
+  concurrency = PHASE_CONCURRENCY,
+): Promise<FencedWritesResult> {
+  const phaseOf: number[] = []
+  phases.forEach((ops, phase) => ops.forEach(() => phaseOf.push(phase)))
   const batches = splitIntoTransactions(
     fenceCompares(fence).map((c) => c.key),
-    ops,
+    phases.flat(),
     limits,
   )
   let revision = ''
-  for (const [index, batch] of batches.entries()) {
-    beforeEach?.()
-    const res = await fencedWrite(client, fence, batch, limits)
-    revision = res.revision
-    if (res.status === 'refused') return { status: 'refused', revision, committed: index, transactions: batches.length }
+  let committed = 0
+  let refused = false
+  let failure: { error: unknown } | null = null
+  const inFlight = new Set<Promise<void>>()
+  let group: { phase: number; keys: Set<string> } | null = null
+  const settle = async () => {
+    await Promise.all(inFlight)
+    group = null
   }
-  return { status: 'committed', revision, committed: batches.length, transactions: batches.length }
+  let at = 0
+  for (const batch of batches) {
+    const first = phaseOf[at]!
+    const last = phaseOf[at + batch.length - 1]!
+    at += batch.length
+    const keys = pointKeys(batch)
+    const joins = group !== null && first === last && group.phase === first && keys !== null && inFlight.size < concurrency && !overlaps(group.keys, keys)
+    if (!joins) await settle()
+    if (refused || failure !== null) break
+    try {
+      beforeEach?.()
+    } catch (error) {
+      failure = { error }
+      break
+    }
+    if (first === last && keys !== null) {
+      group ??= { phase: first, keys: new Set() }
+      for (const key of keys) group.keys.add(key)
+    }
+    const sent: Promise<void> = fencedWrite(client, fence, batch, limits).then(
+      (res) => {
+        if (res.status === 'refused') refused = true
+        else committed += 1
+        if (revision === '' || BigInt(res.revision) > BigInt(revision)) revision = res.revision
+      },
+      (error: unknown) => {
+        failure ??= { error }
+      },
+    )
+    inFlight.add(sent)
+    void sent.finally(() => inFlight.delete(sent))
+    // a lone transaction (one that spans phases, or a range delete) is never overlapped by the next
+    if (first !== last || keys === null) await settle()
+  }
+  await settle()
+  if (failure !== null) throw failure.error
+  return { status: refused ? 'refused' : 'committed', revision, committed, transactions: batches.length }
+}
+
+/** The keys a transaction's operations name, or null when one covers a range (then it runs alone). */
+function pointKeys(batch: readonly WriteOp[]): Set<string> | null {
+  const keys = new Set<string>()
+  for (const op of batch) {
+    if (op.type !== 'put' && op.type !== 'delete') return null
+    keys.add(op.key)
+  }
+  return keys
+}
+
+function overlaps(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  for (const key of b) if (a.has(key)) return true
+  return false
 }

@@ -9,8 +9,11 @@
  *   4. releases, justified by 2 and 3: the keys of handoff runs released, superseded or split
  *   5. grants that left the daily window
  *
- * A large change is split into several transactions in this order (fencedWrites); they are not atomic
- * together, the order is what makes that safe. Pure: the store sends what these return.
+ * A large change is split into several transactions in this order (fencedPhases); they are not atomic
+ * together, the order is what makes that safe. Within a phase the order does not matter: any subset of
+ * a phase's operations, on top of every earlier phase, is as safe as a prefix (each operation of a phase
+ * is justified by the phases before it alone), so the transactions of one phase are sent together.
+ * Pure: the store sends what these return.
  */
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { EtcdKeyValue } from './etcd-api.js'
@@ -32,11 +35,19 @@ const put = (key: string, value: string): WriteOp => ({ type: 'put', key, value 
 const del = (key: string): WriteOp => ({ type: 'delete', key })
 const phases = (): Phases => [[], [], [], [], []]
 
-/**
- * The operations of one delta, in write order. `runs` is the index of the handoff runs etcd holds (as of
- * the last committed write): it is updated to what etcd holds once these operations committed.
- */
+/** Operations grouped by write phase, the phases in write order (see the top of this file). */
+export type WritePhases = readonly (readonly WriteOp[])[]
+
+/** The operations of one delta in write order (deltaPhases, flattened). */
 export function deltaWrites(delta: StateDelta, ctx: WriteContext, runs: HandoffRunIndex): WriteOp[] {
+  return deltaPhases(delta, ctx, runs).flat()
+}
+
+/**
+ * The operations of one delta, by phase. `runs` is the index of the handoff runs etcd holds (as of the
+ * last committed write): it is updated to what etcd holds once these operations committed.
+ */
+export function deltaPhases(delta: StateDelta, ctx: WriteContext, runs: HandoffRunIndex): WritePhases {
   const { layout } = ctx
   const [additions, records, meta, releases, drops] = phases()
   for (const at of delta.addGrants) additions.push(put(layout.grant(at, ctx.grantId()), EMPTY_VALUE))
@@ -49,12 +60,13 @@ export function deltaWrites(delta: StateDelta, ctx: WriteContext, runs: HandoffR
   meta.push(put(layout.meta(), encodeMeta(delta.meta)))
   releases.push(...handoffs.deletes)
   if (delta.dropGrantsBefore !== null) drops.push({ type: 'delete_range', ...layout.grantsBefore(delta.dropGrantsBefore) })
-  return [additions, records, meta, releases, drops].flat()
+  return [additions, records, meta, releases, drops]
 }
 
-/** A reconcile's operations in write order, and the handoff runs etcd holds once they committed. */
+/** A reconcile's operations in write order (and by phase), and the handoff runs etcd holds once they committed. */
 export interface Reconcile {
   readonly ops: WriteOp[]
+  readonly phases: WritePhases
   readonly runs: HandoffRunIndex
 }
 
@@ -117,7 +129,8 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   const putAgain = new Set(handoffs.puts.flatMap((op) => (op.type === 'put' ? [op.key] : [])))
   const deleted = (keys: readonly string[]) => keys.filter((key) => !putAgain.has(key)).map((key) => del(key))
   releases.push(...deleted(unreadable), ...handoffs.deletes)
-  return { ops: [deleted(invisible), additions, records, meta, releases, drops].flat(), runs: handoffs.index }
+  const inOrder = [deleted(invisible), additions, records, meta, releases, drops]
+  return { ops: inOrder.flat(), phases: inOrder, runs: handoffs.index }
 }
 
 /** Every key of `state` but its grants and handoffs, with its encoded value. */

@@ -1,10 +1,11 @@
 // Fenced writes on a real etcd: applied only under the current leader's fence, refused (as a result,
 // not an exception) under a stale one; oversized writes refused locally before anything is sent; large
-// logical writes split into several fenced transactions in the caller's order.
+// logical writes split into several fenced transactions in the caller's order, or by phase: those of one
+// phase in flight together, a later phase only after the earlier ones committed.
 import t, { type Test } from 'tap'
-import { prefixRangeEnd } from '../../src/ha/etcd-api.js'
+import { prefixRangeEnd, type EtcdClient } from '../../src/ha/etcd-api.js'
 import { checkTransaction, DEFAULT_ETCD_LIMITS, EtcdLimitError, type WriteOp } from '../../src/ha/etcd-limits.js'
-import { fenceCompares, fencedWrite, fencedWrites } from '../../src/ha/fenced-write.js'
+import { fenceCompares, fencedPhases, fencedWrite, fencedWrites, PHASE_CONCURRENCY } from '../../src/ha/fenced-write.js'
 import { readPrefix } from '../../src/ha/paged-read.js'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { startReplica, until, type Replica } from './replica.js'
@@ -118,4 +119,102 @@ t.test('a large logical write is split into fenced transactions in the given ord
   t.same({ status: refused.status, committed: refused.committed }, { status: 'refused', committed: 0 }, 'a stale fence: the first transaction is refused and the rest not sent')
   const range = await leader.client.range({ key: '/pxe-fw-split/data/', rangeEnd: prefixRangeEnd('/pxe-fw-split/data/'), limit: 1 })
   t.equal(range.revision, read.revision, 'nothing changed in etcd')
+})
+
+/**
+ * The real client, with each transaction's start and end noted (which phases it held, how many were in
+ * flight): etcd itself applies them.
+ */
+function watched(client: EtcdClient, phaseOfKey: (key: string) => number) {
+  const log: { phases: number[]; startedWith: number; ended: number[] }[] = []
+  let inFlight = 0
+  let maxInFlight = 0
+  const ended: number[] = []
+  const wrapped: EtcdClient = Object.create(client) as EtcdClient
+  wrapped.txn = async (request, timeoutMs) => {
+    const phases = [...new Set(request.success.map((op) => phaseOfKey(op.key.toString())))]
+    log.push({ phases, startedWith: inFlight, ended: [...ended] })
+    const index = log.length - 1
+    inFlight += 1
+    maxInFlight = Math.max(maxInFlight, inFlight)
+    try {
+      return await client.txn(request, timeoutMs)
+    } finally {
+      inFlight -= 1
+      ended.push(index)
+    }
+  }
+  return { client: wrapped, log, inFlight: () => inFlight, maxInFlight: () => maxInFlight }
+}
+
+t.test('phases: the transactions of one phase go together, a later phase only after the earlier ones committed', needsEtcd(), async (t) => {
+  const leader = await soleLeader(t, '/pxe-fw-phases/')
+  const fence = leader.leadership.fence()!
+  const limits = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 4 }
+  const key = (phase: number, i: number) => `/pxe-fw-phases/data/${phase}/${String(i).padStart(2, '0')}`
+  const phases: WriteOp[][] = [
+    Array.from({ length: 10 }, (_, i) => ({ type: 'put', key: key(0, i), value: 'a' })),
+    Array.from({ length: 17 }, (_, i) => ({ type: 'put', key: key(1, i), value: 'b' })),
+    [{ type: 'put', key: key(2, 0), value: 'meta' }],
+    Array.from({ length: 9 }, (_, i) => ({ type: 'delete', key: key(0, i) })),
+  ]
+  const w = watched(leader.client, (k) => Number(k.split('/')[3]))
+  const res = await fencedPhases(w.client, fence, phases, limits)
+  t.same({ status: res.status, committed: res.committed, transactions: res.transactions }, { status: 'committed', committed: 10, transactions: 10 }, '36 operations in 10 transactions of at most 4')
+  t.ok(w.maxInFlight() >= 2 && w.maxInFlight() <= PHASE_CONCURRENCY, `up to ${w.maxInFlight()} transactions in flight (at most ${PHASE_CONCURRENCY})`)
+  for (const [i, entry] of w.log.entries()) {
+    const before = w.log.slice(0, i).map((e, j) => ({ ...e, j })).filter((e) => Math.min(...e.phases) < Math.max(...entry.phases))
+    const unfinished = before.filter((e) => !entry.ended.includes(e.j))
+    t.same(unfinished.map((e) => e.j), [], `transaction ${i} (phases ${entry.phases.join(', ')}) started once every transaction of an earlier phase had ended`)
+  }
+  const read = await readPrefix(leader.client, '/pxe-fw-phases/data/')
+  t.same(read.entries.map((kv) => kv.key), [key(0, 9), ...Array.from({ length: 17 }, (_, i) => key(1, i)), key(2, 0)], 'etcd holds the whole write')
+  t.equal(w.inFlight(), 0)
+
+  const sequential = watched(leader.client, () => 0)
+  await fencedWrites(sequential.client, fence, phases.flat(), limits)
+  t.equal(sequential.maxInFlight(), 1, 'fencedWrites keeps the caller order: one transaction at a time')
+})
+
+t.test('phases: a refusal or a stop ends the write once the transactions in flight ended; nothing is sent after', needsEtcd(), async (t) => {
+  const leader = await soleLeader(t, '/pxe-fw-phase-stop/')
+  const fence = leader.leadership.fence()!
+  const limits = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 2 }
+  const phases: WriteOp[][] = [Array.from({ length: 8 }, (_, i) => ({ type: 'put', key: `/pxe-fw-phase-stop/data/a/${i}`, value: 'x' })), [{ type: 'put', key: '/pxe-fw-phase-stop/data/b', value: 'y' }]]
+  const w = watched(leader.client, () => 0)
+  const refused = await fencedPhases(w.client, { ...fence, leaseId: '1' }, phases, limits)
+  t.same({ status: refused.status, committed: refused.committed }, { status: 'refused', committed: 0 }, 'a stale fence: refused, none committed')
+  t.equal(w.log.length, 4, 'the first phase was in flight together; the next phase was never sent')
+  t.equal(w.inFlight(), 0, 'and the outcome came once all of them had ended')
+  t.same((await readPrefix(leader.client, '/pxe-fw-phase-stop/data/')).entries, [], 'nothing changed in etcd')
+
+  let allowed = 3
+  const stopping = watched(leader.client, () => 0)
+  await t.rejects(
+    fencedPhases(stopping.client, fence, phases, limits, () => {
+      if (allowed-- <= 0) throw new Error('term ended')
+    }),
+    /term ended/,
+    'a stop before a transaction rejects the write',
+  )
+  t.equal(stopping.log.length, 3, 'three transactions were sent, no more')
+  t.equal(stopping.inFlight(), 0, 'the rejection came once they had ended')
+  t.equal((await readPrefix(leader.client, '/pxe-fw-phase-stop/data/')).entries.length, 6, 'their six puts are in etcd, the meta-like last phase is not')
+})
+
+t.test('phases: a transaction that touches a key another in flight touches waits for it', needsEtcd(), async (t) => {
+  const leader = await soleLeader(t, '/pxe-fw-phase-key/')
+  const fence = leader.leadership.fence()!
+  const limits = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 2 }
+  const k = (i: number) => `/pxe-fw-phase-key/data/${i}`
+  const phase: WriteOp[] = [
+    { type: 'put', key: k(1), value: 'first' },
+    { type: 'put', key: k(2), value: 'x' },
+    { type: 'delete', key: k(1) },
+    { type: 'put', key: k(3), value: 'x' },
+  ]
+  const w = watched(leader.client, () => 0)
+  await fencedPhases(w.client, fence, [phase], limits)
+  t.equal(w.maxInFlight(), 1, 'the second transaction deletes a key the first puts: sent after it')
+  t.same((await readPrefix(leader.client, '/pxe-fw-phase-key/data/')).entries.map((kv) => kv.key), [k(2), k(3)], 'so the delete came last, as written')
 })

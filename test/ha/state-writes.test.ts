@@ -1,6 +1,7 @@
 // The etcd state store's write order, without etcd: random controller histories are written as the store
-// writes them (deltaWrites, reconcileWrites), and a leader taking over after ANY prefix of a write's
-// operations is checked for safety: it loads (decodeState), restores a Controller exactly as after a
+// writes them (deltaPhases, reconcileWrites), and a leader taking over after ANY prefix of a write's
+// operations, or after every earlier phase and ANY subset of one phase (the transactions of a phase are
+// sent together, so they may land in any order), is checked for safety: it loads (decodeState), restores a Controller exactly as after a
 // restart, and must never let a shard be identified by a new owner while a node that may still run it
 // has not confirmed stopping; the generation never goes back; no counted grant is lost. After the whole
 // write, the load equals the controller's snapshot. Some histories start from a state in the per-shard
@@ -17,7 +18,7 @@ import type { WriteOp } from '../../src/ha/etcd-limits.js'
 import { HandoffRunIndex } from '../../src/ha/handoff-runs.js'
 import { decodeState } from '../../src/ha/state-decode.js'
 import { encodeHandoff, StateLayout } from '../../src/ha/state-layout.js'
-import { deltaWrites, reconcileWrites, type WriteContext } from '../../src/ha/state-writes.js'
+import { deltaPhases, deltaWrites, reconcileWrites, type WriteContext, type WritePhases } from '../../src/ha/state-writes.js'
 import { body, cert, claimAnswered, seededRandom, T0 } from '../core/fixtures.js'
 
 const SETTINGS: ControllerSettings = { totalShards: 24, maxConcurrency: 4, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: 50 }
@@ -132,6 +133,18 @@ function unsafe(loaded: DurableState | null, committed: DurableState | null, run
   return null
 }
 
+/**
+ * What etcd may hold when a write whose transactions of one phase go together is cut: every phase
+ * before a random one, and a random subset of that one's operations.
+ */
+function tornPhases(phases: WritePhases, random: () => number): WriteOp[] {
+  const k = Math.floor(random() * phases.length)
+  return [...phases.slice(0, k).flat(), ...phases[k]!.filter(() => random() < 0.5)]
+}
+
+/** How many states a subset of one phase gave that no prefix gives (the subsets test something). */
+let subsetStates = 0
+
 /** How many histories were upgraded from the per-shard layout (a history without handoffs has nothing to upgrade). */
 let upgrades = 0
 
@@ -164,22 +177,36 @@ function history(seed: number, reconcileEvery: number, legacyAt = 0): string | n
     // every few writes, one that failed half-way (etcd holds a prefix of it) and is then made whole by a reconcile
     let start = etcd
     let ops: WriteOp[]
+    let phases: WritePhases
     if (legacyAt > 0 && write >= legacyAt && legacyKeys === 0 && etcd.entries().some((kv) => layout.parse(kv.key)?.kind === 'handoff_run')) {
       start = etcd.legacy()
       legacyKeys = [...start.kv.keys()].filter((k) => layout.parse(k)?.kind === 'handoff').length
       upgrades += 1
       if (JSON.stringify(decodeState(layout, start.entries())) !== JSON.stringify(committed)) return `write ${write}: the per-shard layout loads otherwise`
-      ;({ ops, runs } = reconcileWrites(start.entries(), full, ctx))
+      ;({ ops, phases, runs } = reconcileWrites(start.entries(), full, ctx))
     } else {
-      ops = deltaWrites(delta, ctx, runs)
+      phases = deltaPhases(delta, ctx, runs)
+      ops = phases.flat()
       if (write % reconcileEvery === 0) {
-        start = etcd.copy().apply(ops.slice(0, Math.floor(random() * ops.length)))
-        ;({ ops, runs } = reconcileWrites(start.entries(), full, ctx))
+        start = etcd.copy().apply(random() < 0.5 ? ops.slice(0, Math.floor(random() * ops.length)) : tornPhases(phases, random))
+        ;({ ops, phases, runs } = reconcileWrites(start.entries(), full, ctx))
       }
     }
+    const prefixes = new Set<string>()
     for (let k = 0; k <= ops.length; k++) {
-      const found = unsafe(decodeState(layout, start.copy().apply(ops.slice(0, k)).entries()), committed, running, now)
+      const state = start.copy().apply(ops.slice(0, k))
+      prefixes.add(JSON.stringify(state.entries().map((kv) => [kv.key, kv.value.toString()])))
+      const found = unsafe(decodeState(layout, state.entries()), committed, running, now)
       if (found !== null) return `write ${write}, after ${k} of ${ops.length} operations: ${found}`
+    }
+    for (const [k, phase] of phases.entries()) {
+      for (let tries = 0; tries < (phase.length > 1 ? 6 : 0); tries++) {
+        const subset = phase.filter(() => random() < 0.5)
+        const state = start.copy().apply([...phases.slice(0, k).flat(), ...subset])
+        if (!prefixes.has(JSON.stringify(state.entries().map((kv) => [kv.key, kv.value.toString()])))) subsetStates += 1
+        const found = unsafe(decodeState(layout, state.entries()), committed, running, now)
+        if (found !== null) return `write ${write}, after the phases before ${k} and ${subset.length} of that phase's ${phase.length} operations: ${found}`
+      }
     }
     etcd = start.apply(ops)
     running.released()
@@ -222,6 +249,7 @@ t.test('every prefix of every write is a safe state to take over from; the whole
     }
   }
   t.equal(failures, 0, '60 histories of 25 writes, half of them with torn writes reconciled, a third upgraded from per-shard handoff keys')
+  t.ok(subsetStates >= 100, `${subsetStates} states from a subset of one phase that no prefix gives were checked too`)
   t.ok(upgrades >= 10, `${upgrades} of 20 histories were upgraded from per-shard handoff keys`)
 })
 
