@@ -29,6 +29,7 @@ import {
   type TxnResult,
 } from './etcd-api.js'
 import { memberPolicies, retryOnOtherMember } from './member-policy.js'
+import { MAX_RESPONSE_BYTES } from './etcd-limits.js'
 
 /** Options of `connectEtcd`. */
 export interface EtcdClientOptions {
@@ -56,9 +57,13 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
   const etcd = new Etcd3({
     hosts: [...config.endpoints],
     credentials: { rootCertificate, certChain, privateKey },
-    // grpc-js sends the endpoint's host as SNI, an IP address included (Node then warns DEP0123); with a
-    // server name it sends that and checks the certificate against it (tls.checkServerIdentity) instead
-    ...(config.serverName === undefined ? {} : { grpcOptions: { 'grpc.ssl_target_name_override': config.serverName } }),
+    grpcOptions: {
+      // read pages are sized by this (etcd-limits.ts MAX_RESPONSE_BYTES): 1,000 entries a page, not 62
+      'grpc.max_receive_message_length': MAX_RESPONSE_BYTES,
+      // grpc-js sends the endpoint's host as SNI, an IP address included (Node then warns DEP0123); with a
+      // server name it sends that and checks the certificate against it (tls.checkServerIdentity) instead
+      ...(config.serverName === undefined ? {} : { 'grpc.ssl_target_name_override': config.serverName }),
+    },
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
     faultHandling: faultHandling(config.endpoints.length),
   })

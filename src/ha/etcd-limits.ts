@@ -1,9 +1,12 @@
 /**
  * etcd's request limits, checked before anything is sent: etcd refuses a request over 1.5 MiB or a
- * transaction over 128 operations, and the client refuses a response over 4 MiB. Refusing locally gives
+ * transaction over 128 operations, and our client refuses a response over 64 MiB (etcd-client.ts sets it). Refusing locally gives
  * a clear error and keeps a doomed request (and the client's retries of it) off the wire.
  */
 import { prefixRangeEnd } from './etcd-api.js'
+
+/** The largest response the client accepts (set on the gRPC channel, etcd-client.ts). */
+export const MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 /** The limits writes and paged reads are sized by. */
 export interface EtcdLimits {
@@ -11,7 +14,11 @@ export interface EtcdLimits {
   readonly maxRequestBytes: number
   /** etcd's `--max-txn-ops` (default 128). */
   readonly maxTxnOps: number
-  /** The client's largest response (gRPC's default receive limit, 4 MiB). */
+  /**
+   * The client's largest response: 64 MiB, set on the gRPC channel (etcd-client.ts; gRPC's default is 4
+   * MiB). Read pages are sized by it: at 4 MiB a page held only 62 entries of the 64 KiB an entry may
+   * reach, so loading 10,000 node records took some 200 round trips, over a second of a take-over.
+   */
   readonly maxResponseBytes: number
   /** Our bound on one stored entry (key + value): writes refuse larger ones, and read pages are sized by it. */
   readonly maxEntryBytes: number
@@ -21,7 +28,7 @@ export interface EtcdLimits {
 export const DEFAULT_ETCD_LIMITS: EtcdLimits = Object.freeze({
   maxRequestBytes: 1.5 * 1024 * 1024,
   maxTxnOps: 128,
-  maxResponseBytes: 4 * 1024 * 1024,
+  maxResponseBytes: MAX_RESPONSE_BYTES,
   maxEntryBytes: 64 * 1024,
 })
 

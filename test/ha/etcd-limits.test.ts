@@ -61,10 +61,11 @@ t.test('size estimates cover every operation kind', async (t) => {
   t.ok(writeOpBytes({ type: 'delete_range', key: '/pxe/n/', rangeEnd: '/pxe/n/0042' }) > 7 + 11, 'a range delete sends both ends')
 })
 
-t.test('read pages stay under the 4 MiB response limit', async (t) => {
-  t.equal(pageLimit(DEFAULT_ETCD_LIMITS), 62, '62 entries of up to 64 KiB per page by default')
-  t.ok(pageLimit(DEFAULT_ETCD_LIMITS) * (DEFAULT_ETCD_LIMITS.maxEntryBytes + 64) < 4 * 1024 * 1024 - 64 * 1024)
+t.test('read pages stay under the 64 MiB response limit', async (t) => {
+  t.equal(pageLimit(DEFAULT_ETCD_LIMITS), 1000, '1,000 entries of up to 64 KiB per page by default')
+  t.ok(pageLimit(DEFAULT_ETCD_LIMITS) * (DEFAULT_ETCD_LIMITS.maxEntryBytes + 64) < 64 * 1024 * 1024 - 64 * 1024)
+  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxResponseBytes: 4 * 1024 * 1024 }), 62, "gRPC's default of 4 MiB would allow 62")
   t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 2048 }), 1000, 'small entries: the page size caps')
   t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 2048 }, 50), 50)
-  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 8 * 1024 * 1024 }), 1, 'never below one entry')
+  t.equal(pageLimit({ ...DEFAULT_ETCD_LIMITS, maxEntryBytes: 80 * 1024 * 1024 }), 1, 'never below one entry')
 })
