@@ -30,10 +30,13 @@ import { keyShard, keyTotal } from './shard-key.js'
 
 const SILENT = pino({ enabled: false })
 /**
- * How long a retry is assumed to take to be answered: a controller admits a connection only when it can
- * finish it within about this (server/admission.ts), and a dead one fails the attempt at connect.
+ * How long a retry is assumed to take to be answered: a controller admits a node that comes back from a
+ * deferral while its queue of handshakes is within twice its 2 s budget (server/admission.ts: such nodes
+ * go ahead of newcomers), so an admitted attempt can wait about 4 s; half a second more covers the
+ * handshake and the answer. A dead controller fails the attempt at connect. (With 2 s, the nodes that
+ * came back last were admitted into a 4 s queue and answered after their fail-safe had begun.)
  */
-export const ATTEMPT_RESERVE_MS = 2000
+export const ATTEMPT_RESERVE_MS = 4500
 
 /** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {
