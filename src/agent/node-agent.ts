@@ -37,6 +37,18 @@ const SILENT = pino({ enabled: false })
  * came back last were admitted into a 4 s queue and answered after their fail-safe had begun.)
  */
 export const ATTEMPT_RESERVE_MS = 4500
+/** What short leases keep (the reserve before it was raised): they have no 4.5 s to spare. */
+const MIN_ATTEMPT_RESERVE_MS = 2000
+
+/**
+ * The reserve for a lease (ms): ATTEMPT_RESERVE_MS, but at most lease/6, so that a short lease keeps
+ * slack to spread its retries over (the fail-safe comes lease/3 after a check-in is due; with the whole
+ * 4.5 s reserved, a lease under about 15 s would have none and every node would retry at once, 0.25-0.75 s
+ * apart) and the reserve stays within an attempt's own timeout (lease/3); never below the 2 s it was.
+ */
+export function attemptReserveMs(leaseMs: number): number {
+  return Math.max(MIN_ATTEMPT_RESERVE_MS, Math.min(ATTEMPT_RESERVE_MS, Math.floor(leaseMs / 6)))
+}
 
 /** One node's side of the protocol; see the module comment and README.md "Node agent". */
 export class NodeAgent {
@@ -325,7 +337,7 @@ export class NodeAgent {
   /**
    * The delay before the next attempt after a failed one, from what is at stake (cadence.ts): while the
    * node holds authority, the time left until the last check-in that could still be answered before the
-   * fail-safe begins (an attempt is given ATTEMPT_RESERVE_MS to be answered, a busy controller's promise).
+   * fail-safe begins (an attempt is given attemptReserveMs to be answered, a busy controller's promise).
    */
   private retryDelay(busyRetryAfterMs: number | null): number {
     const deadline = this.plans.authorityDeadline
@@ -333,7 +345,7 @@ export class NodeAgent {
     let slackMs: number | null = null
     if (deadline !== null && plan !== null && this.plans.hasAuthority()) {
       const failSafeAt = deadline - this.plans.failSafeLeadMs(plan.lease_seconds * 1000)
-      slackMs = Math.max(0, failSafeAt - this.clock.now() - ATTEMPT_RESERVE_MS)
+      slackMs = Math.max(0, failSafeAt - this.clock.now() - attemptReserveMs(plan.lease_seconds * 1000))
     }
     return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }

@@ -19,7 +19,7 @@ import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
 import { ControllerBusyError } from '../../../src/agent/busy-aware-agent.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
-import { ATTEMPT_RESERVE_MS } from '../../../src/agent/node-agent.js'
+import { attemptReserveMs } from '../../../src/agent/node-agent.js'
 import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
 import { sharedNow } from '../shared-clock.js'
 import { RawConnection, type RawReply } from './raw-connection.js'
@@ -289,7 +289,7 @@ export class LightNode {
       const lease = this.leaseMs
       const failSafeAt = this.lastRenewalSentAt + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
       const now = sharedNow()
-      if (now < failSafeAt) slackMs = Math.max(0, failSafeAt - now - ATTEMPT_RESERVE_MS)
+      if (now < failSafeAt) slackMs = Math.max(0, failSafeAt - now - attemptReserveMs(lease))
     }
     return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
