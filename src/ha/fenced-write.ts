@@ -91,7 +91,9 @@ export const PHASE_CONCURRENCY = 4
  * trips instead of one per transaction. A transaction that reaches into a later phase waits until
  * everything before it committed, and so does one that touches a key another in flight touches.
  * Stops starting transactions at the first refusal or error, and returns (or throws) only once those
- * in flight have ended: no write of it is still on its way when the caller learns the outcome.
+ * in flight have ended: no write of it is still on its way when the caller learns the outcome. A refusal
+ * is returned even when another transaction failed beside it; `committed` then counts every transaction
+ * that committed, also those in flight beside the refused one.
  */
 export async function fencedPhases(
   client: EtcdClient,
@@ -137,11 +139,13 @@ export async function fencedPhases(
       group ??= { phase: first, keys: new Set() }
       for (const key of keys) group.keys.add(key)
     }
+    // never rejects (settle awaits these, and a rejection would leave others in flight)
     const sent: Promise<void> = fencedWrite(client, fence, batch, limits).then(
       (res) => {
         if (res.status === 'refused') refused = true
         else committed += 1
-        if (revision === '' || BigInt(res.revision) > BigInt(revision)) revision = res.revision
+        // the refusal's revision, or the last commit's (revisions are decimal strings of growing length)
+        if (revision === '' || res.revision.length > revision.length || (res.revision.length === revision.length && res.revision > revision)) revision = res.revision
       },
       (error: unknown) => {
         failure ??= { error }
@@ -153,8 +157,10 @@ export async function fencedPhases(
     if (first !== last || keys === null) await settle()
   }
   await settle()
+  // A refusal says more than an error beside it (a deposed leader must step down at once): it wins.
+  if (refused) return { status: 'refused', revision, committed, transactions: batches.length }
   if (failure !== null) throw failure.error
-  return { status: refused ? 'refused' : 'committed', revision, committed, transactions: batches.length }
+  return { status: 'committed', revision, committed, transactions: batches.length }
 }
 
 /** The keys a transaction's operations name, or null when one covers a range (then it runs alone). */

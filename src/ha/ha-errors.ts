@@ -8,7 +8,7 @@ export class FencedWriteRefused extends Error {
     readonly fence: Fence,
     /** etcd's revision when it refused. */
     readonly revision: string,
-    /** Transactions of the same logical write that committed before the refusal (it was split). */
+    /** Transactions of the same logical write that committed (it was split): before the refusal, or beside it in flight. */
     readonly committedTransactions: number,
   ) {
     super(`etcd refused a state write guarded by election key ${fence.key}: this replica no longer leads`)

@@ -128,7 +128,10 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   additions.push(...handoffs.puts)
   const putAgain = new Set(handoffs.puts.flatMap((op) => (op.type === 'put' ? [op.key] : [])))
   const deleted = (keys: readonly string[]) => keys.filter((key) => !putAgain.has(key)).map((key) => del(key))
-  releases.push(...deleted(unreadable), ...handoffs.deletes)
+  // a stored run whose key a wanted run takes again (same shards and generation, another previous owner)
+  // is replaced by the put: deleting it after would lose the handoff
+  const dropped = handoffs.deletes.flatMap((op) => (op.type === 'delete' && putAgain.has(op.key) ? [] : [op]))
+  releases.push(...deleted(unreadable), ...dropped)
   const inOrder = [deleted(invisible), additions, records, meta, releases, drops]
   return { ops: inOrder.flat(), phases: inOrder, runs: handoffs.index }
 }

@@ -218,3 +218,19 @@ t.test('phases: a transaction that touches a key another in flight touches waits
   t.equal(w.maxInFlight(), 1, 'the second transaction deletes a key the first puts: sent after it')
   t.same((await readPrefix(leader.client, '/pxe-fw-phase-key/data/')).entries.map((kv) => kv.key), [k(2), k(3)], 'so the delete came last, as written')
 })
+
+t.test('phases: a refusal beside a failed transaction is reported as the refusal (the leader steps down at once)', needsEtcd(), async (t) => {
+  const leader = await soleLeader(t, '/pxe-fw-phase-mixed/')
+  const fence = leader.leadership.fence()!
+  const limits = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 2 }
+  const phase: WriteOp[] = Array.from({ length: 4 }, (_, i) => ({ type: 'put', key: `/pxe-fw-phase-mixed/data/${i}`, value: 'x' }))
+  // the second transaction of the phase cannot reach etcd (a timeout, a member gone); the first is refused
+  let calls = 0
+  const flaky: EtcdClient = Object.create(leader.client) as EtcdClient
+  flaky.txn = (request, timeoutMs) => (++calls === 2 ? Promise.reject(new Error('deadline exceeded')) : leader.client.txn(request, timeoutMs))
+  const res = await fencedPhases(flaky, { ...fence, leaseId: '1' }, [phase], limits)
+  t.equal(calls, 2, 'both were in flight together')
+  t.same({ status: res.status, committed: res.committed }, { status: 'refused', committed: 0 }, 'refused, not the error')
+  calls = 0
+  await t.rejects(fencedPhases(flaky, fence, [phase], limits), /deadline exceeded/, 'without a refusal the error is thrown')
+})

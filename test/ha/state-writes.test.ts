@@ -389,3 +389,16 @@ t.test('a reconcile puts back a torn write’s runs without deleting them first;
   }
   t.same(decodeState(layout, space.copy().apply(ops).entries()), full, 'the whole reconcile loads as the state')
 })
+
+t.test('a reconcile that wants a stored run’s key again with another previous owner puts it over the run, never deletes it', async (t) => {
+  let n = 0
+  const ctx: WriteContext = { layout, grantId: () => `5.${++n}` }
+  const space = new KeySpace()
+  space.kv.set(layout.meta(), JSON.stringify({ version: 2, meta: { ...META, generation: 3 } }))
+  space.kv.set(layout.handoffRun(4, 3, 3), JSON.stringify({ first: 4, count: 3, fromNode: 'a', generation: 3 }))
+  const handoffs = [4, 5, 6].map((shardId) => ({ shardId, fromNode: 'c-1', generation: 3 }))
+  const full: DurableState = { version: 2, meta: { ...META, generation: 3 }, nodes: [], draining: [], handoffs, dailyGrants: [] }
+  const { ops } = reconcileWrites(space.entries(), full, ctx)
+  t.same(described(ops), [`put ${layout.handoffRun(4, 3, 3)}`], 'one put under the same key, no delete after it')
+  t.same(decodeState(layout, space.copy().apply(ops).entries())?.handoffs, handoffs, 'the load holds the new previous owner')
+})
