@@ -1,7 +1,8 @@
 /**
  * etcd's request limits, checked before anything is sent: etcd refuses a request over 1.5 MiB or a
- * transaction over 128 operations, and our client refuses a response over 64 MiB (etcd-client.ts sets it). Refusing locally gives
- * a clear error and keeps a doomed request (and the client's retries of it) off the wire.
+ * transaction over 128 operations, and our client refuses a response over 64 MiB (etcd-client.ts sets
+ * it). Refusing locally gives a clear error and keeps a doomed request (and the client's retries of it)
+ * off the wire.
  */
 import { prefixRangeEnd } from './etcd-api.js'
 

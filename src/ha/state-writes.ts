@@ -63,9 +63,8 @@ export function deltaPhases(delta: StateDelta, ctx: WriteContext, runs: HandoffR
   return [additions, records, meta, releases, drops]
 }
 
-/** A reconcile's operations in write order (and by phase), and the handoff runs etcd holds once they committed. */
+/** A reconcile's operations by phase, and the handoff runs etcd holds once they committed. */
 export interface Reconcile {
-  readonly ops: WriteOp[]
   readonly phases: WritePhases
   readonly runs: HandoffRunIndex
 }
@@ -75,8 +74,9 @@ export interface Reconcile {
  * only what differs is written. Handoff entries newer than the stored meta's generation are invisible to
  * a load (a write whose meta never landed) and are deleted first, before a new meta could make them count.
  * Unreadable ones (a load refuses them, so no leader can start from a prefix that still holds one) go
- * with the releases, after the runs that replace them. Either kind under a key the reconcile puts again
- * is not deleted: the put replaces it (a delete after the put would lose the handoff, and etcd refuses a
+ * with the releases, after the runs that replace them. Either kind, and a stored run that is released,
+ * under a key the reconcile puts again (same shards and generation, another previous owner) is not
+ * deleted: the put replaces it (a delete after the put would lose the handoff, and etcd refuses a
  * put and a delete of one key in one transaction). Handoff runs that still say what `full` says stay;
  * per-shard entries of earlier releases become runs.
  */
@@ -128,12 +128,9 @@ export function reconcileWrites(current: readonly EtcdKeyValue[], full: DurableS
   additions.push(...handoffs.puts)
   const putAgain = new Set(handoffs.puts.flatMap((op) => (op.type === 'put' ? [op.key] : [])))
   const deleted = (keys: readonly string[]) => keys.filter((key) => !putAgain.has(key)).map((key) => del(key))
-  // a stored run whose key a wanted run takes again (same shards and generation, another previous owner)
-  // is replaced by the put: deleting it after would lose the handoff
-  const dropped = handoffs.deletes.flatMap((op) => (op.type === 'delete' && putAgain.has(op.key) ? [] : [op]))
-  releases.push(...deleted(unreadable), ...dropped)
-  const inOrder = [deleted(invisible), additions, records, meta, releases, drops]
-  return { ops: inOrder.flat(), phases: inOrder, runs: handoffs.index }
+  const released = handoffs.deletes.flatMap((op) => (op.type === 'delete' ? [op.key] : []))
+  releases.push(...deleted([...unreadable, ...released]))
+  return { phases: [deleted(invisible), additions, records, meta, releases, drops], runs: handoffs.index }
 }
 
 /** Every key of `state` but its grants and handoffs, with its encoded value. */

@@ -183,13 +183,15 @@ function history(seed: number, reconcileEvery: number, legacyAt = 0): string | n
       legacyKeys = [...start.kv.keys()].filter((k) => layout.parse(k)?.kind === 'handoff').length
       upgrades += 1
       if (JSON.stringify(decodeState(layout, start.entries())) !== JSON.stringify(committed)) return `write ${write}: the per-shard layout loads otherwise`
-      ;({ ops, phases, runs } = reconcileWrites(start.entries(), full, ctx))
+      ;({ phases, runs } = reconcileWrites(start.entries(), full, ctx))
+      ops = phases.flat()
     } else {
       phases = deltaPhases(delta, ctx, runs)
       ops = phases.flat()
       if (write % reconcileEvery === 0) {
         start = etcd.copy().apply(random() < 0.5 ? ops.slice(0, Math.floor(random() * ops.length)) : tornPhases(phases, random))
-        ;({ ops, phases, runs } = reconcileWrites(start.entries(), full, ctx))
+        ;({ phases, runs } = reconcileWrites(start.entries(), full, ctx))
+        ops = phases.flat()
       }
     }
     const prefixes = new Set<string>()
@@ -371,7 +373,7 @@ t.test('a reconcile puts back a torn write’s runs without deleting them first;
   space.kv.set(layout.handoffRun(16, 2, 2), 'not json') // unreadable, not wanted
   const handoffs = [0, 1, 2, 3].map((shardId) => ({ shardId, fromNode: 'a', generation: 3 })).concat([12, 13].map((shardId) => ({ shardId, fromNode: 'b', generation: 2 })))
   const full: DurableState = { version: 2, meta: { ...META, generation: 3 }, nodes: [], draining: [], handoffs, dailyGrants: [] }
-  const { ops } = reconcileWrites(space.entries(), full, ctx)
+  const ops = reconcileWrites(space.entries(), full, ctx).phases.flat()
   t.same(
     described(ops),
     [
@@ -398,7 +400,7 @@ t.test('a reconcile that wants a stored run’s key again with another previous 
   space.kv.set(layout.handoffRun(4, 3, 3), JSON.stringify({ first: 4, count: 3, fromNode: 'a', generation: 3 }))
   const handoffs = [4, 5, 6].map((shardId) => ({ shardId, fromNode: 'c-1', generation: 3 }))
   const full: DurableState = { version: 2, meta: { ...META, generation: 3 }, nodes: [], draining: [], handoffs, dailyGrants: [] }
-  const { ops } = reconcileWrites(space.entries(), full, ctx)
+  const ops = reconcileWrites(space.entries(), full, ctx).phases.flat()
   t.same(described(ops), [`put ${layout.handoffRun(4, 3, 3)}`], 'one put under the same key, no delete after it')
   t.same(decodeState(layout, space.copy().apply(ops).entries())?.handoffs, handoffs, 'the load holds the new previous owner')
 })
