@@ -13,6 +13,7 @@ import { checkinRequest, type Identity } from '../../mtls-client.js'
 import { startTarget, stopTarget } from '../../mtls-process.js'
 import { makeNodes } from '../../mtls-bench.js'
 import type { FleetPki } from '../fleet-pki.js'
+import type { BenchFigures } from './fleet-bench.js'
 
 export type { CeilingCosts } from '../../mtls-handshake.js'
 
@@ -41,4 +42,57 @@ export async function ceilingCosts(pki: FleetPki): Promise<CeilingCosts> {
 /** The CPU (s) `full` full and `resumed` resumed connections cost at the ceiling. */
 export function atCeiling(costs: CeilingCosts, full: number, resumed: number): number {
   return (full * costs.fullMs + resumed * costs.resumedMs) / 1000
+}
+
+/**
+ * The cold join's CPU, taken apart. Besides the joins (a full handshake and a first check-in each, what
+ * the ceiling's full connection measures), the phase answers the renewals of the nodes that joined
+ * earlier (a check-in every lease/3 on their open connection) and, before the plan is stable, one more
+ * from every node to take the last generation: work a fleet does in its steady state too. Priced at the
+ * steady state's CPU per check-in measured in the same run, that part is set apart, so what is left is
+ * what the joins themselves cost (the deferrals and the per-join bookkeeping included).
+ */
+export interface JoinBreakdown {
+  /** Check-ins answered on a connection already open (check-ins less handshakes). */
+  readonly renewals: number
+  /** The steady state's controller CPU per check-in (ms), background work included. */
+  readonly steadyMsPerCheckin: number
+  /** renewals × steadyMsPerCheckin (s). */
+  readonly renewalsS: number
+  /** The phase's CPU less the re-plans and the renewals (s). */
+  readonly joinsS: number
+  /** joinsS against the ceiling's cost of the phase's connections (null without a ceiling). */
+  readonly ratio: number | null
+}
+
+export function joinBreakdown(input: {
+  readonly controllerCpuS: number
+  readonly replanS: number | null
+  readonly checkins: number
+  readonly handshakes: number
+  readonly steadyCpuPerS: number
+  readonly steadyCheckinsPerS: number
+  readonly ceiling: CeilingCosts | null
+}): JoinBreakdown | null {
+  if (input.steadyCheckinsPerS <= 0 || input.handshakes <= 0) return null
+  const renewals = Math.max(0, input.checkins - input.handshakes)
+  const steadyMsPerCheckin = (input.steadyCpuPerS * 1000) / input.steadyCheckinsPerS
+  const renewalsS = (renewals * steadyMsPerCheckin) / 1000
+  const joinsS = input.controllerCpuS - (input.replanS ?? 0) - renewalsS
+  const at = input.ceiling === null ? null : atCeiling(input.ceiling, input.handshakes, 0)
+  return { renewals, steadyMsPerCheckin, renewalsS, joinsS, ratio: at === null ? null : joinsS / Math.max(at, 1e-9) }
+}
+
+/** joinBreakdown of one run's cold join, priced at that run's first steady window. */
+export function coldJoinBreakdown(f: BenchFigures): JoinBreakdown | null {
+  const c = f.coldJoin
+  return joinBreakdown({
+    controllerCpuS: c.controllerCpuS,
+    replanS: c.replanS,
+    checkins: c.counters.checkins ?? 0,
+    handshakes: c.counters.handshakes ?? 0,
+    steadyCpuPerS: f.steady.controllerCpuPerS,
+    steadyCheckinsPerS: f.steady.checkinsPerS,
+    ceiling: f.ceiling,
+  })
 }

@@ -8,7 +8,7 @@ import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import type { DrainFigures } from './drain-phase.js'
 import { failedAttempts, runFleetBench, type AnsweredMedians, type BenchFigures } from './fleet-bench.js'
 import { formatProfile } from './profile-summary.js'
-import { atCeiling } from './ceiling-costs.js'
+import { atCeiling, coldJoinBreakdown } from './ceiling-costs.js'
 import { medianLines } from './medians.js'
 
 const out = (line: string) => process.stdout.write(`${line}\n`)
@@ -28,6 +28,11 @@ function report(f: BenchFigures): void {
     const atCost = f.ceiling === null ? null : atCeiling(f.ceiling, joined, 0)
     const ratio = atCost === null ? 'ceiling not measured' : `${(apart / Math.max(atCost, 1e-9)).toFixed(2)}× the ceiling's cost of those connections (goal ≤ 1.3×)`
     out(`                     re-plans took ${s(c.replanS, 2)} of the main thread (pxe_replan_duration_seconds); the rest, ${s(apart)}: ${ratio}`)
+  }
+  const parts = coldJoinBreakdown(f)
+  if (parts !== null) {
+    const ratio = parts.ratio === null ? 'ceiling not measured' : `${parts.ratio.toFixed(2)}× the ceiling's cost of those connections`
+    out(`                     of that, ${parts.renewals} check-ins on connections already open (earlier nodes renewing, and every node taking the last generation), at the steady state's ${parts.steadyMsPerCheckin.toFixed(2)} ms each: ${s(parts.renewalsS)}; the joins themselves (handshake and first check-in, deferrals, bookkeeping): ${s(parts.joinsS)}, ${ratio}`)
   }
   const takeover = f.restart.kind === 'takeover'
   const windows = [

@@ -1,7 +1,7 @@
 /** The medians of `npm run bench:fleet -- --repeat n`: the figures a closing note quotes, one line per phase. */
 import type { BenchFigures } from './fleet-bench.js'
 import { failedAttempts } from './fleet-bench.js'
-import { atCeiling } from './ceiling-costs.js'
+import { atCeiling, coldJoinBreakdown } from './ceiling-costs.js'
 
 /** The median of some numbers (the mean of the middle two for an even count); null when none is known. */
 export function median(values: readonly (number | null)[]): number | null {
@@ -25,7 +25,7 @@ export function medianLines(runs: readonly BenchFigures[]): string[] {
   const lines = [
     `medians of ${runs.length} runs (load average at the starts: ${runs.map((f) => f.loadAverage.start.toFixed(2)).join(', ')}):`,
     `  ceiling            full ${fmt(m((f) => f.ceiling?.fullMs ?? null), 2, ' ms')}, resumed ${fmt(m((f) => f.ceiling?.resumedMs ?? null), 2, ' ms')} per connection`,
-    `  (a) cold join      stable after ${fmt(m((f) => f.coldJoin.stableS))} (runs ${range((f) => f.coldJoin.stableS)}); every node joined after ${fmt(m((f) => f.coldJoin.allJoinedS))}; failed attempts ${fmt(m((f) => failedAttempts(f.coldJoin.counters)), 0, '')}, deferred ${fmt(m((f) => f.coldJoin.counters.deferred ?? 0), 0, '')}; controller CPU ${fmt(m((f) => f.coldJoin.controllerCpuS))} (re-plans ${fmt(m((f) => f.coldJoin.replanS), 2)}; at the ceiling ${fmt(m(ceilingJoin))})`,
+    `  (a) cold join      stable after ${fmt(m((f) => f.coldJoin.stableS))} (runs ${range((f) => f.coldJoin.stableS)}); every node joined after ${fmt(m((f) => f.coldJoin.allJoinedS))}; failed attempts ${fmt(m((f) => failedAttempts(f.coldJoin.counters)), 0, '')}, deferred ${fmt(m((f) => f.coldJoin.counters.deferred ?? 0), 0, '')}; controller CPU ${fmt(m((f) => f.coldJoin.controllerCpuS))} (re-plans ${fmt(m((f) => f.coldJoin.replanS), 2)}; at the ceiling ${fmt(m(ceilingJoin))}); renewals on open connections ${fmt(m((f) => coldJoinBreakdown(f)?.renewalsS ?? null))}, the joins themselves ${fmt(m((f) => coldJoinBreakdown(f)?.joinsS ?? null))}: ${fmt(m((f) => coldJoinBreakdown(f)?.ratio ?? null), 2, '×')} the ceiling's cost`,
     `  (b) ${runs[0]!.restart.kind === 'takeover' ? 'take-over     ' : 'restart       '} every node renewed ${fmt(m((f) => f.restart.allRenewedS))} after the kill (runs ${range((f) => f.restart.allRenewedS)}); fail-safe would have fired first on ${fmt(m((f) => f.restart.failSafeLate), 0, '')} nodes; shards moved ${fmt(m((f) => f.restart.movedShards), 0, '')}; failed attempts ${fmt(m((f) => f.restart.failedAttempts), 0, '')}, deferred ${fmt(m((f) => f.restart.deferred), 0, '')}; controller CPU ${fmt(m((f) => f.restart.controllerCpuS))} (at the ceiling ${fmt(m(ceilingRestart))})`,
     `  (c) steady state   controller CPU ${fmt(m((f) => f.steady.controllerCpuPerS), 3, ' s')} per second at ${fmt(m((f) => f.steady.checkinsPerS), 0, '')} check-ins/s`,
   ]
