@@ -136,44 +136,6 @@ t.test('an answer asked right after a loop that had nothing to write is never le
   t.equal(await Promise.race([writer.answer(() => state.value, true), timeout()]), 0, 'also when it asks for a settle')
 })
 
-t.test('a kick with nothing changed, nothing waiting and nothing stale starts no round; any of the three does', async (t) => {
-  const state = { version: 0, stale: false, settles: 0 }
-  let writes = 0
-  const writer = new DurableWriter({
-    settle: () => {
-      state.settles += 1
-      if (state.stale) {
-        state.stale = false
-        state.version += 1
-      }
-    },
-    needsSettle: () => state.stale,
-    version: () => state.version,
-    write: async () => {
-      writes += 1
-    },
-  })
-  for (let i = 0; i < 5; i++) writer.kick() // a steady check-in: the service kicks after every request
-  await tick()
-  await tick()
-  t.equal(state.settles, 0, 'no round ran: no turn of the loop spent, no settle')
-  t.equal(writes, 0)
-  state.version += 1
-  writer.kick()
-  await tick()
-  await tick()
-  t.equal(writes, 1, 'a changed state is written')
-  state.stale = true
-  writer.kick()
-  await tick()
-  await tick()
-  t.equal(state.stale, false, 'a stale plan is settled')
-  t.equal(writes, 2, 'and what the settle changed is written')
-  const settles = state.settles
-  t.equal(await writer.answer(() => 'at once'), 'at once', 'an answer with nothing pending comes at once')
-  t.equal(state.settles, settles, 'without a round')
-})
-
 t.test('rounds that re-plan are spaced by settleIntervalMs; other rounds are not', async (t) => {
   const state = { version: 0, stale: false, replans: 0 }
   const writtenAt: number[] = []
