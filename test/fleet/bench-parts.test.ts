@@ -6,6 +6,7 @@ import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/
 import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
 import { answerBucket, medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
+import { joinBreakdown } from '../../bench/fleet/scale/ceiling-costs.js'
 import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
 import { takeFrame } from '../../bench/http-frames.js'
 
@@ -155,4 +156,25 @@ t.test('the answered attempts after a kill: medians of quarter-second buckets ad
   t.equal(medianOfBuckets(merged), 625, 'buckets ordered by number, not as strings ("-250" < "500" < "2000")')
   t.equal(medianOfBuckets({ '-500': 3, '250': 1 }), -375, 'a negative median: began after the fail-safe moment')
   t.same([answerBucket(0), answerBucket(249), answerBucket(250), answerBucket(-1), answerBucket(-250), answerBucket(-251)], ['0', '0', '250', '-250', '-250', '-500'], 'buckets start at multiples of 250 ms, below zero too')
+})
+
+t.test("the cold join's CPU is taken apart: renewals at the steady cost, the joins against the ceiling", async (t) => {
+  const parts = joinBreakdown({
+    controllerCpuS: 33,
+    replanS: 0.5,
+    checkins: 33_000,
+    handshakes: 10_000,
+    steadyCpuPerS: 0.44,
+    steadyCheckinsPerS: 1_000,
+    ceiling: { fullMs: 1.5, resumedMs: 0.75 },
+  })
+  t.ok(parts)
+  t.equal(parts!.renewals, 23_000, 'check-ins less handshakes: those on connections already open')
+  t.ok(Math.abs(parts!.steadyMsPerCheckin - 0.44) < 1e-9)
+  t.ok(Math.abs(parts!.renewalsS - 10.12) < 1e-9, '23,000 at 0.44 ms')
+  t.ok(Math.abs(parts!.joinsS - (33 - 0.5 - 10.12)) < 1e-9, 'the rest, less the re-plans')
+  t.ok(Math.abs(parts!.ratio! - (33 - 0.5 - 10.12) / 15) < 1e-9, 'against 10,000 full connections at the ceiling')
+  t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0.4, steadyCheckinsPerS: 1_000, ceiling: null })!.renewals, 0, 'never negative')
+  t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0.4, steadyCheckinsPerS: 1_000, ceiling: null })!.ratio, null, 'no ceiling, no ratio')
+  t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0, steadyCheckinsPerS: 0, ceiling: null }), null, 'no steady window measured: nothing to price with')
 })
