@@ -6,7 +6,6 @@
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { CONTROLLER_NODE_FLAGS } from '../src/controller-node-flags.js'
 
 /** What a target process serves: the controller (file store, or HA on etcd) or the ceiling. */
 export type TargetKind = 'controller' | 'controller-ha' | 'ceiling'
@@ -38,11 +37,8 @@ export function startTarget(kind: TargetKind, key: ServerKey, root: string, extr
   // stdout (the controller's pino info lines) is discarded; stderr stays visible for failures.
   // PXE_BENCH_PROFILE_DIR (bench/profile-connections.ts): the target runs under `node --cpu-prof` (its
   // profile lands in that folder when it exits), to see where a connection's CPU goes.
-  // Every target runs with the controller's node flags (src/controller-node-flags.ts): the controller as
-  // production starts it, and the ceiling with the same GC, so that a ratio compares code, not V8 settings.
   const profileDir = process.env['PXE_BENCH_PROFILE_DIR']
-  const flags = [...process.execArgv, ...CONTROLLER_NODE_FLAGS]
-  const execArgv = profileDir === undefined ? flags : [...flags, '--cpu-prof', '--cpu-prof-dir', profileDir]
+  const execArgv = profileDir === undefined ? process.execArgv : [...process.execArgv, '--cpu-prof', '--cpu-prof-dir', profileDir]
   const child = fork(entry, [kind, root, key, ...extra], { stdio: ['ignore', process.env.PXE_BENCH_TARGET_STDOUT === '1' ? 'inherit' : 'ignore', 'inherit', 'ipc'], execArgv })
   const waiting: Array<(micros: number) => void> = []
   child.on('message', (msg: unknown) => {

@@ -1,5 +1,4 @@
-#!/usr/bin/env -S node --single-threaded-gc
-// (The flag: src/controller-node-flags.ts. `env -S` splits the line: GNU coreutils 8.30+, BSD, macOS.)
+#!/usr/bin/env node
 // Runs the compiled controller (npm run build, or npm ci, which builds through `prepare`).
 import { runBuilt } from './run-built.js'
 

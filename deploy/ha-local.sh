@@ -12,7 +12,7 @@
 #
 #   kill -USR1 $(cat DIR/logs/ha-local.pid)      # restarts every controller of this run that has exited
 #
-# (or by hand, then stop it by hand too: node --single-threaded-gc dist/src/main.js --config DIR/controller-1.json >>DIR/logs/controller-1.log 2>&1 &)
+# (or by hand, then stop it by hand too: node dist/src/main.js --config DIR/controller-1.json >>DIR/logs/controller-1.log 2>&1 &)
 #
 # Ports: etcd clients on BASE+1..BASE+3, peers on BASE+11..BASE+13, controllers on BASE+21 and BASE+22
 # (their ops endpoints, plain HTTP: BASE+31 and BASE+32),
@@ -137,7 +137,7 @@ fi
 PORTS=()
 # controller i's process is PIDS[i + 2] (after the three etcd members); a restart appends to its log
 start_controller() {
-  "${GUARD[@]}" node --single-threaded-gc "$REPO/dist/src/main.js" --config "$DIR/controller-$1.json" >>"$DIR/logs/controller-$1.log" 2>&1 &
+  "${GUARD[@]}" node "$REPO/dist/src/main.js" --config "$DIR/controller-$1.json" >>"$DIR/logs/controller-$1.log" 2>&1 &
   PIDS[$(($1 + 2))]=$!
   echo "$!" >"$DIR/logs/controller-$1.pid"
 }

@@ -2,7 +2,6 @@
 import { parseArgs } from 'node:util'
 import { pino, type Logger } from 'pino'
 import { ConfigError, loadConfig, type Config } from './config.js'
-import { CONTROLLER_NODE_FLAGS, missingNodeFlags } from './controller-node-flags.js'
 import { DEV_DEFAULT_PORT, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
 import { captureProcessWarnings } from './log/process-warnings.js'
 import { DEFAULT_STOP_GRACE_MS, startController, type RunningController } from './runtime.js'
@@ -70,9 +69,6 @@ async function main(): Promise<void> {
   }
   const running = await startController(config, { logger })
   logger.info({ host: config.listen.host, port: running.port, mode: dev ? 'development' : 'production' }, 'controller listening (mTLS)')
-  const missing = missingNodeFlags()
-  // Started as `node dist/src/main.js` by hand or by an old unit file: it works, at some CPU cost.
-  if (missing.length > 0) logger.warn({ missing, expected: CONTROLLER_NODE_FLAGS }, 'node was started without the controller\'s flags: it runs, but spends more CPU (README "Node flags")')
   if (dev) {
     process.stdout.write(`\nDevelopment controller on https://${config.listen.host}:${running.port} — check in as the dev node:\n\n${devCurlCommand(varDir, config.listen.host, running.port)}\n\n`)
     if (running.opsPort !== null) process.stdout.write(`Metrics, health and readiness (plain HTTP, loopback):\n\n${devMetricsCommand(config.listen.host, running.opsPort)}\n\n`)

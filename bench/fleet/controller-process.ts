@@ -1,15 +1,14 @@
 /**
- * The controller under test, as production runs it: `node --single-threaded-gc dist/src/main.js --config
- * FILE` (the flags: src/controller-node-flags.ts) in a child process, killed with SIGKILL (or stopped
- * with SIGTERM) and started again on the same port and state, possibly with another config (a reshard
- * restart). Its stdout (pino lines) goes to a log file in the run folder.
+ * The controller under test, as production runs it: `node dist/src/main.js --config FILE` in a child
+ * process, killed with SIGKILL (or stopped with SIGTERM) and started again on the same port and state,
+ * possibly with another config (a reshard restart). Its stdout (pino lines) goes to a log file in the
+ * run folder.
  */
 import { spawn, type ChildProcess } from 'node:child_process'
 import { createWriteStream, type WriteStream } from 'node:fs'
 import { writeFile } from 'node:fs/promises'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from './interrupt.js'
-import { CONTROLLER_NODE_FLAGS } from '../../src/controller-node-flags.js'
 
 /** The compiled controller entry. */
 export const CONTROLLER_MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url))
@@ -77,7 +76,7 @@ export class ControllerChild {
     this.config = { ...this.config, ...overrides }
     const listen = { ...(this.config.listen as object), ...(this.portInUse === null ? {} : { port: this.portInUse }) }
     await writeFile(this.opts.configPath, JSON.stringify({ ...this.config, listen }, null, 2), { mode: 0o600 })
-    const child = spawn(process.execPath, [...CONTROLLER_NODE_FLAGS, ...(this.opts.nodeArgs ?? []), ...extraNodeArgs, CONTROLLER_MAIN, '--config', this.opts.configPath], {
+    const child = spawn(process.execPath, [...(this.opts.nodeArgs ?? []), ...extraNodeArgs, CONTROLLER_MAIN, '--config', this.opts.configPath], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, LOG_LEVEL: 'info' },
     })

@@ -2,7 +2,6 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
-import { CONTROLLER_NODE_FLAGS } from '../../src/controller-node-flags.js'
 
 export const MAIN = fileURLToPath(new URL('../../dist/src/main.js', import.meta.url))
 
@@ -17,12 +16,10 @@ export interface ChildController {
   exited: Promise<number | string>
 }
 
-/**
- * Spawns `node <flags> dist/src/main.js ...args` (by default the controller's flags, as production starts
- * it) and resolves once it listens (or rejects when it exits). */
-export function spawnController(args: string[], cwd: string, timeoutMs = 60_000, nodeFlags: readonly string[] = CONTROLLER_NODE_FLAGS): Promise<ChildController> {
+/** Spawns `node dist/src/main.js ...args` and resolves once it listens (or rejects when it exits). */
+export function spawnController(args: string[], cwd: string, timeoutMs = 60_000): Promise<ChildController> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" (npm test does it first)`)
-  const child = spawn(process.execPath, [...nodeFlags, MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } })
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } })
   let out = ''
   let err = ''
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))
@@ -54,7 +51,7 @@ export function spawnController(args: string[], cwd: string, timeoutMs = 60_000,
  * reported as code 'timeout', so the test fails fast instead of hanging.
  */
 export function runController(args: string[], cwd: string, timeoutMs = 30_000): Promise<{ code: number | string; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [...CONTROLLER_NODE_FLAGS, MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+  const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] })
   let stdout = ''
   let stderr = ''
   let timedOut = false

@@ -10,7 +10,6 @@ import type { Test } from 'tap'
 import { parseConfig } from '../../src/config.js'
 import { startController, type RunningController } from '../../src/runtime.js'
 import { bundle, checkinBody, request, testConfig, type Identity, type Pki, type Reply } from '../e2e/harness.js'
-import { CONTROLLER_NODE_FLAGS } from '../../src/controller-node-flags.js'
 import { MAIN } from '../e2e/process.js'
 import { exited, spawnGuarded, type EtcdCluster } from '../support/etcd-cluster.js'
 
@@ -64,7 +63,7 @@ export async function spawnReplicaController(
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" (npm test does it first)`)
   const path = join(root, `${id}.json`)
   writeFileSync(path, JSON.stringify(replicaConfig(pki, root, id, ha, overrides)))
-  const child = spawnGuarded(process.execPath, [...CONTROLLER_NODE_FLAGS, MAIN, '--config', path], { env: { ...process.env, LOG_LEVEL: 'info' } })
+  const child = spawnGuarded(process.execPath, [MAIN, '--config', path], { env: { ...process.env, LOG_LEVEL: 'info' } })
   t.teardown(async () => {
     child.kill('SIGKILL')
     await exited(child)
