@@ -68,6 +68,11 @@ export type AdmissionDecision = { readonly admit: true } | { readonly admit: fal
 const ADMIT: AdmissionDecision = { admit: true }
 /** Weight of a new cost sample: a few windows follow a change of load, one odd window does not. */
 const COST_WEIGHT = 0.3
+/**
+ * A window's sample counts as at most this many times the estimate, so one window raises the estimate by
+ * at most COST_WEIGHT × (this − 1) = 30 %; a real rise still gets there, 30 % a window (5× in ~1.5 s).
+ */
+const MAX_SAMPLE_RISE = 2
 /** A window gives a cost sample only with this many finished handshakes (fewer say little about cost). */
 const MIN_SAMPLE = 8
 
@@ -177,12 +182,16 @@ export class HandshakeAdmission {
    * every node was late. (Deferring because of idle stalled connections only lowers the estimate, which
    * busy windows correct if it goes too low.)
    *
-   * The average of each window's ratio runs above the loop's real time per connection in a storm (a
-   * window busy with other work sees few handshakes finish: 2.8–6.5 ms in the first seconds of a
-   * 10,000-node restart, against ~1.8 ms of CPU per connection opened). A truer estimate, the busy time
-   * over the handshakes finished across the last 2 s, was measured side by side in three restarts each
-   * and did worse (nodes late 1,829, 789, 147 against 1, 557, 24; README "Measured figures"), so the
-   * average stays until a storm shows why.
+   * A sample is capped at MAX_SAMPLE_RISE times the estimate. A window in which the loop was busy
+   * while few handshakes finished (a long collection, a journal compaction) gives a sample many times the
+   * cost: 8 handshakes in a fully busy window say 31 ms. In two 10,000-node restarts that went wrong
+   * (admission's state sampled every 0.5 s), one such window lifted the estimate from 0.74 to 6.77 ms and
+   * from 1.16 to 9.15 ms at once. For the seconds it took to come down, admission deferred nearly every
+   * connection while the loop sat idle at times, and its appointments, one estimated cost apart, went up
+   * to ~15 s out: 500–750 nodes waited idle for them past their fail-safes, and every node renewed only
+   * 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as one ratio over the last 2 s,
+   * tried side by side in three restarts each, did no better: nodes late 1,829, 789, 147 against 1, 557,
+   * 24; README "Measured figures".)
    */
   endWindow(windowMs: number, utilization: number): void {
     this.utilization = utilization
@@ -192,7 +201,7 @@ export class HandshakeAdmission {
     this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
     const measured = utilization >= this.opts.busyUtilization || this.deferredInWindow > 0
     if (this.finishedInWindow >= MIN_SAMPLE && measured) {
-      const sample = (utilization * windowMs) / this.finishedInWindow
+      const sample = Math.min((utilization * windowMs) / this.finishedInWindow, MAX_SAMPLE_RISE * this.costMs)
       this.costMs += COST_WEIGHT * (sample - this.costMs)
     }
     this.finishedInWindow = 0

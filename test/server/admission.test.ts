@@ -84,6 +84,33 @@ t.test('the cost follows busy windows with enough handshakes, and windows that d
   t.ok(Math.abs(a.estimatedCostMs - 1) < 0.01, `converges to 1 ms: ${a.estimatedCostMs}`)
 })
 
+t.test('one odd window raises the estimate by at most 30 %; a real rise still gets there', async (t) => {
+  // A restart that went wrong: one fully busy window (a long collection) in which 12 handshakes finished
+  // took the estimate from 0.74 to 6.77 ms at once, and admission deferred nearly everyone for seconds.
+  const { a } = admission({ initialCostMs: 1 })
+  for (let i = 0; i < 12; i++) a.finished()
+  a.endWindow(250, 1) // 250 ms for 12 handshakes: a sample of 20.8 ms
+  t.equal(a.estimatedCostMs, 1.3, 'capped at twice the estimate, weighted 0.3: +30 %')
+  for (let k = 0; k < 10; k++) {
+    for (let i = 0; i < 200; i++) a.finished()
+    a.endWindow(250, 0.8) // back to 1 ms a handshake
+  }
+  t.ok(Math.abs(a.estimatedCostMs - 1) < 0.01, `and back: ${a.estimatedCostMs.toFixed(3)} ms`)
+  // The cost really rises fivefold (full handshakes instead of resumed ones, say): 50 a window at 5 ms.
+  let windows = 0
+  while (a.estimatedCostMs < 4.5 && windows < 100) {
+    for (let i = 0; i < 50; i++) a.finished()
+    a.endWindow(250, 1)
+    windows += 1
+  }
+  t.ok(windows <= 10, `followed within ${windows} windows of 250 ms`)
+  for (let k = 0; k < 20; k++) {
+    for (let i = 0; i < 50; i++) a.finished()
+    a.endWindow(250, 1)
+  }
+  t.ok(Math.abs(a.estimatedCostMs - 5) < 0.01, `settles at the real cost: ${a.estimatedCostMs.toFixed(3)} ms`)
+})
+
 t.test('an estimate above the real cost comes down although the cap it sets keeps the loop below busy', async (t) => {
   // A restart: the estimate says 3 ms, a resumed connection really costs 1.5 ms. The cap (2000 ms of
   // admissions per 2 s) then admits 667 per 2 s, which keep the loop only half busy.
