@@ -189,8 +189,8 @@ export class HandshakeAdmission {
    * (admission's state sampled every 0.5 s), one such window lifted the estimate from 0.74 to 6.77 ms and
    * from 1.16 to 9.15 ms at once. For the seconds it took to come down, admission deferred nearly every
    * connection while the loop sat idle at times, and its appointments, one estimated cost apart, went up
-   * to ~15 s out: 500–750 nodes waited idle for them past their fail-safes, and every node renewed only
-   * 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as one ratio over the last 2 s,
+   * to ~15 s out: hundreds of nodes (634 in one) waited idle for them, 593 and 2,239 nodes were late,
+   * and every node renewed only 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as one ratio over the last 2 s,
    * tried side by side in three restarts each, did no better: nodes late 1,829, 789, 147 against 1, 557,
    * 24; README "Measured figures".)
    */
