@@ -190,9 +190,9 @@ export class HandshakeAdmission {
    * from 1.16 to 9.15 ms at once. For the seconds it took to come down, admission deferred nearly every
    * connection while the loop sat idle at times, and its appointments, one estimated cost apart, went up
    * to ~15 s out: hundreds of nodes (634 in one) waited idle for them, 593 and 2,239 nodes were late,
-   * and every node renewed only 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as one ratio over the last 2 s,
-   * tried side by side in three restarts each, did no better: nodes late 1,829, 789, 147 against 1, 557,
-   * 24; README "Measured figures".)
+   * and every node renewed only 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as
+   * one ratio over the last 2 s, tried side by side in three restarts each, did worse: nodes late 1,829,
+   * 789, 147 against 1, 557, 24; README "Measured figures".)
    */
   endWindow(windowMs: number, utilization: number): void {
     this.utilization = utilization
