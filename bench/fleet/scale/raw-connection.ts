@@ -4,8 +4,9 @@
  * about as much CPU as the controller spends per request (see bench/mtls-bench.ts); 10,000 simulated
  * nodes share this machine's two cores with the controller.
  */
-import type { SecureContext, TLSSocket } from 'node:tls'
-import { connectBusyAware } from '../../../src/agent/busy-aware-agent.js'
+import net from 'node:net'
+import tls, { type SecureContext, type TLSSocket } from 'node:tls'
+import { inspectingStream } from '../../../src/agent/busy-aware-agent.js'
 import { takeFrame } from '../../http-frames.js'
 
 /** An answer: the status and the raw body. */
@@ -46,31 +47,41 @@ export class RawConnection {
 
   /**
    * Opens a connection (the node's certificate; resumed when `session` is given and still good) to the
-   * controller on 127.0.0.1, as the agent's connectBusyAware does: the TLS client is built at once, over
-   * a stream that reads a busy controller's appointment first (ControllerBusyError). It used to wait for
-   * the TCP connection and one more turn of the loop, so that a deferred attempt would cost no TLS
-   * client; counted in a 10,000-node restart, not one of 32,000 attempts had the notice by then (the
-   * notice is read a turn later at the earliest), and in a load generator lagging by seconds that turn
-   * alone took a median of 0.4–1.2 s per attempt.
+   * controller on 127.0.0.1, over the agent's stream that reads a busy controller's appointment before
+   * TLS sees any byte (ControllerBusyError). The TLS client is built as soon as TCP is connected: a
+   * refused connection (a dead or restarting controller, which is every attempt at a killed HA leader's
+   * port) then costs the load generator no TLS client; in a storm a real node spends that on its own
+   * CPU, here it came off the two cores the controller runs on.
+   *
+   * It used to wait one more turn of the loop after the connection, so that a deferred attempt would
+   * cost no TLS client either. Counted in a 10,000-node restart: not one of 32,000 attempts had the
+   * notice by then (it is read a turn later at the earliest), and in a load generator lagging by
+   * seconds that turn alone took a median of 0.4–1.2 s of every attempt.
    */
   static open(opts: ConnectOptions): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
-      // host names the server for the identity check (its certificate holds IP 127.0.0.1).
-      const socket = connectBusyAware(
-        { host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress },
-        { host: '127.0.0.1', secureContext: opts.context, ...(opts.session ? { session: opts.session } : {}) },
-      )
-      const timer = setTimeout(() => socket.destroy(timeoutError(`no TLS handshake within ${opts.timeoutMs} ms`, 'HANDSHAKE_TIMEOUT')), opts.timeoutMs)
+      const raw = net.connect({ host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress, noDelay: true })
+      const stream = inspectingStream(raw)
+      let socket: TLSSocket | null = null
+      const timer = setTimeout(() => (socket ?? stream).destroy(timeoutError(`no TLS handshake within ${opts.timeoutMs} ms`, 'HANDSHAKE_TIMEOUT')), opts.timeoutMs)
       const onError = (err: Error) => {
         clearTimeout(timer)
         reject(err)
       }
-      socket.once('error', onError)
-      if (opts.onSession) socket.on('session', opts.onSession)
-      socket.once('secureConnect', () => {
-        clearTimeout(timer)
-        socket.removeListener('error', onError)
-        resolve(new RawConnection(socket))
+      stream.once('error', onError)
+      raw.once('connect', () => {
+        if (stream.destroyed) return // an error came first: rejected already
+        stream.removeListener('error', onError)
+        // host names the server for the identity check (its certificate holds IP 127.0.0.1).
+        const tlsSocket = tls.connect({ host: '127.0.0.1', secureContext: opts.context, socket: stream, ...(opts.session ? { session: opts.session } : {}) })
+        socket = tlsSocket
+        if (opts.onSession) tlsSocket.on('session', opts.onSession)
+        tlsSocket.once('secureConnect', () => {
+          clearTimeout(timer)
+          tlsSocket.removeListener('error', onError)
+          resolve(new RawConnection(tlsSocket))
+        })
+        tlsSocket.once('error', onError)
       })
     })
   }
