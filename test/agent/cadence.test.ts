@@ -61,7 +61,11 @@ t.test('a busy controller\'s appointment is kept unless the slack ends sooner', 
   cadence.setLease(30_000)
   t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 3000 }), 3150, 'joining: the appointment, jittered by at most 10 %')
   t.equal(cadence.retry({ slackMs: 20_000, busyRetryAfterMs: 3000 }), 3150, 'slack to spare: the appointment')
-  t.equal(cadence.retry({ slackMs: 2000, busyRetryAfterMs: 30_000 }), 1500, 'the slack ends first: within it')
+  // A saturated controller keeps an early returner in a longer queue: 1.5 s more of the slack stays in reserve.
+  t.equal(cadence.retry({ slackMs: 5000, busyRetryAfterMs: 30_000 }), 2625, 'the slack ends first: in the second half of the slack less 1.5 s')
+  t.equal(cadence.retry({ slackMs: 5000, busyRetryAfterMs: 4000 }), 2625, 'also when the appointment falls in the last 1.5 s of the slack')
+  t.equal(new CheckinCadence(() => 0.999).retry({ slackMs: 5000, busyRetryAfterMs: 30_000 }), 3498, 'never later than the slack less 1.5 s')
+  t.equal(cadence.retry({ slackMs: 1000, busyRetryAfterMs: 30_000 }), 500, 'less than 1.5 s of slack: the last attempts (0.25–0.75 s apart)')
   t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 20_000 }), 21_000, 'joining nodes wait as long as told, even beyond the regular delay')
   t.equal(cadence.retry({ slackMs: null, busyRetryAfterMs: 999_999_999 }), 31_500, 'but never beyond what a controller ever gives (30 s): a forged notice cannot park a node')
   t.equal(cadence.retry({ slackMs: 0, busyRetryAfterMs: 5000 }), 500, 'out of slack: the last attempts go before the appointment')
