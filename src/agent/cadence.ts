@@ -82,20 +82,24 @@ export class CheckinCadence {
     const holdsAuthority = slackMs !== null
     // Less slack than this is none worth spreading over: a few quick last attempts, not a tight loop.
     const slack = slackMs !== null && slackMs >= SLACK_FLOOR_MS ? slackMs : null
-    const lastChance = holdsAuthority && slack === null ? FIRST_RETRY_MS * (0.5 + this.random()) : null
     if (context.busyRetryAfterMs !== null) {
       // Appointments are already spaced by the controller: a little jitter keeps equal ones apart. No
       // appointment is kept beyond what a controller ever gives, so a forged line cannot park a node.
       const appointment = Math.min(context.busyRetryAfterMs, MAX_APPOINTMENT_MS) * (1 + 0.1 * this.random())
       // Beyond the slack (less the busy reserve): at a random moment of its second half; with none left, the last attempts.
       const busySlack = slack !== null && slack - BUSY_EXTRA_RESERVE_MS >= SLACK_FLOOR_MS ? slack - BUSY_EXTRA_RESERVE_MS : null
-      const latest = busySlack !== null ? busySlack * (0.5 + 0.5 * this.random()) : holdsAuthority ? FIRST_RETRY_MS * (0.5 + this.random()) : Infinity
+      const latest = busySlack !== null ? busySlack * (0.5 + 0.5 * this.random()) : holdsAuthority ? this.lastAttempt() : Infinity
       return Math.round(Math.max(MIN_RETRY_MS, Math.min(appointment, latest)))
     }
     if (slack !== null) return Math.round(Math.max(MIN_RETRY_MS, Math.min(regular, slack * (0.25 + 0.25 * this.random()))))
-    if (lastChance !== null) return Math.round(lastChance)
+    if (holdsAuthority) return Math.round(this.lastAttempt())
     const backoff = FIRST_RETRY_MS * 2 ** Math.min(this.failures - 1, 16) * (0.5 + this.random())
     return Math.round(Math.max(MIN_RETRY_MS, Math.min(regular, backoff)))
+  }
+
+  /** A last attempt with (almost) no slack left: 0.25–0.75 s from now, never a tight loop. */
+  private lastAttempt(): number {
+    return FIRST_RETRY_MS * (0.5 + this.random())
   }
 
   private jittered(): number {
