@@ -76,7 +76,11 @@ export interface EtcdWatch {
 /** The etcd v3 calls the HA layer needs. `timeoutMs` bounds one call (default: the client's). */
 export interface EtcdClient {
   grantLease(ttlSeconds: number, timeoutMs?: number): Promise<{ id: string; ttlSeconds: number }>
-  /** Renews a lease once; resolves with its remaining TTL in seconds (0: the lease is gone). */
+  /**
+   * Renews a lease once; resolves with its remaining TTL in seconds (0: the lease is gone). Rejects
+   * with a timeout when no answer was read within `timeoutMs`, counting an answer that arrived in time
+   * but waited behind a busy event loop (it is read before the timeout is declared).
+   */
   keepAliveOnce(leaseId: string, timeoutMs: number): Promise<number>
   revokeLease(leaseId: string, timeoutMs?: number): Promise<void>
   range(request: RangeRequest, timeoutMs?: number): Promise<RangeResult>

@@ -155,6 +155,34 @@ function toEtcdOp(op: TxnOp): IRequestOp {
   }
 }
 
+/**
+ * A timeout that measures etcd's silence, not this process's business: when the timer fires more than
+ * half its length late, the event loop was busy (a fleet's check-ins) and the request may not even have
+ * left yet (a write waits for its own loop turn), so it waits once more from now; when it fires about on
+ * time it gives up only after the loop's poll phase (setImmediate), so that an answer already received is
+ * read first. A loop that stays that busy ends the renewals through the renew deadline instead.
+ */
+function lagAwareTimeout(ms: number, onTimeout: () => void): { clear(): void } {
+  let timer: NodeJS.Timeout
+  let immediate: NodeJS.Immediate | undefined
+  const arm = () => {
+    const due = performance.now() + ms
+    timer = setTimeout(() => {
+      if (performance.now() - due > ms / 2) arm()
+      else immediate = setImmediate(onTimeout)
+    }, ms)
+  }
+  arm()
+  return {
+    clear: () => {
+      clearTimeout(timer)
+      if (immediate) clearImmediate(immediate)
+    },
+  }
+}
+
+/** How long past its timeout a keepalive's gRPC call may live: only a backstop against a hung stream (see keepAliveOnce). */
+const KEEPALIVE_BACKSTOP_MS = 1000
 const deadline = (timeoutMs: number | undefined) => (timeoutMs === undefined ? undefined : { deadline: Date.now() + timeoutMs })
 const SORT_TARGET = { key: 'Key', create: 'Create', mod: 'Mod' } as const
 const SORT_ORDER = { ascend: 'Ascend', descend: 'Descend' } as const
@@ -174,7 +202,11 @@ class Etcd3Client implements EtcdClient {
   async keepAliveOnce(leaseId: string, timeoutMs: number): Promise<number> {
     let stream
     try {
-      stream = await this.etcd.leaseClient.leaseKeepAlive({ deadline: Date.now() + timeoutMs })
+      // Under a busy event loop a timer fires before the I/O that arrived in time is read, and gRPC's
+      // own deadline would then cancel a renewal etcd had already answered: a leader saturated by a
+      // fleet (loop turns of half a second) lost its lease that way with every answer in its socket.
+      // The deadline is only a backstop for a hung stream; the timer below decides, after reading.
+      stream = await this.etcd.leaseClient.leaseKeepAlive({ deadline: Date.now() + timeoutMs + KEEPALIVE_BACKSTOP_MS })
     } catch (err) {
       throw clientError(err)
     }
@@ -184,14 +216,13 @@ class Etcd3Client implements EtcdClient {
       const finish = (err: EtcdClientError | null, ttl = 0) => {
         if (settled) return
         settled = true
-        clearTimeout(timer)
+        timer.clear()
         call.end()
         if (err) (call as unknown as { cancel?: () => void }).cancel?.()
         if (err) reject(err)
         else resolve(ttl)
       }
-      // the call deadline ends a hung stream too; this timer only guarantees that the promise settles
-      const timer = setTimeout(() => finish(new EtcdClientError('timeout', 'lease keepalive timed out')), timeoutMs + 100)
+      const timer = lagAwareTimeout(timeoutMs, () => finish(new EtcdClientError('timeout', 'lease keepalive timed out')))
       call.on('data', (res) => finish(null, Number(res.TTL)))
       call.on('error', (err) => finish(clientError(err)))
       call.write({ ID: leaseId })

@@ -117,14 +117,20 @@ export class LeaseSession {
   private armDeadline(): void {
     clearTimeout(this.deadlineTimer)
     const wait = this.lastRenewSentAt + this.timing.renewDeadlineMs - this.now()
-    this.deadlineTimer = setTimeout(() => this.alive(), Math.max(0, wait) + 1)
+    // Checked after the event loop's poll phase (setImmediate): when a busy loop makes this timer late,
+    // a renewal answered in time is read first. Every act still checks the deadline itself (alive()).
+    this.deadlineTimer = setTimeout(() => setImmediate(() => this.alive()), Math.max(0, wait) + 1)
   }
 
   private async renewLoop(): Promise<void> {
     while (this.alive()) {
+      const sentAt = this.now()
       const ok = await this.renewOnce()
       if (this.endReason !== null) return
-      await this.pause(ok ? this.timing.renewIntervalMs : this.timing.retryDelayMs)
+      // The interval counts from the renewal's sending: when the loop is busy and answers are read
+      // late, the next renewal goes out at once (in the same loop turn, not a timer's turn later).
+      const wait = ok ? sentAt + this.timing.renewIntervalMs - this.now() : this.timing.retryDelayMs
+      if (wait > 0) await this.pause(wait)
     }
   }
 

@@ -1,0 +1,59 @@
+// A leader whose event loop is busy (a fleet's check-ins: loop turns of half a second) keeps its lease on
+// a real etcd: a renewal etcd answered in time counts even when the answer is read late, so neither the
+// keepalive's timeout nor the renew deadline fires before the answer waiting in the socket is read. The
+// safety side stays: a loop blocked past the renew deadline (2/3 of the TTL) ends the term on waking.
+import t from 'tap'
+import { performance } from 'node:perf_hooks'
+import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
+import { startReplica, until } from './replica.js'
+
+const TTL = 2 // renew deadline 1,333 ms, keepalive timeout and interval 333 ms
+// (A renewal takes two loop turns when the loop is that busy: its write waits for a turn, its answer
+// for the next. Turns up to about half the renew deadline are survived; longer ones end the term.)
+
+/** Blocks the event loop for `ms` (what a saturated controller's loop turn does to its timers). */
+function block(ms: number): void {
+  const end = performance.now() + ms
+  while (performance.now() < end) {
+    // busy: no timer, no I/O callback runs
+  }
+}
+
+/** Loop turns of `turnMs` of blocking each, for `forMs`: one poll phase (I/O read) between turns. */
+async function busyLoop(turnMs: number, forMs: number): Promise<number> {
+  const end = performance.now() + forMs
+  let turns = 0
+  // Each turn blocks in the loop's check phase (as an I/O callback would in the poll phase), so that
+  // the timers and the I/O of the renewals get their phases between turns.
+  while (performance.now() < end) {
+    await new Promise((resolve) => setImmediate(resolve))
+    block(turnMs)
+    turns++
+  }
+  return turns
+}
+
+t.test('a leader whose loop turns take 500 ms (longer than the keepalive timeout) keeps leading', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id: 'busy', prefix: '/pxe-busy-leader/', ttl: TTL })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  const fence = leader.leadership.fence()!
+
+  const turns = await busyLoop(500, 8000)
+  t.ok(turns >= 10, `${turns} loop turns of 500 ms`)
+  t.same(leader.of('stopped'), [], 'it never stepped down')
+  t.ok(leader.leadership.isLeader, 'it still leads')
+  t.same(leader.leadership.fence(), fence, 'in the same term')
+  const client = await cluster.client(t)
+  const key = await client.range({ key: fence.key })
+  t.equal(key.kvs.length, 1, 'its election key (held by its lease) is still in etcd')
+})
+
+t.test('a leader whose loop is blocked past the renew deadline stops leading on waking', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id: 'stuck', prefix: '/pxe-stuck-leader/', ttl: TTL })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  block(1600)
+  t.notOk(leader.leadership.isLeader, 'the first question after waking finds the term over')
+  t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
+})
