@@ -93,14 +93,39 @@ export function changedOwners(before: OperatorPlan, after: OperatorPlan): number
 const done = (s: LoadStatus, generation: number) =>
   s.minGeneration === generation && s.maxGeneration === generation && s.movesMissing === 0 && s.movesDeposits === 0
 
-/** One drain; a 429 (the operator's rate limit, 20/s by default) is waited out as an operator's tool would. */
-async function drainOne(operator: OperatorClient, node: string): Promise<number> {
+/** How long one drain keeps asking while no replica leads (an election takes about one lease TTL). */
+const NO_LEADER_RETRY_MS = 30_000
+
+/**
+ * A connection admission deferred: the busy notice is plain text where the client expected TLS (the
+ * operator's client does not read the notice itself; pxe-ctl says so in words).
+ */
+function deferred(err: unknown): boolean {
+  const e = err as NodeJS.ErrnoException
+  return e?.code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number/.test(String(e?.message))
+}
+
+/**
+ * One drain, retried as an operator's tool would: a 429 (the operator's rate limit, 20/s by default)
+ * is waited out, and so is a 503 from every replica (none leads: an election is under way, or the
+ * leader lost its lease during the request) and a deferred connection (a storm is being admitted).
+ * A drain flag is idempotent, so asking again is safe.
+ */
+async function drainOne(operator: OperatorClient, node: string, log: (line: string) => void): Promise<number> {
+  const since = sharedNow()
   for (;;) {
     try {
       return await operator.drain(node, true)
     } catch (err) {
-      if (!(err instanceof OperatorRefused) || err.status !== 429) throw err
-      await sleep(Math.max(err.retryAfterMs ?? 1000, 10))
+      if (err instanceof OperatorRefused && err.status === 429) {
+        await sleep(Math.max(err.retryAfterMs ?? 1000, 10))
+        continue
+      }
+      const noLeader = err instanceof OperatorRefused && err.status === 503
+      if (!noLeader && !deferred(err)) throw err
+      if (sharedNow() - since > NO_LEADER_RETRY_MS) throw err
+      log(`  (d) drain ${node}: ${noLeader ? (err as Error).message : 'the connection was deferred (busy notice)'}; asking again`)
+      await sleep(noLeader ? 250 : 1000)
     }
   }
 }
@@ -118,7 +143,7 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
   const requestMs: number[] = []
   for (const node of drainedNodes(deps.names, deps.drain)) {
     const sent = sharedNow()
-    generation = await drainOne(operator, node)
+    generation = await drainOne(operator, node, deps.log)
     requestMs.push(sharedNow() - sent)
   }
   const lastDrainAt = sharedNow()
