@@ -6,6 +6,7 @@
  */
 import https from 'node:https'
 import type { OperatorBundle } from './bundle.js'
+import { isDeferredConnectionError } from '../net/busy-notice.js'
 import { CtlError } from './errors.js'
 
 /** The most of an answer read (a plan of 10,000 nodes is a few MB). */
@@ -43,7 +44,7 @@ export function describeFailure(err: Error & { code?: string }): string {
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') return `TLS: the controller's certificate does not name this host (${code}); use the host name or address it was issued for`
   if (/ALERT/.test(code)) return `TLS: the controller refused this operator certificate in the handshake (${code}); is it revoked, expired, or from another CA?`
   // What a controller in a reconnect storm answers a connection it defers (the line "PXE-BUSY ...").
-  if (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number/.test(err.message)) return 'the controller deferred this connection: it is busy with a reconnect storm (a restart or a take-over), or this port does not speak TLS; retry in a few seconds'
+  if (isDeferredConnectionError(err)) return 'the controller deferred this connection: it is busy with a reconnect storm (a restart or a take-over), or this port does not speak TLS; retry in a few seconds'
   if (code === 'ECONNRESET' || code === 'EPIPE') return 'the connection was closed by the controller (a refused client certificate looks like this too)'
   return `${err.message.slice(0, 200)}${code ? ` (${code})` : ''}`
 }

@@ -125,7 +125,7 @@ export class LeaseSession {
   private async renewLoop(): Promise<void> {
     while (this.alive()) {
       const sentAt = this.now()
-      const ok = await this.renewOnce()
+      const ok = await this.renewOnce(sentAt)
       if (this.endReason !== null) return
       // The interval counts from the renewal's sending: when the loop is busy and answers are read
       // late, the next renewal goes out at once (in the same loop turn, not a timer's turn later).
@@ -135,8 +135,7 @@ export class LeaseSession {
   }
 
   /** One keepalive; true when etcd accepted it. */
-  private async renewOnce(): Promise<boolean> {
-    const sentAt = this.now()
+  private async renewOnce(sentAt: number): Promise<boolean> {
     const left = this.lastRenewSentAt + this.timing.renewDeadlineMs - sentAt
     try {
       const ttl = await this.client.keepAliveOnce(this.leaseId, Math.max(1, Math.min(this.timing.attemptTimeoutMs, left)))

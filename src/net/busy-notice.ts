@@ -29,3 +29,13 @@ export function parseBusyNotice(bytes: Buffer): number | null {
   const match = NOTICE.exec(bytes.subarray(0, BUSY_NOTICE_MAX_BYTES).toString('latin1'))
   return match === null ? null : Number(match[1])
 }
+
+/**
+ * True when a TLS client's error is what reading a busy notice looks like to a client that does not
+ * read it itself (Node's "wrong version number"): the connection was deferred, or the port does not
+ * speak TLS at all.
+ */
+export function isDeferredConnectionError(err: unknown): boolean {
+  const e = err as NodeJS.ErrnoException | null | undefined
+  return e?.code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number/.test(String(e?.message))
+}

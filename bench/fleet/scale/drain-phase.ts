@@ -7,6 +7,7 @@
  * drain's generation, every shard of every range runs again and no session waits to be deposited.
  */
 import { OperatorRefused, type OperatorClient, type OperatorPlan } from '../operator-client.js'
+import { isDeferredConnectionError } from '../../../src/net/busy-notice.js'
 import { sharedNow } from '../shared-clock.js'
 import type { LoadPool } from './load-pool.js'
 import type { LoadStatus } from './load-protocol.js'
@@ -97,15 +98,6 @@ const done = (s: LoadStatus, generation: number) =>
 const NO_LEADER_RETRY_MS = 30_000
 
 /**
- * A connection admission deferred: the busy notice is plain text where the client expected TLS (the
- * operator's client does not read the notice itself; pxe-ctl says so in words).
- */
-function deferred(err: unknown): boolean {
-  const e = err as NodeJS.ErrnoException
-  return e?.code === 'ERR_SSL_WRONG_VERSION_NUMBER' || /wrong version number/.test(String(e?.message))
-}
-
-/**
  * One drain, retried as an operator's tool would: a 429 (the operator's rate limit, 20/s by default)
  * is waited out, and so is a 503 from every replica (none leads: an election is under way, or the
  * leader lost its lease during the request) and a deferred connection (a storm is being admitted).
@@ -122,7 +114,7 @@ async function drainOne(operator: OperatorClient, node: string, log: (line: stri
         continue
       }
       const noLeader = err instanceof OperatorRefused && err.status === 503
-      if (!noLeader && !deferred(err)) throw err
+      if (!noLeader && !isDeferredConnectionError(err)) throw err // the operator's client does not read busy notices
       if (sharedNow() - since > NO_LEADER_RETRY_MS) throw err
       log(`  (d) drain ${node}: ${noLeader ? (err as Error).message : 'the connection was deferred (busy notice)'}; asking again`)
       await sleep(noLeader ? 250 : 1000)
