@@ -20,6 +20,7 @@ import { JournaledFileStore } from '../state/journaled-file-store.js'
 import { StateFileError } from '../state/state-file-error.js'
 import type { EtcdClient } from '../ha/etcd-api.js'
 import { connectEtcd } from '../ha/etcd-client.js'
+import { ThreadLeaseKeeper } from '../ha/lease-keeper.js'
 import { EtcdStateStore } from '../ha/etcd-state-store.js'
 import type { HaConfig } from '../ha/ha-config.js'
 import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
@@ -58,6 +59,8 @@ export class HaServiceHost implements ServiceHost {
   /** The pushed CRL in etcd: followed by every replica, written by the leader's pushes. */
   readonly crlStore: ClusterCrl
   private readonly leadership: Leadership
+  /** Renews the lease on its own thread: a loop busy with a fleet must not cost the leader its term. */
+  private readonly keeper: ThreadLeaseKeeper
   private term: Term | null = null
   private readonly errorsLoggedAt = new Map<string, number>()
 
@@ -66,8 +69,10 @@ export class HaServiceHost implements ServiceHost {
     private readonly deps: ServiceStartDeps,
   ) {
     const { ha, controllerId, client } = options
+    this.keeper = new ThreadLeaseKeeper(ha.etcd)
     this.leadership = new Leadership({
       client,
+      keeper: this.keeper,
       prefix: ha.prefix,
       controllerId,
       leaseTtlSeconds: ha.leaseTtlSeconds,
@@ -134,6 +139,7 @@ export class HaServiceHost implements ServiceHost {
     }
     await this.crlStore.stop()
     await this.leadership.close()
+    await this.keeper.close()
     this.options.client.close()
   }
 

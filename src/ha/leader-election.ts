@@ -8,6 +8,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { prefixRangeEnd, type EtcdClient, type EtcdWatch } from './etcd-api.js'
+import type { LeaseKeeper } from './lease-keeper.js'
 import { LeaseSession, leaseTiming, revokeLease, type LeaseTiming, type MonotonicClock, type SessionEndReason } from './lease-session.js'
 
 /** What a leader's writes are guarded by: its election key must still exist with this create revision and lease. */
@@ -45,6 +46,8 @@ export interface LeadershipOptions {
   readonly events?: LeadershipEvents
   /** Monotonic milliseconds; performance.now unless a test needs another. */
   readonly now?: MonotonicClock
+  /** Renews the lease on a thread of its own (lease-keeper.ts; the controller uses one); else this thread does. */
+  readonly keeper?: LeaseKeeper
 }
 
 /** True when two fences name the same term (key, create revision and lease). */
@@ -150,7 +153,7 @@ export class Leadership {
         onEnd: (reason) => this.sessionEnded(session, reason),
         onRenewed: () => this.requestEvaluation(),
         onRenewError: (err) => this.report(err, 'renew'),
-      }, this.now)
+      }, this.now, this.options.keeper)
       if (this.closed || !session.alive()) throw new Error('the new lease ran past its renew deadline before use')
       this.session = session
       void this.revokeStaleLeases() // etcd answers again: our old key must not stand before the new one

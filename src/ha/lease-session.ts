@@ -8,6 +8,7 @@
  */
 import { performance } from 'node:perf_hooks'
 import { EtcdClientError, type EtcdClient } from './etcd-api.js'
+import type { KeptLease, LeaseKeeper } from './lease-keeper.js'
 
 /** The renewal timing of one lease TTL (client-go's LeaseDuration / RenewDeadline / RetryPeriod). */
 export interface LeaseTiming {
@@ -64,6 +65,8 @@ export class LeaseSession {
   private deadlineTimer: NodeJS.Timeout | undefined
   private wakeLoop: (() => void) | null = null
   private revoking: Promise<boolean> | undefined
+  /** Renewed by a LeaseKeeper's thread instead of this loop (see lease-keeper.ts), or null. */
+  private readonly kept: KeptLease | null
 
   private constructor(
     private readonly client: EtcdClient,
@@ -72,17 +75,31 @@ export class LeaseSession {
     private readonly now: MonotonicClock,
     private readonly hooks: SessionHooks,
     grantSentAt: number,
+    keeper: { readonly keeper: LeaseKeeper; readonly grantSentAt: bigint } | null,
   ) {
     this.lastRenewSentAt = grantSentAt
+    this.kept =
+      keeper === null
+        ? null
+        : keeper.keeper.keep(leaseId, timing, keeper.grantSentAt, {
+            onRenewed: () => this.hooks.onRenewed?.(),
+            onGone: () => this.end('lease_gone'),
+            onRenewError: (err) => this.hooks.onRenewError?.(err),
+          })
     this.armDeadline()
-    void this.renewLoop()
+    if (this.kept === null) void this.renewLoop()
   }
 
-  /** Grants a lease of `timing.ttlSeconds` and starts renewing it. */
-  static async open(client: EtcdClient, timing: LeaseTiming, hooks: SessionHooks, now: MonotonicClock = () => performance.now()): Promise<LeaseSession> {
+  /**
+   * Grants a lease of `timing.ttlSeconds` and starts renewing it: on this thread, or with `keeper` on the
+   * keeper's (then `now` must be the real monotonic clock, performance.now, as the keeper's stamps are).
+   */
+  static async open(client: EtcdClient, timing: LeaseTiming, hooks: SessionHooks, now: MonotonicClock = () => performance.now(), keeper?: LeaseKeeper): Promise<LeaseSession> {
+    await keeper?.ready()
     const sentAt = now()
+    const sentAtHr = process.hrtime.bigint()
     const lease = await client.grantLease(timing.ttlSeconds, timing.attemptTimeoutMs * 2)
-    return new LeaseSession(client, lease.id, timing, now, hooks, sentAt)
+    return new LeaseSession(client, lease.id, timing, now, hooks, sentAt, keeper === undefined ? null : { keeper, grantSentAt: sentAtHr })
   }
 
   /** Why the session ended, or null while it runs. */
@@ -93,6 +110,11 @@ export class LeaseSession {
   /** True while the renew deadline has not passed; when it has, ends the session now (synchronously). */
   alive(): boolean {
     if (this.endReason !== null) return false
+    if (this.kept !== null) {
+      // the keeper's stamp is process.hrtime (CLOCK_MONOTONIC, as performance.now): carried over as an age
+      const ageMs = Number(process.hrtime.bigint() - this.kept.lastRenewSentAt()) / 1e6
+      this.lastRenewSentAt = Math.max(this.lastRenewSentAt, this.now() - ageMs)
+    }
     if (this.now() - this.lastRenewSentAt < this.timing.renewDeadlineMs) return true
     this.end('renew_deadline')
     return false
@@ -103,6 +125,7 @@ export class LeaseSession {
     if (this.endReason !== null) return
     this.endReason = reason
     clearTimeout(this.deadlineTimer)
+    this.kept?.stop()
     this.wakeLoop?.()
     this.hooks.onEnd(reason)
   }
@@ -119,7 +142,14 @@ export class LeaseSession {
     const wait = this.lastRenewSentAt + this.timing.renewDeadlineMs - this.now()
     // Checked after the event loop's poll phase (setImmediate): when a busy loop makes this timer late,
     // a renewal answered in time is read first. Every act still checks the deadline itself (alive()).
-    this.deadlineTimer = setTimeout(() => setImmediate(() => this.alive()), Math.max(0, wait) + 1)
+    // With a keeper nothing on this thread learns of renewals: the check re-arms itself while alive.
+    this.deadlineTimer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (this.alive() && this.kept !== null) this.armDeadline()
+        }),
+      Math.max(0, wait) + 1,
+    )
   }
 
   private async renewLoop(): Promise<void> {

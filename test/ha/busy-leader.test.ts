@@ -57,3 +57,33 @@ t.test('a leader whose loop is blocked past the renew deadline stops leading on 
   t.notOk(leader.leadership.isLeader, 'the first question after waking finds the term over')
   t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
 })
+
+// The controller renews on a thread of its own (lease-keeper.ts): loop turns far longer than a renewal
+// could wait on the same loop, even longer than the renew deadline, cost it nothing.
+t.test('with the lease keeper thread, loop turns of 1.5 s (past the renew deadline) keep the term', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id: 'kept', prefix: '/pxe-kept-leader/', ttl: TTL, keeper: true })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  const fence = leader.leadership.fence()!
+  const turns = await busyLoop(1500, 9000)
+  t.ok(turns >= 4, `${turns} loop turns of 1.5 s`)
+  t.same(leader.of('stopped'), [], 'it never stepped down')
+  t.same(leader.leadership.fence(), fence, 'it still leads, in the same term')
+  const client = await cluster.client(t)
+  t.equal((await client.range({ key: fence.key })).kvs.length, 1, 'its election key is still in etcd')
+})
+
+t.test('with the keeper thread, a loop stuck for longer than the TTL loses the term: the thread stops renewing', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id: 'hung', prefix: '/pxe-hung-leader/', ttl: TTL, keeper: true })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  const fence = leader.leadership.fence()!
+  const client = await cluster.client(t)
+  // Stuck: no heartbeat for one TTL (2 s), after which the thread renews no more, then the deadline. Had
+  // the thread renewed on (as it does through the 1.5 s turns above), the term would still stand on waking.
+  block(4000)
+  t.notOk(leader.leadership.isLeader, 'on waking it no longer leads')
+  t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
+  await until(async () => (await client.range({ key: fence.key })).kvs.length === 0, 10_000, 'the old term\'s election key is gone')
+  t.pass('the old term\'s election key is gone from etcd')
+})

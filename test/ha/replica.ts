@@ -2,6 +2,7 @@
 import { performance } from 'node:perf_hooks'
 import type { Test } from 'tap'
 import { Leadership, type Fence, type StepDownReason } from '../../src/ha/leader-election.js'
+import { ThreadLeaseKeeper } from '../../src/ha/lease-keeper.js'
 import type { EtcdClient } from '../../src/ha/etcd-api.js'
 import type { EtcdCluster } from '../support/etcd-cluster.js'
 
@@ -23,8 +24,10 @@ export interface Replica {
 }
 
 /** Starts a replica campaigning under `prefix`; it is closed (lease revoked) at the test's teardown. */
-export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: string; prefix: string; ttl: number }): Promise<Replica> {
+export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: string; prefix: string; ttl: number; keeper?: boolean }): Promise<Replica> {
   const client = await cluster.client(t)
+  // as the controller does: the lease renewed on a thread of its own (lease-keeper.ts)
+  const keeper = opts.keeper ? new ThreadLeaseKeeper(cluster.connection) : undefined
   const events: ReplicaEvent[] = []
   const errors: Error[] = []
   const at = () => performance.now()
@@ -33,6 +36,7 @@ export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: st
     prefix: opts.prefix,
     controllerId: opts.id,
     leaseTtlSeconds: opts.ttl,
+    ...(keeper ? { keeper } : {}),
     events: {
       onStartedLeading: (fence) => events.push({ at: at(), type: 'started', fence }),
       onStoppedLeading: (reason) => events.push({ at: at(), type: 'stopped', reason }),
@@ -41,7 +45,10 @@ export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: st
     },
   })
   leadership.start()
-  t.teardown(() => leadership.close())
+  t.teardown(async () => {
+    await leadership.close()
+    await keeper?.close()
+  })
   const of = <T extends ReplicaEvent['type']>(type: T) => events.filter((e): e is Extract<ReplicaEvent, { type: T }> => e.type === type)
   return { id: opts.id, client, leadership, events, errors, of }
 }
