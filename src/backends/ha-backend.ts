@@ -70,6 +70,8 @@ export class HaServiceHost implements ServiceHost {
   ) {
     const { ha, controllerId, client } = options
     this.keeper = new ThreadLeaseKeeper(ha.etcd)
+    // Started now, so that it runs by the time this replica leads (until then this thread renews: lease-session.ts).
+    this.keeper.ready().catch(() => undefined)
     this.leadership = new Leadership({
       client,
       keeper: this.keeper,

@@ -40,6 +40,8 @@ export interface LeaseKeeper {
    * only then, or the thread's start-up (loading, a TLS handshake) would eat into its first renew deadline.
    */
   ready(): Promise<void>
+  /** True while the thread runs with its client (a lease kept now is renewed from its first interval). */
+  isReady(): boolean
   keep(leaseId: string, timing: LeaseTiming, grantSentAt: bigint, hooks: KeptLeaseHooks): KeptLease
   close(): Promise<void>
 }
@@ -59,6 +61,7 @@ const WORKER_URL =
 export class ThreadLeaseKeeper implements LeaseKeeper {
   private worker: Worker | null = null
   private readiness: Promise<void> | null = null
+  private running = false
   private readonly heartbeat = new BigInt64Array(new SharedArrayBuffer(8))
   private readonly beat: NodeJS.Timeout
   private kept: { readonly leaseId: string; readonly hooks: KeptLeaseHooks } | null = null
@@ -74,6 +77,10 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
     if (this.closed) return Promise.reject(new Error('the lease keeper is closed'))
     this.started()
     return this.readiness!
+  }
+
+  isReady(): boolean {
+    return this.running && this.worker !== null
   }
 
   keep(leaseId: string, timing: LeaseTiming, grantSentAt: bigint, hooks: KeptLeaseHooks): KeptLease {
@@ -121,7 +128,10 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
     this.readiness = new Promise<void>((resolve, reject) => (settle = { resolve, reject }))
     this.readiness.catch(() => undefined) // asked for by ready(); a keep() alone does not wait
     worker.on('message', (m: WorkerMessage) => {
-      if (m.type === 'ready') return settle?.resolve()
+      if (m.type === 'ready') {
+        this.running = this.worker === worker
+        return settle?.resolve()
+      }
       const kept = this.kept
       if (m.type === 'error' && m.leaseId === null) {
         settle?.reject(new Error(`lease keeper: ${m.message}`))
@@ -136,6 +146,7 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
       settle?.reject(new Error(`lease keeper thread ended: ${err.message}`))
       if (this.worker !== worker) return
       this.worker = null
+      this.running = false
       if (!this.closed) this.kept?.hooks.onRenewError(new Error(`lease keeper thread ended: ${err.message}`))
     }
     worker.on('error', died)

@@ -65,8 +65,8 @@ export class LeaseSession {
   private deadlineTimer: NodeJS.Timeout | undefined
   private wakeLoop: (() => void) | null = null
   private revoking: Promise<boolean> | undefined
-  /** Renewed by a LeaseKeeper's thread instead of this loop (see lease-keeper.ts), or null. */
-  private readonly kept: KeptLease | null
+  /** Renewed by a LeaseKeeper's thread instead of this loop (see lease-keeper.ts) once it runs, or null. */
+  private kept: KeptLease | null = null
 
   private constructor(
     private readonly client: EtcdClient,
@@ -75,31 +75,47 @@ export class LeaseSession {
     private readonly now: MonotonicClock,
     private readonly hooks: SessionHooks,
     grantSentAt: number,
-    keeper: { readonly keeper: LeaseKeeper; readonly grantSentAt: bigint } | null,
+    keeper: LeaseKeeper | undefined,
   ) {
     this.lastRenewSentAt = grantSentAt
-    this.kept =
-      keeper === null
-        ? null
-        : keeper.keeper.keep(leaseId, timing, keeper.grantSentAt, {
-            onRenewed: () => this.hooks.onRenewed?.(),
-            onGone: () => this.end('lease_gone'),
-            onRenewError: (err) => this.hooks.onRenewError?.(err),
-          })
     this.armDeadline()
-    if (this.kept === null) void this.renewLoop()
+    // This thread renews until the keeper's thread runs with its client, then hands the lease over. A
+    // campaign never waits for the thread: under load its start-up (loading the etcd client, reading its
+    // PEM files) took over a second, and a standby that has not put its election key cannot take over.
+    if (keeper === undefined) void this.renewLoop()
+    else if (keeper.isReady()) this.handOver(keeper)
+    else {
+      void this.renewLoop()
+      keeper.ready().then(
+        () => this.handOver(keeper),
+        (err: unknown) => this.hooks.onRenewError?.(err as Error), // it stays with this thread
+      )
+    }
   }
 
   /**
    * Grants a lease of `timing.ttlSeconds` and starts renewing it: on this thread, or with `keeper` on the
-   * keeper's (then `now` must be the real monotonic clock, performance.now, as the keeper's stamps are).
+   * keeper's once it runs (then `now` must be the real monotonic clock, performance.now, as the keeper's
+   * stamps are).
    */
   static async open(client: EtcdClient, timing: LeaseTiming, hooks: SessionHooks, now: MonotonicClock = () => performance.now(), keeper?: LeaseKeeper): Promise<LeaseSession> {
-    await keeper?.ready()
     const sentAt = now()
-    const sentAtHr = process.hrtime.bigint()
     const lease = await client.grantLease(timing.ttlSeconds, timing.attemptTimeoutMs * 2)
-    return new LeaseSession(client, lease.id, timing, now, hooks, sentAt, keeper === undefined ? null : { keeper, grantSentAt: sentAtHr })
+    return new LeaseSession(client, lease.id, timing, now, hooks, sentAt, keeper)
+  }
+
+  /** The keeper's thread takes over the renewals (this thread's loop stops at its next turn). */
+  private handOver(keeper: LeaseKeeper): void {
+    if (this.endReason !== null || this.kept !== null) return
+    // The keeper's stamps are process.hrtime (CLOCK_MONOTONIC, as performance.now): handed over as an age.
+    const sentAtHr = process.hrtime.bigint() - BigInt(Math.max(0, Math.round((this.now() - this.lastRenewSentAt) * 1e6)))
+    this.kept = keeper.keep(this.leaseId, this.timing, sentAtHr, {
+      onRenewed: () => this.hooks.onRenewed?.(),
+      onGone: () => this.end('lease_gone'),
+      onRenewError: (err) => this.hooks.onRenewError?.(err),
+    })
+    this.wakeLoop?.()
+    this.armDeadline()
   }
 
   /** Why the session ended, or null while it runs. */
@@ -153,10 +169,10 @@ export class LeaseSession {
   }
 
   private async renewLoop(): Promise<void> {
-    while (this.alive()) {
+    while (this.kept === null && this.alive()) {
       const sentAt = this.now()
       const ok = await this.renewOnce(sentAt)
-      if (this.endReason !== null) return
+      if (this.endReason !== null || this.kept !== null) return
       // The interval counts from the renewal's sending: when the loop is busy and answers are read
       // late, the next renewal goes out at once (in the same loop turn, not a timer's turn later).
       const wait = ok ? sentAt + this.timing.renewIntervalMs - this.now() : this.timing.retryDelayMs

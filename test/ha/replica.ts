@@ -2,7 +2,7 @@
 import { performance } from 'node:perf_hooks'
 import type { Test } from 'tap'
 import { Leadership, type Fence, type StepDownReason } from '../../src/ha/leader-election.js'
-import { ThreadLeaseKeeper } from '../../src/ha/lease-keeper.js'
+import { ThreadLeaseKeeper, type LeaseKeeper } from '../../src/ha/lease-keeper.js'
 import type { EtcdClient } from '../../src/ha/etcd-api.js'
 import type { EtcdCluster } from '../support/etcd-cluster.js'
 
@@ -17,6 +17,8 @@ export interface Replica {
   readonly id: string
   readonly client: EtcdClient
   readonly leadership: Leadership
+  /** The lease keeper thread, when started with `keeper: true`. */
+  readonly keeper: LeaseKeeper | undefined
   readonly events: ReplicaEvent[]
   readonly errors: Error[]
   /** The events of one type, in order. */
@@ -24,10 +26,10 @@ export interface Replica {
 }
 
 /** Starts a replica campaigning under `prefix`; it is closed (lease revoked) at the test's teardown. */
-export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: string; prefix: string; ttl: number; keeper?: boolean }): Promise<Replica> {
+export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: string; prefix: string; ttl: number; keeper?: boolean | LeaseKeeper }): Promise<Replica> {
   const client = await cluster.client(t)
   // as the controller does: the lease renewed on a thread of its own (lease-keeper.ts)
-  const keeper = opts.keeper ? new ThreadLeaseKeeper(cluster.connection) : undefined
+  const keeper = opts.keeper === true ? new ThreadLeaseKeeper(cluster.connection) : opts.keeper || undefined
   const events: ReplicaEvent[] = []
   const errors: Error[] = []
   const at = () => performance.now()
@@ -50,7 +52,7 @@ export async function startReplica(t: Test, cluster: EtcdCluster, opts: { id: st
     await keeper?.close()
   })
   const of = <T extends ReplicaEvent['type']>(type: T) => events.filter((e): e is Extract<ReplicaEvent, { type: T }> => e.type === type)
-  return { id: opts.id, client, leadership, events, errors, of }
+  return { id: opts.id, client, leadership, keeper, events, errors, of }
 }
 
 /** Polls `condition` every 20 ms; throws naming `what` when it does not hold within `timeoutMs`. */
