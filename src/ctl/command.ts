@@ -32,6 +32,8 @@ export interface Parsed {
 export interface RunContext {
   readonly io: Io
   readonly global: GlobalOptions
+  /** The environment the context file is looked up in ($PXE_CONTEXT, $HOME): the process's, or a test's. */
+  readonly env: NodeJS.ProcessEnv
   /** The API of the context's controllers (the context file is read at the first call). */
   readonly api: () => Promise<ControllerApi>
   /** Resolves after `ms`, or early (false) when the user interrupts (SIGINT / SIGTERM). */

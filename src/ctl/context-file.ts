@@ -39,11 +39,12 @@ export interface Context {
 }
 
 /** Where the context file is: the flag, then $PXE_CONTEXT, then the default under the home folder. */
-export function contextPath(flag: string | null, env: NodeJS.ProcessEnv = process.env): string {
+export function contextPath(flag: string | null, env: NodeJS.ProcessEnv): string {
   if (flag !== null) return resolve(flag)
   const fromEnv = env.PXE_CONTEXT
   if (fromEnv !== undefined && fromEnv !== '') return resolve(fromEnv)
-  return join(homedir(), '.config', 'pxe-ctl', 'context.json')
+  // $HOME first, as os.homedir() itself does; from `env`, so that main() run with another env (tests) follows it
+  return join(env.HOME || homedir(), '.config', 'pxe-ctl', 'context.json')
 }
 
 /** Checks a context object; throws CtlError naming the file and the first bad key. */

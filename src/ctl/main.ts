@@ -101,10 +101,12 @@ export async function main(argv: readonly string[], deps: MainDeps): Promise<num
     const command = resolveCommand(words)
     const parsed = parseCommandLine(command, rest)
     if (parsed.flags.help === true) return (io.out(commandHelp(command)), EXIT.ok)
+    const env = deps.env ?? process.env
     const ctx: RunContext = {
       io,
       global: parsed.global,
-      api: apiLoader(parsed.global, io, deps.env ?? process.env, interrupts.signal),
+      env,
+      api: apiLoader(parsed.global, io, env, interrupts.signal),
       sleep: interrupts.sleep,
       interrupted: interrupts.interrupted,
       trapInterrupts: interrupts.trap,

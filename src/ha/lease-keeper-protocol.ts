@@ -7,7 +7,7 @@ export type KeeperMessage =
   | { readonly type: 'stop'; readonly leaseId: string }
   | { readonly type: 'close' }
 
-/** From the worker: loaded with its client (before any lease is granted), a renewal accepted, the lease gone, or a failed call (leaseId null: the client itself). */
+/** From the worker: loaded with its client (a lease is handed over only then), a renewal accepted, the lease gone, or a failed call (leaseId null: the client itself). */
 export type WorkerMessage =
   | { readonly type: 'ready' }
   | { readonly type: 'renewed'; readonly leaseId: string }

@@ -36,8 +36,9 @@ export interface KeptLease {
 /** Renews one lease at a time for a Leadership. */
 export interface LeaseKeeper {
   /**
-   * Resolves once the thread runs with its client (started now if it is not running): a lease is granted
-   * only then, or the thread's start-up (loading, a TLS handshake) would eat into its first renew deadline.
+   * Resolves once the thread runs with its client (started now if it is not running). Until then a
+   * LeaseSession renews on its own thread and hands the lease over after (lease-session.ts): the thread's
+   * start-up (loading the etcd client, reading its PEM files) must not hold up a campaign.
    */
   ready(): Promise<void>
   /** True while the thread runs with its client (a lease kept now is renewed from its first interval). */

@@ -44,7 +44,7 @@ Example:
     if (bundleFlag === undefined || bundleFlag === '') throw new UsageError('--bundle DIR is required', WORDS)
     const bundleDir = resolve(bundleFlag)
     const bundle = await loadOperatorBundle(bundleDir, true)
-    const path = contextPath(ctx.global.context)
+    const path = contextPath(ctx.global.context, ctx.env)
     const content = `${JSON.stringify({ controllers, bundle: bundleDir }, null, 2)}\n`
     try {
       await writeContextFile(path, content, boolFlag(parsed, 'force'))
