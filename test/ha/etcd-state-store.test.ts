@@ -302,3 +302,35 @@ t.test('the load refuses what it cannot use, naming the key; a first write that 
     t.same(await keysUnder(r.client, `${prefix}state/`), before, `${name}: cleaned up`)
   }
 })
+
+t.test("a term's first write reconciles against what its load read, without reading etcd again", needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const prefix = '/pxe-store-loaded/'
+  const r = await leader(t, cluster, prefix)
+  const c = drainedFleet()
+  await writeChanges(storeOf(r, prefix), c, true) // the previous term's state, handoff runs included
+  let ranges = 0
+  const counting = new Proxy(r.client, {
+    get(target, name, receiver) {
+      if (name === 'range') return (...args: Parameters<EtcdClient['range']>) => (ranges++, target.range(...args))
+      const value = Reflect.get(target, name, receiver)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  const next = storeOf(r, prefix, { client: counting }) // a new term: it loads, then writes
+  t.same(await next.load(), c.snapshot(), 'the new term loads the state')
+  const read = ranges
+  checkIn(c, T0 + 2, body('node-09', 64, { generation: c.generation }), cert('f9'))
+  c.setDraining(T0 + 2, 'node-03', true)
+  await writeChanges(next, c)
+  t.equal(ranges, read, 'its first write read nothing more from etcd')
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot after it')
+  await writeChanges(next, c)
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'deltas go on from there')
+
+  // After a write, a reconcile reads etcd again: the load's snapshot is stale by then.
+  checkIn(c, T0 + 3, body('node-08', 64, { generation: c.generation }), cert('f8'))
+  await writeChanges(next, c, true)
+  t.ok(ranges > read, 'a later reconcile (whole) read etcd again')
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot')
+})
