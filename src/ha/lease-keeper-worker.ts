@@ -2,7 +2,8 @@
  * The worker thread of lease-keeper.ts: renews the leader's lease on a client of its own, so that the
  * renewals go out and are read on time however long the controller's own event-loop turns are. It
  * renews only while the controller's thread shows life (its heartbeat in shared memory is younger than
- * the TTL): a thread stuck in a loop must lose its leadership, not keep it through a helper. Each
+ * the TTL), and once it finds the heartbeat older it stops renewing that lease for good: a thread stuck
+ * in a loop must lose its leadership, not keep it through a helper. Each
  * accepted renewal's sending time goes to the lease's shared stamp, where the controller's thread reads
  * it at every use (the renew deadline is still decided there, on the same monotonic clock).
  */
@@ -35,9 +36,11 @@ async function renew(lease: Kept): Promise<void> {
   while (!lease.stopped) {
     const sentAt = process.hrtime.bigint()
     if (sentAt - Atomics.load(beat, 0) > lease.ttlNs) {
-      // the controller's thread has not turned its loop for a whole TTL: let the lease run out
-      await sleep(lease.retryDelayMs)
-      continue
+      // The controller's thread has not turned its loop for a whole TTL: let the lease run out, for good.
+      // Renewing again once it wakes could keep a term that a stall of up to two TTLs should have ended;
+      // this way it ends at its renew deadline, at most about two TTLs after the stall began.
+      lease.stopped = true
+      return post({ type: 'error', leaseId: lease.leaseId, message: 'the controller thread showed no life for one TTL: renewals stopped' })
     }
     try {
       const ttl = await (await client).keepAliveOnce(lease.leaseId, lease.attemptTimeoutMs)

@@ -135,8 +135,15 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
       }
       const kept = this.kept
       if (m.type === 'error' && m.leaseId === null) {
+        // Its client could not be made: this worker is of no use, the next ready() starts another.
         settle?.reject(new Error(`lease keeper: ${m.message}`))
         kept?.hooks.onRenewError(new Error(`lease keeper: ${m.message}`))
+        if (this.worker === worker) {
+          this.worker = null
+          this.running = false
+          void worker.terminate()
+        }
+        return
       }
       if (kept === null || m.leaseId !== kept.leaseId) return
       if (m.type === 'renewed') kept.hooks.onRenewed()

@@ -86,10 +86,10 @@ export class LeaseSession {
     else if (keeper.isReady()) this.handOver(keeper)
     else {
       void this.renewLoop()
-      keeper.ready().then(
-        () => this.handOver(keeper),
-        (err: unknown) => this.hooks.onRenewError?.(err as Error), // it stays with this thread
-      )
+      keeper
+        .ready()
+        .then(() => this.handOver(keeper))
+        .catch((err: unknown) => this.hooks.onRenewError?.(err as Error)) // it stays with this thread
     }
   }
 
@@ -126,12 +126,14 @@ export class LeaseSession {
   /** True while the renew deadline has not passed; when it has, ends the session now (synchronously). */
   alive(): boolean {
     if (this.endReason !== null) return false
+    // One reading of `now`, taken first: a delay between two readings can only make the renewal look older.
+    const now = this.now()
     if (this.kept !== null) {
       // the keeper's stamp is process.hrtime (CLOCK_MONOTONIC, as performance.now): carried over as an age
       const ageMs = Number(process.hrtime.bigint() - this.kept.lastRenewSentAt()) / 1e6
-      this.lastRenewSentAt = Math.max(this.lastRenewSentAt, this.now() - ageMs)
+      this.lastRenewSentAt = Math.max(this.lastRenewSentAt, now - ageMs)
     }
-    if (this.now() - this.lastRenewSentAt < this.timing.renewDeadlineMs) return true
+    if (now - this.lastRenewSentAt < this.timing.renewDeadlineMs) return true
     this.end('renew_deadline')
     return false
   }

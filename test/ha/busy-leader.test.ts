@@ -2,6 +2,8 @@
 // a real etcd: a renewal etcd answered in time counts even when the answer is read late, so neither the
 // keepalive's timeout nor the renew deadline fires before the answer waiting in the socket is read. The
 // safety side stays: a loop blocked past the renew deadline (2/3 of the TTL) ends the term on waking.
+// The controller renews on a thread of its own (lease-keeper.ts), with which far longer turns keep the
+// term; a loop stuck for longer than one TTL still loses it (the tests after the first two).
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
@@ -9,8 +11,9 @@ import { ThreadLeaseKeeper, type LeaseKeeper } from '../../src/ha/lease-keeper.j
 import { startReplica, until } from './replica.js'
 
 const TTL = 2 // renew deadline 1,333 ms, keepalive timeout and interval 333 ms
-// (A renewal takes two loop turns when the loop is that busy: its write waits for a turn, its answer
-// for the next. Turns up to about half the renew deadline are survived; longer ones end the term.)
+// (Without the keeper thread a renewal takes two loop turns when the loop is that busy: its write waits
+// for a turn, its answer for the next. Turns up to about half the renew deadline are survived; longer
+// ones end the term.)
 
 /** Blocks the event loop for `ms` (what a saturated controller's loop turn does to its timers). */
 function block(ms: number): void {
@@ -87,6 +90,24 @@ t.test('with the keeper thread, a loop stuck for longer than the TTL loses the t
   block(4000)
   t.notOk(leader.leadership.isLeader, 'on waking it no longer leads')
   t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
+  await until(async () => (await client.range({ key: fence.key })).kvs.length === 0, 10_000, 'the old term\'s election key is gone')
+  t.pass('the old term\'s election key is gone from etcd')
+})
+
+// A stall between one and two TTLs: the thread sees the heartbeat a TTL old and stops renewing, for good.
+// Its last renewal went out late in the stall, so the term still stands on waking; had the thread
+// resumed renewing with the heartbeat, it would stand on (a stall of up to two TTLs kept the term).
+t.test('with the keeper thread, a loop stuck for 1.25 TTL loses the term soon after waking: the thread does not resume', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id: 'stalled', prefix: '/pxe-stalled-leader/', ttl: TTL, keeper: true })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  await leader.keeper!.ready()
+  const fence = leader.leadership.fence()!
+  block(TTL * 1250)
+  await until(() => !leader.leadership.isLeader, TTL * 1000, 'the term ends within one TTL of waking')
+  t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
+  t.ok(leader.errors.some((e) => /showed no life for one TTL/.test(e.message)), 'the thread said why it stopped renewing')
+  const client = await cluster.client(t)
   await until(async () => (await client.range({ key: fence.key })).kvs.length === 0, 10_000, 'the old term\'s election key is gone')
   t.pass('the old term\'s election key is gone from etcd')
 })
