@@ -43,7 +43,7 @@ export function contextPath(flag: string | null, env: NodeJS.ProcessEnv): string
   if (flag !== null) return resolve(flag)
   const fromEnv = env.PXE_CONTEXT
   if (fromEnv !== undefined && fromEnv !== '') return resolve(fromEnv)
-  // $HOME first, as os.homedir() itself does; from `env`, so that main() run with another env (tests) follows it
+  // $HOME first (on Linux and macOS os.homedir() reads it first too), from `env`: main() run with another env (tests) follows it
   return join(env.HOME || homedir(), '.config', 'pxe-ctl', 'context.json')
 }
 

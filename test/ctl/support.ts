@@ -4,8 +4,8 @@
  * `fleet.ctl`) runs `main()` in this process with its own output buffers and environment (HOME, the
  * context variable): the same code path as the bin minus the process start, which on Node 20 cost
  * about half a second per command (CI ran some 300 of them). Commands that wait or are interrupted
- * (`spawnCtl`, `fleet.spawn`: watch, drain --wait, signals) and the bin itself
- * (test/ctl/usage.test.ts) run the compiled CLI as a child process (dist/src/ctl/cli.js, built by `npm
+ * (`spawnCtl`, `fleet.spawn`: watch, drain --wait, signals) and the bin itself (the last test of
+ * usage.test.ts, with its exit statuses) run the compiled CLI as a child process (dist/src/ctl/cli.js, built by `npm
  * test`; run `npm run build` first by hand), spawned asynchronously: the controller serves it from
  * this event loop.
  */

@@ -1,6 +1,7 @@
-// pxe-ctl's command line as a process: --help and `help CMD` for every command, naming every flag;
-// the top-level help with the context lookup order and the exit statuses; usage errors exit 2 with the
-// command's usage and nothing on stdout; the bin runs the built CLI.
+// pxe-ctl's command line (main() in this process, see support.ts): --help and `help CMD` for every
+// command, naming every flag; the top-level help with the context lookup order and the exit statuses;
+// usage errors exit 2 with the command's usage and nothing on stdout. The last test runs the bin as a
+// process: the built CLI, its exit status passed on (0 for --help, 2 for a usage error).
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
@@ -71,12 +72,25 @@ t.test('usage errors: exit 2, the message and the usage of that command on stder
   }
 })
 
-t.test('bin/pxe-ctl.js runs the built CLI', async (t) => {
+t.test('bin/pxe-ctl.js runs the built CLI and exits with its status', async (t) => {
   const bin = fileURLToPath(new URL('../../bin/pxe-ctl.js', import.meta.url))
-  const child = spawn(process.execPath, [bin, '--help'], { env: { PATH: process.env.PATH, HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] })
-  let out = ''
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
-  const code = await new Promise((resolve) => child.on('close', resolve))
-  t.equal(code, 0)
-  t.match(out, /^usage: pxe-ctl/)
+  const run = async (...args: string[]) => {
+    const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH, HOME: home }, stdio: ['ignore', 'pipe', 'pipe'] })
+    let out = ''
+    let err = ''
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
+    const code = await new Promise((resolve) => child.on('close', resolve))
+    return { code, out, err }
+  }
+  const help = await run('--help')
+  t.equal(help.code, 0, '--help: 0')
+  t.match(help.out, /^usage: pxe-ctl/)
+  const usage = await run('frobnicate')
+  t.equal(usage.code, 2, 'a usage error: 2')
+  t.match(usage.err, /unknown command "frobnicate"/)
+  const failed = await run('status') // HOME holds no context file
+  t.equal(failed.code, 1, 'a failed operation: 1')
+  t.match(failed.err, /context/)
+  t.equal(failed.out, '', 'nothing on stdout')
 })
