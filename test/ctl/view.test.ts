@@ -151,7 +151,9 @@ t.test('watch: the status refreshed until SIGINT, then exit 0; -o json one plan 
 
 t.test('watch on a terminal clears the screen before each refresh', { skip: existsSync('/usr/bin/script') ? false : 'no script(1) for a pseudo-terminal' }, async (t) => {
   // script(1) gives the CLI a pseudo-terminal; timeout(1) sends it SIGINT and passes its exit status on.
-  const command = `timeout --preserve-status -s INT 2 ${process.execPath} ${CLI} --context ${fleet.contextFile} watch --interval 0.3`
+  // 5 s for two refreshes 0.3 s apart: with 2 s, a CI run on a busy machine saw only one (the process
+  // start and the first answer took the rest).
+  const command = `timeout --preserve-status -s INT 5 ${process.execPath} ${CLI} --context ${fleet.contextFile} watch --interval 0.3`
   const child = spawn('script', ['-qec', command, '/dev/null'], { env: { PATH: process.env.PATH, HOME: fleet.home, NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
