@@ -62,6 +62,7 @@ const WORKER_URL =
 export class ThreadLeaseKeeper implements LeaseKeeper {
   private worker: Worker | null = null
   private readiness: Promise<void> | null = null
+  /** True from the current worker's 'ready' until it dies or is dropped (set and cleared with `worker`). */
   private running = false
   private readonly heartbeat = new BigInt64Array(new SharedArrayBuffer(8))
   private readonly beat: NodeJS.Timeout
@@ -81,7 +82,7 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
   }
 
   isReady(): boolean {
-    return this.running && this.worker !== null
+    return this.running
   }
 
   keep(leaseId: string, timing: LeaseTiming, grantSentAt: bigint, hooks: KeptLeaseHooks): KeptLease {
@@ -108,6 +109,7 @@ export class ThreadLeaseKeeper implements LeaseKeeper {
     this.kept = null
     const worker = this.worker
     this.worker = null
+    this.running = false
     if (worker === null) return
     const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()))
     worker.postMessage({ type: 'close' } satisfies KeeperMessage)

@@ -4,7 +4,7 @@
 // safety side stays: a loop blocked past the renew deadline (2/3 of the TTL) ends the term on waking.
 // The controller renews on a thread of its own (lease-keeper.ts), with which far longer turns keep the
 // term; a loop stuck for longer than one TTL still loses it (the tests after the first two).
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { performance } from 'node:perf_hooks'
 import { needsEtcd, startEtcdCluster } from '../support/etcd-cluster.js'
 import { ThreadLeaseKeeper, type LeaseKeeper } from '../../src/ha/lease-keeper.js'
@@ -62,14 +62,22 @@ t.test('a leader whose loop is blocked past the renew deadline stops leading on 
   t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
 })
 
+/**
+ * A leader on a 1-member etcd whose lease is renewed by the keeper thread, once that thread runs (until
+ * then its own thread renews, and the tests' turns would have to stay short); with the etcd cluster.
+ */
+async function keptLeader(t: Test, id: string) {
+  const cluster = await startEtcdCluster(t, 1)
+  const leader = await startReplica(t, cluster, { id, prefix: `/pxe-${id}-leader/`, ttl: TTL, keeper: true })
+  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
+  await leader.keeper!.ready()
+  return { cluster, leader, fence: leader.leadership.fence()! }
+}
+
 // The controller renews on a thread of its own (lease-keeper.ts): loop turns far longer than a renewal
 // could wait on the same loop, even longer than the renew deadline, cost it nothing.
 t.test('with the lease keeper thread, loop turns of 1.5 s (past the renew deadline) keep the term', needsEtcd(), async (t) => {
-  const cluster = await startEtcdCluster(t, 1)
-  const leader = await startReplica(t, cluster, { id: 'kept', prefix: '/pxe-kept-leader/', ttl: TTL, keeper: true })
-  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
-  await leader.keeper!.ready() // until then this thread renews (the next test), and its turns must stay short
-  const fence = leader.leadership.fence()!
+  const { cluster, leader, fence } = await keptLeader(t, 'kept')
   const turns = await busyLoop(1500, 9000)
   t.ok(turns >= 4, `${turns} loop turns of 1.5 s`)
   t.same(leader.of('stopped'), [], 'it never stepped down')
@@ -79,11 +87,7 @@ t.test('with the lease keeper thread, loop turns of 1.5 s (past the renew deadli
 })
 
 t.test('with the keeper thread, a loop stuck for longer than the TTL loses the term: the thread stops renewing', needsEtcd(), async (t) => {
-  const cluster = await startEtcdCluster(t, 1)
-  const leader = await startReplica(t, cluster, { id: 'hung', prefix: '/pxe-hung-leader/', ttl: TTL, keeper: true })
-  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
-  await leader.keeper!.ready()
-  const fence = leader.leadership.fence()!
+  const { cluster, leader, fence } = await keptLeader(t, 'hung')
   const client = await cluster.client(t)
   // Stuck: no heartbeat for one TTL (2 s), after which the thread renews no more, then the deadline. Had
   // the thread renewed on (as it does through the 1.5 s turns above), the term would still stand on waking.
@@ -98,11 +102,7 @@ t.test('with the keeper thread, a loop stuck for longer than the TTL loses the t
 // Its last renewal went out late in the stall, so the term still stands on waking; had the thread
 // resumed renewing with the heartbeat, it would stand on (a stall of up to two TTLs kept the term).
 t.test('with the keeper thread, a loop stuck for 1.25 TTL loses the term soon after waking: the thread does not resume', needsEtcd(), async (t) => {
-  const cluster = await startEtcdCluster(t, 1)
-  const leader = await startReplica(t, cluster, { id: 'stalled', prefix: '/pxe-stalled-leader/', ttl: TTL, keeper: true })
-  await until(() => leader.leadership.isLeader, 30_000, 'the replica leads')
-  await leader.keeper!.ready()
-  const fence = leader.leadership.fence()!
+  const { cluster, leader, fence } = await keptLeader(t, 'stalled')
   block(TTL * 1250)
   await until(() => !leader.leadership.isLeader, TTL * 1000, 'the term ends within one TTL of waking')
   t.equal(leader.of('stopped')[0]?.reason, 'renew_deadline', 'it stepped down for its renew deadline')
