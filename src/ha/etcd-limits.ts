@@ -25,10 +25,13 @@ export interface EtcdLimits {
   readonly maxEntryBytes: number
 }
 
+/** etcd's default --max-txn-ops. */
+export const ETCD_DEFAULT_TXN_OPS = 128
+
 /** etcd's and the client's defaults, and 64 KiB entries (a node record is far smaller). */
 export const DEFAULT_ETCD_LIMITS: EtcdLimits = Object.freeze({
   maxRequestBytes: 1.5 * 1024 * 1024,
-  maxTxnOps: 128,
+  maxTxnOps: ETCD_DEFAULT_TXN_OPS,
   maxResponseBytes: MAX_RESPONSE_BYTES,
   maxEntryBytes: 64 * 1024,
 })
@@ -131,19 +134,45 @@ function collides(a: WriteOp, b: WriteOp): boolean {
 export function splitIntoTransactions(compareKeys: readonly string[], ops: readonly WriteOp[], limits: EtcdLimits): WriteOp[][] {
   const budget = opBudget(compareKeys, limits)
   const batches: WriteOp[][] = []
-  let batch: WriteOp[] = []
+  let batch = new TxnBatch()
   let size = 0
   for (const op of ops) {
     checkTransaction(compareKeys, [op], limits)
     const opSize = writeOpBytes(op)
-    if (batch.length > 0 && (batch.length >= limits.maxTxnOps || size + opSize > budget || batch.some((other) => collides(other, op)))) {
-      batches.push(batch)
-      batch = []
+    if (batch.ops.length > 0 && (batch.ops.length >= limits.maxTxnOps || size + opSize > budget || batch.collides(op))) {
+      batches.push(batch.ops)
+      batch = new TxnBatch()
       size = 0
     }
-    batch.push(op)
+    batch.add(op)
     size += opSize
   }
-  if (batch.length > 0) batches.push(batch)
+  if (batch.ops.length > 0) batches.push(batch.ops)
   return batches
+}
+
+/**
+ * One transaction being packed, with what `collides` needs to answer in constant time for a point
+ * operation: with etcd's --max-txn-ops raised to thousands, comparing every pair cost more than the write.
+ */
+class TxnBatch {
+  readonly ops: WriteOp[] = []
+  /** Keys of the point puts, and of the point deletes. */
+  private readonly puts = new Set<string>()
+  private readonly deletes = new Set<string>()
+  /** Range deletes (rare: a reconcile's prefix drops), compared one by one. */
+  private readonly ranges: WriteOp[] = []
+
+  collides(op: WriteOp): boolean {
+    if (op.type === 'put') return this.puts.has(op.key) || this.deletes.has(op.key) || this.ranges.some((r) => collides(r, op))
+    if (op.type === 'delete') return this.puts.has(op.key)
+    return this.ops.some((other) => collides(other, op)) // a range meets every put inside it
+  }
+
+  add(op: WriteOp): void {
+    this.ops.push(op)
+    if (op.type === 'put') this.puts.add(op.key)
+    else if (op.type === 'delete') this.deletes.add(op.key)
+    else this.ranges.push(op)
+  }
 }

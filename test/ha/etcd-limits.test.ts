@@ -41,6 +41,8 @@ t.test('two operations on one key never share a transaction: etcd would refuse i
   const sizes = (ops: WriteOp[]) => splitIntoTransactions(FENCE_KEYS, ops, DEFAULT_ETCD_LIMITS).map((b) => b.length)
   t.same(sizes([del('/pxe/a'), put('/pxe/b', 1), put('/pxe/a', 1), put('/pxe/c', 1)]), [2, 2], 'a delete, then a put of its key: the put begins the next transaction')
   t.same(sizes([put('/pxe/a', 1), put('/pxe/a', 2)]), [1, 1], 'two puts of one key')
+  t.same(sizes([put('/pxe/a', 1), put('/pxe/b', 1), del('/pxe/a')]), [2, 1], 'a put, then a delete of its key')
+  t.same(sizes([del('/pxe/a'), put('/pxe/b', 1), { type: 'delete_prefix', prefix: '/pxe/b' }]), [2, 1], 'a prefix delete over an earlier put')
   t.same(sizes([put('/pxe/g/5', 1), { type: 'delete_range', key: '/pxe/g/', rangeEnd: '/pxe/g/9' }]), [1, 1], 'a put inside a later range delete')
   t.same(sizes([{ type: 'delete_prefix', prefix: '/pxe/g/' }, put('/pxe/g/x', 1)]), [1, 1], 'a put under an earlier prefix delete')
   t.same(sizes([put('/pxe/g9', 1), { type: 'delete_range', key: '/pxe/g/', rangeEnd: '/pxe/g9' }, put('/pxe/a', 1)]), [3], 'a range ends before its end key: no collision')
@@ -52,6 +54,16 @@ t.test('two operations on one key never share a transaction: etcd would refuse i
     const deleted = new Set(batch.flatMap((op) => (op.type === 'delete' ? [op.key] : [])))
     t.notOk(batch.some((op) => op.type === 'put' && deleted.has(op.key)), 'no transaction deletes and puts one key')
   }
+})
+
+t.test('a larger --max-txn-ops packs more per transaction; bytes still split', async (t) => {
+  const ops = Array.from({ length: 3000 }, (_, i) => put(`/pxe/n/${i}`, 100))
+  const big = { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 4096 }
+  t.same(splitIntoTransactions(FENCE_KEYS, ops, big).map((b) => b.length), [3000], '3,000 small operations: one transaction')
+  t.same(splitIntoTransactions(FENCE_KEYS, ops, { ...big, maxTxnOps: 1000 }).map((b) => b.length), [1000, 1000, 1000])
+  const large = Array.from({ length: 100 }, (_, i) => put(`/pxe/n/${i}`, 30_000))
+  const sizes = splitIntoTransactions(FENCE_KEYS, large, big).map((b) => b.length)
+  t.ok(sizes.length > 1 && sizes.every((n) => n < 100), `3 MB of values: split by bytes (${sizes.join(', ')}), not by count`)
 })
 
 t.test('size estimates cover every operation kind', async (t) => {
