@@ -96,7 +96,7 @@ for i in 1 2 3; do
     --initial-cluster "$CLUSTER" --initial-cluster-state new --initial-cluster-token pxe-local \
     --cert-file "$CERTS/server.pem" --key-file "$CERTS/server-key.pem" --trusted-ca-file "$CERTS/ca.pem" --client-cert-auth \
     --peer-cert-file "$CERTS/peer.pem" --peer-key-file "$CERTS/peer-key.pem" --peer-trusted-ca-file "$CERTS/ca.pem" --peer-client-cert-auth \
-    --auto-compaction-mode revision --auto-compaction-retention 10000 \
+    --auto-compaction-mode revision --auto-compaction-retention 10000 --max-txn-ops 4096 \
     2>"$DIR/logs/m$i.log" &
   PIDS+=("$!")
   echo "$!" >"$DIR/logs/m$i.pid"
@@ -112,8 +112,9 @@ for i in 1 2 3; do
 done
 
 ENDPOINTS="\"https://127.0.0.1:$((BASE + 1))\", \"https://127.0.0.1:$((BASE + 2))\", \"https://127.0.0.1:$((BASE + 3))\""
-# server_name: the certificates' DNS name, sent as SNI instead of the endpoints' IP (which Node refuses with DEP0123)
-HA="{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\", \"server_name\": \"localhost\"}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
+# server_name: the certificates' DNS name, sent as SNI instead of the endpoints' IP (which Node refuses with DEP0123);
+# max_txn_ops: the members' --max-txn-ops above (a large change goes out in one transaction, not one per phase)
+HA="{\"etcd\": {\"endpoints\": [$ENDPOINTS], \"ca\": \"$CERTS/ca.pem\", \"cert\": \"$CERTS/client.pem\", \"key\": \"$CERTS/client-key.pem\", \"server_name\": \"localhost\", \"max_txn_ops\": 4096}, \"prefix\": \"/pxe/\", \"lease_ttl_seconds\": 10}"
 echo "ha-local: etcd cluster of 3 members ready (logs in $DIR/logs)"
 echo "$HA" >"$DIR/ha.json"
 echo "ha-local: \"ha\" section for each controller's config (also in $DIR/ha.json):"

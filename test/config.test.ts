@@ -163,8 +163,9 @@ t.test('loadConfig: not JSON, missing file, and private keys readable by others 
 t.test('the ha section: parsed and resolved; state_dir optional with it; bad values named by key', async (t) => {
   const ha = { etcd: { endpoints: ['https://10.0.0.5:2379', 'https://10.0.0.6:2379'], ca: 'etcd/ca.pem', cert: 'etcd/client.pem', key: 'etcd/client-key.pem' } }
   const withHa = parseConfig({ ...without('state_dir'), ha }, '/etc/pxe')
-  t.same(withHa.ha, { etcd: { ...ha.etcd, ca: '/etc/pxe/etcd/ca.pem', cert: '/etc/pxe/etcd/client.pem', key: '/etc/pxe/etcd/client-key.pem' }, prefix: '/pxe/', leaseTtlSeconds: 10 })
+  t.same(withHa.ha, { etcd: { ...ha.etcd, ca: '/etc/pxe/etcd/ca.pem', cert: '/etc/pxe/etcd/client.pem', key: '/etc/pxe/etcd/client-key.pem' }, prefix: '/pxe/', leaseTtlSeconds: 10, maxTxnOps: 128 })
   t.equal(withHa.stateDir, null, 'no state_dir: the state lives in etcd')
+  t.equal(parseConfig({ ...without('state_dir'), ha: withEdit(ha, 'etcd.max_txn_ops', 4096) }, '/etc/pxe').ha?.maxTxnOps, 4096, 'max_txn_ops: the members\' --max-txn-ops')
   t.equal(parseConfig({ ...good, ha }, '/etc/pxe').stateDir, '/etc/pxe/state', 'a state_dir with ha is kept (read once to seed an empty etcd)')
   t.equal(parseConfig(good, '/x').ha, null, 'no ha: the file store')
   const cases: [string, Record<string, unknown>, RegExp][] = [
@@ -176,6 +177,10 @@ t.test('the ha section: parsed and resolved; state_dir optional with it; bad val
     ['a TTL of 1 s', { ...good, ha: { ...ha, lease_ttl_seconds: 1 } }, /key "ha\.lease_ttl_seconds"/],
     ['a prefix without slashes', { ...good, ha: { ...ha, prefix: 'pxe' } }, /key "ha\.prefix": must be a key prefix like \/pxe\//],
     ['an unknown key', { ...good, ha: { ...ha, ttl: 5 } }, /unknown key "ha\.ttl"/],
+    ['max_txn_ops below 16', { ...good, ha: withEdit(ha, 'etcd.max_txn_ops', 8) }, /key "ha\.etcd\.max_txn_ops"/],
+    ['max_txn_ops past 65,536', { ...good, ha: withEdit(ha, 'etcd.max_txn_ops', 100_000) }, /key "ha\.etcd\.max_txn_ops"/],
+    ['max_txn_ops as a string', { ...good, ha: withEdit(ha, 'etcd.max_txn_ops', '4096') }, /key "ha\.etcd\.max_txn_ops"/],
+    ['max_txn_ops not whole', { ...good, ha: withEdit(ha, 'etcd.max_txn_ops', 512.5) }, /key "ha\.etcd\.max_txn_ops"/],
     ['not an object', { ...good, ha: true }, /key "ha"/],
   ]
   for (const [label, raw, pattern] of cases) {

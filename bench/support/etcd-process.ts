@@ -227,7 +227,7 @@ export class Member implements EtcdMember {
 }
 
 
-function memberArgs(spec: MemberSpec, all: readonly MemberSpec[], certs: Certificates, token: string): string[] {
+function memberArgs(spec: MemberSpec, all: readonly MemberSpec[], certs: Certificates, token: string, maxTxnOps: number | undefined): string[] {
   return [
     '--name', spec.name, '--data-dir', spec.dataDir, '--logger=zap', '--log-outputs=stderr',
     '--listen-client-urls', spec.clientUrl, '--advertise-client-urls', spec.clientUrl,
@@ -238,10 +238,11 @@ function memberArgs(spec: MemberSpec, all: readonly MemberSpec[], certs: Certifi
     '--peer-cert-file', certs.peer.cert, '--peer-key-file', certs.peer.key, '--peer-trusted-ca-file', certs.ca, '--peer-client-cert-auth',
     // without compaction the revision history (and the database) grows without bound
     '--auto-compaction-mode', 'revision', '--auto-compaction-retention', '1000',
+    ...(maxTxnOps === undefined ? [] : ['--max-txn-ops', String(maxTxnOps)]),
   ]
 }
 
-async function launch(bin: string, dir: string, size: number, certs: Certificates): Promise<Member[]> {
+async function launch(bin: string, dir: string, size: number, certs: Certificates, maxTxnOps: number | undefined): Promise<Member[]> {
   const ports = await freePorts(2 * size)
   const token = `pxe-test-${process.pid}-${ports[0]}`
   const specs: MemberSpec[] = Array.from({ length: size }, (_, i) => ({
@@ -250,7 +251,7 @@ async function launch(bin: string, dir: string, size: number, certs: Certificate
     peerUrl: `https://127.0.0.1:${ports[2 * i + 1]}`,
     dataDir: join(dir, `m${i}-${ports[0]}`),
   }))
-  const members = specs.map((spec) => new Member(spec, memberArgs(spec, specs, certs, token), bin))
+  const members = specs.map((spec) => new Member(spec, memberArgs(spec, specs, certs, token, maxTxnOps), bin))
   const started = await Promise.allSettled(members.map((m) => m.start()))
   const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected')
   if (failed) {
@@ -275,8 +276,9 @@ export interface EtcdMembers {
 /**
  * Starts `size` members and waits until every one serves clients; on a failure everything started is
  * killed and the folder removed. A port taken between the probe and etcd's bind is retried with new ports.
+ * `maxTxnOps`: the members' --max-txn-ops (etcd's default, 128, when not given).
  */
-export async function startEtcdMembers(size: number): Promise<EtcdMembers> {
+export async function startEtcdMembers(size: number, options: { readonly maxTxnOps?: number } = {}): Promise<EtcdMembers> {
   const bin = findEtcd()
   if (!bin) throw new Error('no etcd binary found: CI must install etcd-server (see .ci/run), or set ETCD_BIN')
   const dir = scratchDir()
@@ -290,7 +292,7 @@ export async function startEtcdMembers(size: number): Promise<EtcdMembers> {
     mkdirSync(join(dir, 'data'), { mode: 0o700 })
     for (let attempt = 1; !members; attempt++) {
       try {
-        members = await launch(bin, join(dir, 'data'), size, certs)
+        members = await launch(bin, join(dir, 'data'), size, certs, options.maxTxnOps)
       } catch (err) {
         if (attempt >= 3 || !String(err).includes('address already in use')) throw err
       }

@@ -22,6 +22,7 @@ import type { EtcdClient } from '../ha/etcd-api.js'
 import { connectEtcd } from '../ha/etcd-client.js'
 import { ThreadLeaseKeeper } from '../ha/lease-keeper.js'
 import { EtcdStateStore } from '../ha/etcd-state-store.js'
+import { DEFAULT_ETCD_LIMITS } from '../ha/etcd-limits.js'
 import type { HaConfig } from '../ha/ha-config.js'
 import { EtcdStateError, type FencedWriteRefused } from '../ha/ha-errors.js'
 import { Leadership, sameFence, type Fence, type StepDownReason } from '../ha/leader-election.js'
@@ -62,6 +63,8 @@ export class HaServiceHost implements ServiceHost {
   /** Renews the lease on its own thread: a loop busy with a fleet must not cost the leader its term. */
   private readonly keeper: ThreadLeaseKeeper
   private term: Term | null = null
+  /** Operations per transaction: the config's max_txn_ops, lowered for good once etcd refused a count. */
+  private maxTxnOps: number
   private readonly errorsLoggedAt = new Map<string, number>()
 
   constructor(
@@ -69,6 +72,7 @@ export class HaServiceHost implements ServiceHost {
     private readonly deps: ServiceStartDeps,
   ) {
     const { ha, controllerId, client } = options
+    this.maxTxnOps = ha.maxTxnOps
     this.keeper = new ThreadLeaseKeeper(ha.etcd)
     // Started now, so that it runs by the time this replica leads (until then this thread renews: lease-session.ts).
     this.keeper.ready().catch(() => undefined)
@@ -183,7 +187,18 @@ export class HaServiceHost implements ServiceHost {
   /** Elected: load the state at one revision and start a controller as after a restart. */
   private async beginTerm(fence: Fence): Promise<void> {
     const { ha, client, controllerId, logger } = this.options
-    const store = new EtcdStateStore({ client, prefix: ha.prefix, fence, currentFence: () => this.leadership.fence(), onRefused: (err) => this.refused(err) })
+    const store = new EtcdStateStore({
+      client,
+      prefix: ha.prefix,
+      fence,
+      limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: this.maxTxnOps },
+      currentFence: () => this.leadership.fence(),
+      onRefused: (err) => this.refused(err),
+      onTxnOpsLowered: (from, to, err) => {
+        this.maxTxnOps = Math.min(this.maxTxnOps, to)
+        logger?.warn({ err: err.message, from, to }, `etcd refused a transaction of more operations than its --max-txn-ops: writing at most ${to} per transaction from now on (set ha.etcd.max_txn_ops to the members' --max-txn-ops)`)
+      },
+    })
     const term: Term = { fence, store, service: null }
     this.term = term
     let state: DurableState | null

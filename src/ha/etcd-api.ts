@@ -91,7 +91,8 @@ export interface EtcdClient {
 }
 
 /** Why an etcd call failed, in terms callers act on. */
-export type EtcdErrorKind = 'unavailable' | 'timeout' | 'lease_not_found' | 'compacted' | 'failed'
+/** `too_many_ops`: a member refused a transaction over its --max-txn-ops (the config says more than etcd allows). */
+export type EtcdErrorKind = 'unavailable' | 'timeout' | 'lease_not_found' | 'compacted' | 'too_many_ops' | 'failed'
 
 /** An etcd call that failed; `kind` says whether retrying can help. */
 export class EtcdClientError extends Error {

@@ -117,6 +117,7 @@ function clientError(err: unknown): EtcdClientError {
   if (err instanceof GRPCUnavailableError) return new EtcdClientError('unavailable', message)
   if (err instanceof GRPCDeadlineExceededError) return new EtcdClientError('timeout', message)
   if (message.includes('required revision has been compacted')) return new EtcdClientError('compacted', message)
+  if (message.includes('too many operations in txn request')) return new EtcdClientError('too_many_ops', message)
   return new EtcdClientError('failed', message)
 }
 

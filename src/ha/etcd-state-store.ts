@@ -15,8 +15,8 @@
  */
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { StateStore } from '../state/state-store.js'
-import type { EtcdClient, EtcdKeyValue } from './etcd-api.js'
-import { DEFAULT_ETCD_LIMITS, type EtcdLimits } from './etcd-limits.js'
+import { EtcdClientError, type EtcdClient, type EtcdKeyValue } from './etcd-api.js'
+import { DEFAULT_ETCD_LIMITS, ETCD_DEFAULT_TXN_OPS, type EtcdLimits } from './etcd-limits.js'
 import { fencedPhases } from './fenced-write.js'
 import { HandoffRunIndex } from './handoff-runs.js'
 import { FencedWriteRefused, NotLeading } from './ha-errors.js'
@@ -36,6 +36,11 @@ export interface EtcdStateStoreOptions {
   /** The fence this replica holds right now, or null (checks the renew deadline): asked before every transaction. */
   readonly currentFence: () => Fence | null
   readonly limits?: EtcdLimits
+  /**
+   * A member refused a transaction over its --max-txn-ops: the store now packs fewer operations (see
+   * lowerTxnOps) and the write rejects; the writer's retry, whole, goes out in transactions etcd takes.
+   */
+  readonly onTxnOpsLowered?: (from: number, to: number, err: EtcdClientError) => void
   /** etcd refused a write (this replica was deposed); called before the write rejects with the same error. */
   readonly onRefused?: (err: FencedWriteRefused) => void
 }
@@ -43,7 +48,7 @@ export interface EtcdStateStoreOptions {
 /** One term's view of the state in etcd. One write at a time. */
 export class EtcdStateStore implements StateStore {
   readonly layout: StateLayout
-  private readonly limits: EtcdLimits
+  private limits: EtcdLimits
   private readonly context: WriteContext
   /** The first write of a term, and the one after a failure, reconciles instead of trusting a delta. */
   private reconcileNext = true
@@ -89,10 +94,26 @@ export class EtcdStateStore implements StateStore {
       this.reconcileNext = false
     } catch (err) {
       this.reconcileNext = true
+      this.lowerTxnOps(err)
       throw err
     } finally {
       this.busy = false
     }
+  }
+
+  /**
+   * A member refused a transaction for its operation count: max_txn_ops is over the members'
+   * --max-txn-ops. The store falls back to etcd's default (128), or below it to half as many (at most
+   * three more refusals, down to 16). Transactions of the write may have committed before the refused one;
+   * that is safe (the write order makes any prefix safe), and the retry reconciles.
+   */
+  private lowerTxnOps(err: unknown): void {
+    if (!(err instanceof EtcdClientError) || err.kind !== 'too_many_ops') return
+    const from = this.limits.maxTxnOps
+    const to = from > ETCD_DEFAULT_TXN_OPS ? ETCD_DEFAULT_TXN_OPS : Math.max(16, Math.floor(from / 2))
+    if (to === from) return
+    this.limits = { ...this.limits, maxTxnOps: to }
+    this.options.onTxnOpsLowered?.(from, to, err)
   }
 
   /** Nothing to release: the etcd client belongs to the HA runtime. */

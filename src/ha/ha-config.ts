@@ -6,6 +6,7 @@ import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 import type { EtcdConnectionConfig } from './etcd-api.js'
+import { ETCD_DEFAULT_TXN_OPS } from './etcd-limits.js'
 
 /** An etcd client URL: https only (etcd is reached over mutual TLS), host and port, nothing else. */
 const endpointSchema = z.string().refine(
@@ -26,7 +27,15 @@ const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:
 /** A DNS name for SNI: RFC 6066 allows no IP address there (Node warns DEP0123 on one). */
 const serverNameSchema = z.string().refine((s) => DNS_NAME.test(s) && isIP(s) === 0, { message: 'must be a DNS name (not an IP address) that every member\'s server certificate carries' })
 
-/** `"ha": {"etcd": {endpoints, ca, cert, key}, "prefix", "lease_ttl_seconds"}`. */
+/**
+ * The bounds of max_txn_ops: a fenced transaction carries two compares and
+ * at least one operation, and past 65,536 operations a transaction would meet the request-size limit
+ * (1.5 MiB by default) long before the count.
+ */
+const MIN_TXN_OPS = 16
+const MAX_TXN_OPS = 65_536
+
+/** `"ha": {"etcd": {endpoints, ca, cert, key, server_name?, max_txn_ops?}, "prefix", "lease_ttl_seconds"}`. */
 export const haConfigSchema = z
   .object({
     etcd: z
@@ -37,6 +46,8 @@ export const haConfigSchema = z
         key: pathSchema,
         // with IP endpoints: the name SNI and the certificate check use (else Node warns DEP0123, once)
         server_name: serverNameSchema.optional(),
+        // the members' --max-txn-ops: a large change goes out in fewer transactions, each one round trip
+        max_txn_ops: z.number().int().min(MIN_TXN_OPS).max(MAX_TXN_OPS).default(ETCD_DEFAULT_TXN_OPS),
       })
       .strict(),
     // keys are <prefix>election/..., <prefix>state/...: one deployment per prefix
@@ -58,6 +69,8 @@ export interface HaConfig {
   readonly etcd: EtcdConnectionConfig
   readonly prefix: string
   readonly leaseTtlSeconds: number
+  /** The most operations one transaction may carry: the members' --max-txn-ops (etcd's default, 128, unless set). */
+  readonly maxTxnOps: number
 }
 
 /** Resolves a parsed `ha` section: PEM paths against `baseDir`, names in camelCase. */
@@ -73,5 +86,6 @@ export function resolveHaConfig(ha: HaConfigFile, baseDir: string): HaConfig {
     }),
     prefix: ha.prefix,
     leaseTtlSeconds: ha.lease_ttl_seconds,
+    maxTxnOps: ha.etcd.max_txn_ops,
   })
 }

@@ -29,7 +29,7 @@ function soloReplica(t: Test, cluster: Cluster, pki: Pki, copy: string, prefix: 
   crls.start({ installTls, dropRevoked: () => ({ closedConnections: 0, removedNodes: [] }), recordCrlNumber: () => undefined })
   t.teardown(() => crls.stop())
   const host = new HaServiceHost(
-    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2 }, controllerId: 'solo', client, crlPath: copy },
+    { ha: { etcd: cluster.connection, prefix, leaseTtlSeconds: 2, maxTxnOps: 128 }, controllerId: 'solo', client, crlPath: copy },
     {
       settings: { totalShards: 16, maxConcurrency: 1, leaseSeconds: 30, identifyIntervalMs: 5100, dailyIdentifyLimit: null },
       now: Date.now,

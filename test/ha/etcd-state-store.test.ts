@@ -334,3 +334,57 @@ t.test("a term's first write reconciles against what its load read, without read
   t.ok(ranges > read, 'a later reconcile (whole) read etcd again')
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot')
 })
+
+/** `client` with its transactions counted (the calls go to etcd unchanged). */
+function countingTxns(client: EtcdClient): { client: EtcdClient; txns: () => number } {
+  let txns = 0
+  const counting = new Proxy(client, {
+    get(target, name, receiver) {
+      if (name === 'txn') return (...args: Parameters<EtcdClient['txn']>) => (txns++, target.txn(...args))
+      const value = Reflect.get(target, name, receiver)
+      return typeof value === 'function' ? value.bind(target) : value
+    },
+  })
+  return { client: counting, txns: () => txns }
+}
+
+t.test('with etcd at --max-txn-ops 4096 and max_txn_ops 4096, a change of hundreds of operations is one transaction', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1, { maxTxnOps: 4096 })
+  const prefix = '/pxe-store-big-txn/'
+  const r = await leader(t, cluster, prefix)
+  const { client, txns } = countingTxns(r.client)
+  const store = storeOf(r, prefix, { client, limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 4096 } })
+  const c = new Controller(SETTINGS)
+  checkIn(c, T0, body('alpha', 16), cert('a1'))
+  await writeChanges(store, c)
+  const before = txns()
+  for (let i = 0; i < 600; i++) c.register(T0, body(`node-${String(i).padStart(3, '0')}`, 4), cert(`c${i}`))
+  await writeChanges(store, c)
+  t.equal(txns() - before, 1, '600 joins (node records and the generation) went out as one transaction')
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot')
+  c.setDraining(T0 + 1000, 'alpha', true) // handoff runs, records and the generation: phases that were separate round trips
+  await writeChanges(store, c)
+  t.equal(txns() - before, 2, 'a drain that moves every range: one transaction too')
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot after it')
+})
+
+t.test('max_txn_ops above what etcd allows: the write is refused, the store drops to 128 per transaction, and the retry writes the state', needsEtcd(), async (t) => {
+  const cluster = await startEtcdCluster(t, 1) // etcd's default --max-txn-ops, 128
+  const prefix = '/pxe-store-txn-ops/'
+  const r = await leader(t, cluster, prefix)
+  const lowered: [number, number, string][] = []
+  const store = storeOf(r, prefix, { limits: { ...DEFAULT_ETCD_LIMITS, maxTxnOps: 4096 }, onTxnOpsLowered: (from, to, err) => lowered.push([from, to, err.kind]) })
+  const c = new Controller(SETTINGS)
+  checkIn(c, T0, body('alpha', 16), cert('a1'))
+  await writeChanges(store, c)
+  t.same(lowered, [], 'a small write fits either way')
+  const before = await storeOf(r, prefix).load()
+  for (let i = 0; i < 600; i++) c.register(T0, body(`node-${String(i).padStart(3, '0')}`, 4), cert(`c${i}`))
+  c.settle()
+  await t.rejects(store.write(c.takeDelta(), () => c.snapshot()), { name: 'EtcdClientError', kind: 'too_many_ops', message: /too many operations in txn request/ }, 'etcd refuses the 601-operation transaction')
+  t.same(lowered, [[4096, 128, 'too_many_ops']], 'reported once, with the numbers')
+  t.same(await storeOf(r, prefix).load(), before, 'nothing of the refused write is in etcd')
+  await writeChanges(store, c, true) // the durable writer's retry: whole
+  t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the retry, in 128-operation transactions, wrote the state')
+  t.same(lowered.length, 1, 'and was not refused')
+})

@@ -38,10 +38,10 @@ export interface EtcdCluster {
 /**
  * Starts an etcd cluster of `size` members and waits until every member serves clients. It is torn
  * down (processes killed, folder removed) at the test's end. A port taken between the probe and
- * etcd's bind is retried with new ports.
+ * etcd's bind is retried with new ports. `maxTxnOps`: the members' --max-txn-ops (else etcd's 128).
  */
-export async function startEtcdCluster(t: Test, size: 1 | 3 = 1): Promise<EtcdCluster> {
-  const running = await startEtcdMembers(size)
+export async function startEtcdCluster(t: Test, size: 1 | 3 = 1, options: { readonly maxTxnOps?: number } = {}): Promise<EtcdCluster> {
+  const running = await startEtcdMembers(size, options)
   t.teardown(running.close)
   return clusterHandle([...running.members], running.dir, running.connection, running.close)
 }

@@ -39,8 +39,17 @@ export interface HaSide {
 
 const etcdFileSchema = haConfigSchema.shape.etcd
 
+/** The --max-txn-ops of the members a run starts, and the max_txn_ops the replicas are given with them (see deploy/ha-local.sh). */
+export const STARTED_MAX_TXN_OPS = 4096
+
+/** An etcd named by `--ha-etcd FILE`: how to reach it, and its members' --max-txn-ops (`max_txn_ops`, else 128). */
+export interface HaEtcdFile {
+  readonly connection: EtcdConnectionConfig
+  readonly maxTxnOps: number
+}
+
 /** Reads `--ha-etcd FILE`; throws with the field at fault. */
-export async function readHaEtcdFile(file: string): Promise<EtcdConnectionConfig> {
+export async function readHaEtcdFile(file: string): Promise<HaEtcdFile> {
   let raw: unknown
   try {
     raw = JSON.parse(await readFile(file, 'utf8'))
@@ -50,11 +59,14 @@ export async function readHaEtcdFile(file: string): Promise<EtcdConnectionConfig
   const parsed = etcdFileSchema.safeParse(raw)
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!
-    throw new Error(`--ha-etcd ${file}: ${issue.path.join('.') || 'the file'}: ${issue.message} (expected {"endpoints": [...], "ca", "cert", "key", "server_name"?})`)
+    throw new Error(`--ha-etcd ${file}: ${issue.path.join('.') || 'the file'}: ${issue.message} (expected {"endpoints": [...], "ca", "cert", "key", "server_name"?, "max_txn_ops"?})`)
   }
   const at = (p: string) => resolve(dirname(file), p)
   const e = parsed.data
-  return { endpoints: e.endpoints, ca: at(e.ca), cert: at(e.cert), key: at(e.key), ...(e.server_name === undefined ? {} : { serverName: e.server_name }) }
+  return {
+    connection: { endpoints: e.endpoints, ca: at(e.ca), cert: at(e.cert), key: at(e.key), ...(e.server_name === undefined ? {} : { serverName: e.server_name }) },
+    maxTxnOps: e.max_txn_ops,
+  }
 }
 
 const METRIC = /^(etcd_mvcc_put_total|etcd_mvcc_delete_total|etcd_mvcc_txn_total) ([0-9.e+]+)$/gm
@@ -84,13 +96,15 @@ async function fetchCounters(c: EtcdConnectionConfig): Promise<EtcdCounters> {
 export async function openHaSide(file: string | null, log: (line: string) => void): Promise<HaSide> {
   let members: EtcdMembers | null = null
   let connection: EtcdConnectionConfig
+  let maxTxnOps: number
   if (file === null) {
-    members = await startEtcdMembers(3)
+    members = await startEtcdMembers(3, { maxTxnOps: STARTED_MAX_TXN_OPS })
     connection = members.connection
-    log(`  etcd: 3 members with client and peer mutual TLS at ${connection.endpoints.join(', ')}`)
+    maxTxnOps = STARTED_MAX_TXN_OPS
+    log(`  etcd: 3 members with client and peer mutual TLS at ${connection.endpoints.join(', ')}, --max-txn-ops ${maxTxnOps}`)
   } else {
-    connection = await readHaEtcdFile(file)
-    log(`  etcd: ${connection.endpoints.join(', ')} (from ${file})`)
+    ;({ connection, maxTxnOps } = await readHaEtcdFile(file))
+    log(`  etcd: ${connection.endpoints.join(', ')} (from ${file}), max_txn_ops ${maxTxnOps}`)
   }
   try {
     await fetchCounters(connection)
@@ -109,6 +123,7 @@ export async function openHaSide(file: string | null, log: (line: string) => voi
         cert: connection.cert,
         key: connection.key,
         ...(connection.serverName === undefined ? {} : { server_name: connection.serverName }),
+        max_txn_ops: maxTxnOps,
       },
       prefix,
       lease_ttl_seconds: ttlSeconds,
