@@ -143,9 +143,12 @@ export class ControllerService {
     for (const event of this.controller.drainEvents()) auditCoreEvent(this.deps.audit, event)
   }
 
-  /** The answer `compute` gives once the state it shows is durable (503 `unavailable` if the write fails). */
-  private answer<T>(compute: () => T): Promise<T> {
-    return this.writer.answer(compute, this.controller.needsSettle)
+  /**
+   * The answer `compute` gives once the state it shows is durable (503 `unavailable` if the write fails);
+   * `urgent` for an operator's change, released before waiting node answers (durable-writer.ts).
+   */
+  private answer<T>(compute: () => T, urgent = false): Promise<T> {
+    return this.writer.answer(compute, this.controller.needsSettle, urgent)
   }
 
   /** Why state is not durable right now (a failed write not yet healed by a retry), or null. */
@@ -198,21 +201,21 @@ export class ControllerService {
   async setDraining(nodeId: string, draining: boolean, operator: string): Promise<DrainOutcome> {
     const outcome = this.run((now) => this.controller.setDraining(now, nodeId, draining))
     this.deps.audit.record('drain_set', { node_id: nodeId, draining, operator, generation: outcome.generation, live: outcome.live })
-    return this.answer(() => outcome)
+    return this.answer(() => outcome, true)
   }
 
   /** POST /v1/reshard: starts a live reshard (refusals throw and change nothing); audited with the operator. */
   startReshard(totalShards: number, operator: string): Promise<ReshardStarted> {
     const outcome = this.run((now) => this.controller.startReshard(now, totalShards))
     this.deps.audit.record('reshard_started', { from_total_shards: outcome.from, to_total_shards: outcome.to, generation: outcome.generation, operator })
-    return this.answer(() => outcome)
+    return this.answer(() => outcome, true)
   }
 
   /** DELETE /v1/reshard: aborts the live reshard; audited with the operator. */
   abortReshard(operator: string): Promise<ReshardStarted> {
     const outcome = this.run((now) => this.controller.abortReshard(now))
     this.deps.audit.record('reshard_aborted', { from_total_shards: outcome.from, to_total_shards: outcome.to, generation: outcome.generation, reason: 'operator', operator })
-    return this.answer(() => outcome)
+    return this.answer(() => outcome, true)
   }
 
   /** Removes live nodes whose certificate is revoked; returns their IDs. */

@@ -209,3 +209,52 @@ t.test('a group commit: changes made in the same turn of the event loop share on
   await writer.answer(() => 51)
   t.same(written, [50, 51], 'a change in a later turn gets a write of its own')
 })
+
+t.test('a round releases at most maxAnswersPerRound answers, with turns of the event loop between; operators first', async (t) => {
+  const state = { version: 0 }
+  const writes: Array<{ version: number; resolve(): void }> = []
+  const writer = new DurableWriter({
+    settle: () => {},
+    version: () => state.version,
+    write: () => new Promise<void>((resolve) => writes.push({ version: state.version, resolve })),
+    maxAnswersPerRound: 1000,
+  })
+  let durable = 0
+  const log: string[] = []
+  let released = 0
+  /** An answer that records when it was released, and checks that the state it shows was durable then. */
+  const ask = (label: string, urgent = false) =>
+    writer
+      .answer(() => state.version, false, urgent)
+      .then((v) => {
+        if (v > durable) t.fail(`${label} shows version ${v} before it was durable (${durable})`)
+        released += 1
+        if (label.startsWith('operator')) log.push(`${label} after ${released - 1}`)
+        return v
+      })
+  state.version = 1
+  const answers = Array.from({ length: 2500 }, (_, i) => ask(`node ${i}`))
+  answers.push(ask('operator drain', true))
+  await tick()
+  t.equal(writes.length, 1, 'one write for all of it')
+  // the loop turns between rounds: a timer set now fires between the releases, not after all of them
+  const turns: number[] = []
+  const timer = setInterval(() => turns.push(released), 0)
+  durable = 1
+  writes[0]!.resolve()
+  await Promise.all(answers)
+  clearInterval(timer)
+  t.same(log, ['operator drain after 0'], 'the operator answer came first, though asked last')
+  t.ok(turns.some((n) => n > 0 && n < 2501), `timers ran while the answers were being released (released so far at each: ${[...new Set(turns)].join(', ')})`)
+  t.equal(writes.length, 1, 'no further write: nothing changed')
+
+  // a change between rounds: the next round writes it first, and answers show the new state
+  state.version = 2
+  const more = Array.from({ length: 1500 }, (_, i) => ask(`late ${i}`))
+  state.version = 3
+  await tick()
+  t.equal(writes.length, 2)
+  durable = 3
+  writes[1]!.resolve()
+  t.same(new Set(await Promise.all(more)), new Set([3]), 'every answer shows the state that was written')
+})
