@@ -2,6 +2,16 @@
  * When the next check-in goes: every lease/3 with ±10 % jitter; after a failure, a retry timed by what
  * is at stake (SPEC "Node agent", README "Reconnecting").
  *
+ * The jitter is steered, given a clock: each node has a slot of its own in the lease/3 cycle (drawn at
+ * random with its first answer) and each regular delay moves it back toward that slot, by at most the
+ * ±10 %. Random jitter alone does not undo a storm: after a restart or take-over every node is answered
+ * within seconds, and a busy controller answers the requests of a moment together (one durable write),
+ * so the fleet kept checking in in waves of thousands a period apart (a drain request that arrived with
+ * one waited behind 7,041 check-ins, 2.1 s). Steered, every node is back in its own slot within five
+ * periods of a storm and the check-ins spread evenly over the cycle; no interval leaves lease/3 ± 10 %,
+ * so the fail-safe's arithmetic is unchanged. Without a clock (or before the lease is known) it is
+ * uniform random jitter as before.
+ *
  * A controller restart or take-over makes every node of a fleet fail at once. Retrying on a fixed
  * backoff would bring them back all together, into a controller that can finish only so many
  * handshakes a second. So a retry is spread over the time the node can afford:
@@ -51,12 +61,23 @@ export interface RetryContext {
 
 const NO_CONTEXT: RetryContext = { slackMs: null, busyRetryAfterMs: null }
 
-/** Tracks the lease in force and consecutive failures; `random` gives [0, 1). */
+/** The most a regular delay moves a node toward its slot: the SPEC's ±10 % of lease/3. */
+const STEER = 0.1
+
+/**
+ * Tracks the lease in force and consecutive failures; `random` gives [0, 1), `now` (ms, monotonic)
+ * lets the regular delay steer the node toward its slot (see the top of this file).
+ */
 export class CheckinCadence {
   private leaseMs: number | null = null
   private failures = 0
+  /** A moment (on `now`'s clock) that is one of this node's slots; the others are lease/3 apart. */
+  private slot: number | null = null
 
-  constructor(private readonly random: () => number) {}
+  constructor(
+    private readonly random: () => number,
+    private readonly now?: () => number,
+  ) {}
 
   /** The lease (ms) the controller last announced, or null before the first answer. */
   get lease(): number | null {
@@ -68,10 +89,17 @@ export class CheckinCadence {
     this.leaseMs = leaseMs
   }
 
-  /** The regular delay: lease/3 ±10 %; also clears the failure count. */
+  /** The regular delay: lease/3 ±10 %, steered toward the node's slot when there is a clock; also clears the failure count. */
   next(): number {
     this.failures = 0
-    return this.jittered()
+    if (this.now === undefined || this.leaseMs === null) return this.jittered()
+    const period = this.leaseMs / 3
+    const now = this.now()
+    // The slot, drawn once: random 0.5 puts it exactly one period after this first answer.
+    this.slot ??= now + (this.random() - 0.5) * period
+    // How far past its nearest slot this node is, in [-period/2, period/2).
+    const past = ((((now - this.slot) % period) + 1.5 * period) % period) - period / 2
+    return Math.round(period - Math.max(-STEER * period, Math.min(STEER * period, past)))
   }
 
   /** The delay before the next attempt after a failure (see the top of this file). */

@@ -93,7 +93,7 @@ export class NodeAgent {
     this.logger = (opts.logger ?? SILENT).child({ node_id: this.nodeId })
     this.store = opts.generationStore ?? new MemoryGenerationStore()
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve))
-    this.cadence = new CheckinCadence(() => this.clock.random())
+    this.cadence = new CheckinCadence(() => this.clock.random(), () => this.clock.now())
     this.client = this.newClient()
     const budget = opts.requestBudget ?? DEFAULT_REQUEST_BUDGET
     this.budget = new RequestBudget(budget.perSecond, budget.burst, () => this.clock.now())

@@ -12,6 +12,89 @@ t.test('every lease/3 with at most ±10 % jitter', async (t) => {
   t.equal(new CheckinCadence(() => 0.5).next(), 10_000, 'before the first answer the SPEC default lease (30 s) is assumed')
 })
 
+/** A small deterministic PRNG (mulberry32): the fleet tests below must not depend on luck. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let x = Math.imul(a ^ (a >>> 15), 1 | a)
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+t.test('steered by a clock: on its slot a node checks in every lease/3; pushed off it, it comes back by at most 10 % a period', async (t) => {
+  let now = 5_000
+  const cadence = new CheckinCadence(() => 0.5, () => now)
+  t.equal(cadence.next(), 10_000, 'before the lease is known: the SPEC default, unsteered')
+  cadence.setLease(30_000)
+  const delays: number[] = []
+  for (let i = 0; i < 4; i++) {
+    const d = cadence.next() // random 0.5: the slot is one period after the first answer with a lease
+    delays.push(d)
+    now += d
+  }
+  t.same(delays, [10_000, 10_000, 10_000, 10_000], 'answered on its slot: exactly lease/3')
+  now += 4_000 // a storm: answered 4 s past its slot
+  const back: number[] = []
+  for (let i = 0; i < 6; i++) {
+    const d = cadence.next()
+    back.push(d)
+    now += d
+  }
+  t.same(back, [9_000, 9_000, 9_000, 9_000, 10_000, 10_000], 'back on its slot after four periods, 1 s a period')
+  now += 6_500 // 3.5 s before its next slot (6.5 s past the last)
+  t.equal(cadence.next(), 11_000, 'early: the delay grows by the same 10 % at most')
+  for (const r of [0, 0.25, 0.75, 0.999]) {
+    let at = 0
+    const c = new CheckinCadence(() => r, () => at)
+    c.setLease(30_000)
+    for (let i = 0; i < 50; i++) {
+      const d = c.next()
+      if (d < 9_000 || d > 11_000) t.fail(`random ${r}: a delay of ${d} ms leaves lease/3 ± 10 %`)
+      at += d + ((i * 7919) % 3_000) // answers that come back up to 3 s late
+    }
+  }
+  t.pass('every steered delay stays within lease/3 ± 10 %')
+})
+
+t.test('a fleet answered all at once (a take-over) spreads back over the whole cycle within five periods when steered', async (t) => {
+  const NODES = 2_000
+  const PERIOD = 10_000
+  /** Sends in each second of the sixth period after the storm, every answer coming at once. */
+  const spreadAfterStorm = (steered: boolean): number[] => {
+    const random = seeded(42)
+    let now = 0
+    const nodes = Array.from({ length: NODES }, () => new CheckinCadence(random, steered ? () => now : undefined))
+    // they joined over a minute: each node's first answer (and its slot) somewhere in it
+    const next = nodes.map((c, i) => {
+      c.setLease(3 * PERIOD)
+      now = (i * 60_000) / NODES
+      return now + c.next()
+    })
+    // the storm: every node answered within the same second, then each is answered as it asks
+    next.forEach((_, i) => {
+      now = 100_000 + (i % 1000)
+      next[i] = now + nodes[i]!.next()
+    })
+    const buckets = new Array<number>(10).fill(0)
+    for (;;) {
+      let i = 0
+      for (let j = 1; j < NODES; j++) if (next[j]! < next[i]!) i = j
+      now = next[i]!
+      if (now >= 100_000 + 6 * PERIOD) break
+      if (now >= 100_000 + 5 * PERIOD) buckets[Math.floor((now - 100_000 - 5 * PERIOD) / 1000)]! += 1
+      next[i] = now + nodes[i]!.next()
+    }
+    return buckets
+  }
+  const mean = NODES / 10
+  const steered = spreadAfterStorm(true)
+  t.ok(Math.max(...steered) <= 1.5 * mean, `steered: at most ${Math.max(...steered)} check-ins in one second of the sixth period (mean ${mean}): ${steered.join(' ')}`)
+  const random = spreadAfterStorm(false)
+  t.ok(Math.max(...random) > 2 * mean, `random jitter alone still sends waves: up to ${Math.max(...random)} in one second (${random.join(' ')})`)
+})
+
 t.test('after failures: 0.5 s, 1 s, 2 s ... capped at the regular delay, reset by a success', async (t) => {
   const cadence = new CheckinCadence(() => 0.5)
   cadence.setLease(6000)

@@ -80,7 +80,7 @@ export class LightNode {
   private current = 0
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
   private session: Buffer | undefined
-  private readonly cadence = new CheckinCadence(Math.random)
+  private readonly cadence = new CheckinCadence(Math.random, sharedNow)
   private timer: NodeJS.Timeout | null = null
   private stopped = false
   private checkinInFlight = false
