@@ -84,8 +84,9 @@ export class CheckinCadence {
     return this.leaseMs
   }
 
-  /** Records the lease of an answer. */
+  /** Records the lease of an answer; a new lease draws the slot afresh (over the new cycle). */
   setLease(leaseMs: number): void {
+    if (leaseMs !== this.leaseMs) this.slot = null
     this.leaseMs = leaseMs
   }
 

@@ -38,7 +38,7 @@ export interface EtcdStateStoreOptions {
   readonly limits?: EtcdLimits
   /**
    * A member refused a transaction over its --max-txn-ops: the store now packs fewer operations (see
-   * lowerTxnOps) and the write rejects; the writer's retry, whole, goes out in transactions etcd takes.
+   * lowerTxnOps) and sends the same write again in transactions etcd takes.
    */
   readonly onTxnOpsLowered?: (from: number, to: number, err: EtcdClientError) => void
   /** etcd refused a write (this replica was deposed); called before the write rejects with the same error. */
@@ -90,11 +90,20 @@ export class EtcdStateStore implements StateStore {
     const state = whole || this.reconcileNext ? full() : null // before any await (the interface's rule)
     try {
       const phases = state === null ? deltaPhases(delta, this.context, this.runs) : await this.reconcile(state, loaded)
-      await this.send(phases)
+      for (;;) {
+        try {
+          await this.send(phases)
+          break
+        } catch (err) {
+          // Over the members' --max-txn-ops: the same operations again, in smaller transactions. Those
+          // that committed before the refusal are put again with the same values and deleted again
+          // (no-ops), in the same order, so every state etcd passes through is still a prefix of the write.
+          if (!this.lowerTxnOps(err)) throw err
+        }
+      }
       this.reconcileNext = false
     } catch (err) {
       this.reconcileNext = true
-      this.lowerTxnOps(err)
       throw err
     } finally {
       this.busy = false
@@ -105,15 +114,17 @@ export class EtcdStateStore implements StateStore {
    * A member refused a transaction for its operation count: max_txn_ops is over the members'
    * --max-txn-ops. The store falls back to etcd's default (128), or below it to half as many (at most
    * three more refusals, down to 16). Transactions of the write may have committed before the refused one;
-   * that is safe (the write order makes any prefix safe), and the retry reconciles.
+   * that is safe (the write order makes any prefix safe), and write() sends the same operations again.
+   * Returns whether it lowered the figure (false: not this refusal, or already at the floor).
    */
-  private lowerTxnOps(err: unknown): void {
-    if (!(err instanceof EtcdClientError) || err.kind !== 'too_many_ops') return
+  private lowerTxnOps(err: unknown): boolean {
+    if (!(err instanceof EtcdClientError) || err.kind !== 'too_many_ops') return false
     const from = this.limits.maxTxnOps
     const to = from > ETCD_DEFAULT_TXN_OPS ? ETCD_DEFAULT_TXN_OPS : Math.max(16, Math.floor(from / 2))
-    if (to === from) return
+    if (to === from) return false
     this.limits = { ...this.limits, maxTxnOps: to }
     this.options.onTxnOpsLowered?.(from, to, err)
+    return true
   }
 
   /** Nothing to release: the etcd client belongs to the HA runtime. */

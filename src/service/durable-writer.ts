@@ -11,7 +11,8 @@
  * Every round first yields once to the event loop (setImmediate), so the requests read in the same turn
  * share one write: a group commit.
  * A round that re-plans nothing never waits; but an answer asked for while a re-planning round waits is
- * released with that round, so under a join storm grants and drain flags can wait up to the interval too.
+ * released with that round (or, past the round's limit below, a later one), so under a join storm grants
+ * and drain flags can wait up to the interval too.
  *
  * A failed write never wedges the controller: it is retried (exponential backoff; the store then writes the
  * whole state), every answer waiting for it gets 503 `unavailable` (never a 500), new work is refused with
@@ -90,7 +91,11 @@ export class DurableWriter {
   /** When (performance.now()) the last round that re-planned settled. */
   private lastReplanAt = Number.NEGATIVE_INFINITY
 
-  constructor(private readonly opts: DurableWriterOptions) {}
+  constructor(private readonly opts: DurableWriterOptions) {
+    const max = opts.maxAnswersPerRound
+    // 0, a negative or NaN would take no answer in any round: the loop would spin and answer nobody
+    if (max !== undefined && !(Number.isInteger(max) && max >= 1)) throw new RangeError(`maxAnswersPerRound must be a whole number of at least 1, not ${max}`)
+  }
 
   /** True while the last write failed and none succeeded since. */
   get failing(): boolean {

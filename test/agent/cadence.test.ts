@@ -45,6 +45,12 @@ t.test('steered by a clock: on its slot a node checks in every lease/3; pushed o
   t.same(back, [9_000, 9_000, 9_000, 9_000, 10_000, 10_000], 'back on its slot after four periods, 1 s a period')
   now += 6_500 // 3.5 s before its next slot (6.5 s past the last)
   t.equal(cadence.next(), 11_000, 'early: the delay grows by the same 10 % at most')
+  now += 11_000 + 2_000
+  cadence.setLease(90_000)
+  t.equal(cadence.next(), 30_000, 'a new lease draws the slot afresh over the new cycle (random 0.5: one period from now)')
+  cadence.setLease(90_000)
+  now += 30_000 + 5_000
+  t.equal(cadence.next(), 27_000, 'the same lease again keeps the slot')
   for (const r of [0, 0.25, 0.75, 0.999]) {
     let at = 0
     const c = new CheckinCadence(() => r, () => at)

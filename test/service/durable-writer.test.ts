@@ -258,3 +258,9 @@ t.test('a round releases at most maxAnswersPerRound answers, with turns of the e
   writes[1]!.resolve()
   t.same(new Set(await Promise.all(more)), new Set([3]), 'every answer shows the state that was written')
 })
+
+t.test('maxAnswersPerRound must be a whole number of at least 1: anything else would answer nobody', async (t) => {
+  const opts = { settle: () => {}, version: () => 0, write: () => Promise.resolve() }
+  for (const bad of [0, -1, 1.5, Number.NaN]) t.throws(() => new DurableWriter({ ...opts, maxAnswersPerRound: bad }), RangeError, String(bad))
+  t.doesNotThrow(() => new DurableWriter({ ...opts, maxAnswersPerRound: 1 }))
+})
