@@ -90,8 +90,10 @@ export interface EtcdClient {
   close(): void
 }
 
-/** Why an etcd call failed, in terms callers act on. */
-/** `too_many_ops`: a member refused a transaction over its --max-txn-ops (the config says more than etcd allows). */
+/**
+ * Why an etcd call failed, in terms callers act on. `too_many_ops`: a member refused a transaction over
+ * its --max-txn-ops (the config says more than etcd allows).
+ */
 export type EtcdErrorKind = 'unavailable' | 'timeout' | 'lease_not_found' | 'compacted' | 'too_many_ops' | 'failed'
 
 /** An etcd call that failed; `kind` says whether retrying can help. */

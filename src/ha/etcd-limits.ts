@@ -28,6 +28,9 @@ export interface EtcdLimits {
 /** etcd's default --max-txn-ops. */
 export const ETCD_DEFAULT_TXN_OPS = 128
 
+/** The fewest operations per transaction we configure or fall back to: a fenced transaction carries two compares besides them. */
+export const MIN_TXN_OPS = 16
+
 /** etcd's and the client's defaults, and 64 KiB entries (a node record is far smaller). */
 export const DEFAULT_ETCD_LIMITS: EtcdLimits = Object.freeze({
   maxRequestBytes: 1.5 * 1024 * 1024,

@@ -16,7 +16,7 @@
 import type { DurableState, StateDelta } from '../core/durable-state.js'
 import type { StateStore } from '../state/state-store.js'
 import { EtcdClientError, type EtcdClient, type EtcdKeyValue } from './etcd-api.js'
-import { DEFAULT_ETCD_LIMITS, ETCD_DEFAULT_TXN_OPS, type EtcdLimits } from './etcd-limits.js'
+import { DEFAULT_ETCD_LIMITS, ETCD_DEFAULT_TXN_OPS, MIN_TXN_OPS, type EtcdLimits } from './etcd-limits.js'
 import { fencedPhases } from './fenced-write.js'
 import { HandoffRunIndex } from './handoff-runs.js'
 import { FencedWriteRefused, NotLeading } from './ha-errors.js'
@@ -120,7 +120,7 @@ export class EtcdStateStore implements StateStore {
   private lowerTxnOps(err: unknown): boolean {
     if (!(err instanceof EtcdClientError) || err.kind !== 'too_many_ops') return false
     const from = this.limits.maxTxnOps
-    const to = from > ETCD_DEFAULT_TXN_OPS ? ETCD_DEFAULT_TXN_OPS : Math.max(16, Math.floor(from / 2))
+    const to = from > ETCD_DEFAULT_TXN_OPS ? ETCD_DEFAULT_TXN_OPS : Math.max(MIN_TXN_OPS, Math.floor(from / 2))
     if (to === from) return false
     this.limits = { ...this.limits, maxTxnOps: to }
     this.options.onTxnOpsLowered?.(from, to, err)

@@ -6,7 +6,7 @@ import { isIP } from 'node:net'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 import type { EtcdConnectionConfig } from './etcd-api.js'
-import { ETCD_DEFAULT_TXN_OPS } from './etcd-limits.js'
+import { ETCD_DEFAULT_TXN_OPS, MIN_TXN_OPS } from './etcd-limits.js'
 
 /** An etcd client URL: https only (etcd is reached over mutual TLS), host and port, nothing else. */
 const endpointSchema = z.string().refine(
@@ -27,12 +27,7 @@ const DNS_NAME = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:
 /** A DNS name for SNI: RFC 6066 allows no IP address there (Node warns DEP0123 on one). */
 const serverNameSchema = z.string().refine((s) => DNS_NAME.test(s) && isIP(s) === 0, { message: 'must be a DNS name (not an IP address) that every member\'s server certificate carries' })
 
-/**
- * The bounds of max_txn_ops: a fenced transaction carries two compares and
- * at least one operation, and past 65,536 operations a transaction would meet the request-size limit
- * (1.5 MiB by default) long before the count.
- */
-const MIN_TXN_OPS = 16
+/** The most max_txn_ops we accept: past it a transaction meets etcd's request-size limit (1.5 MiB by default) long before the count. */
 const MAX_TXN_OPS = 65_536
 
 /** `"ha": {"etcd": {endpoints, ca, cert, key, server_name?, max_txn_ops?}, "prefix", "lease_ttl_seconds"}`. */

@@ -35,14 +35,16 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
   --generator-prof DIR each load generator writes a CPU profile of its whole run into DIR (node --cpu-prof)
   --ha                 the control plane is two replicas on etcd: a local 3-member etcd with client and peer
                        mutual TLS and --max-txn-ops 4096 is started for the run (as deploy/ha-local.sh does;
-                       needs the etcd binary: Debian's etcd-server, or ETCD_BIN), and phase (b) is a take-over: kill -9 of the
-                       leader, the other replica takes over, the killed one starts again as a follower; the
+                       needs the etcd binary: Debian's etcd-server, or ETCD_BIN), and phase (b) is a
+                       take-over: kill -9 of the leader, the other replica takes over, the killed one
+                       starts again as a follower; the
                        drain also counts etcd's writes. Prints "take-over: every node renewed X.X s after
                        the kill; shards moved N; full handshakes F, resumed R"
   --ha-etcd FILE       with --ha: use this etcd instead of starting one. FILE holds the "etcd" object of a
                        controller's "ha" section: {"endpoints": ["https://host:port", ...], "ca": PEM path,
                        "cert": PEM path, "key": PEM path, "server_name": optional DNS name, "max_txn_ops":
-                       optional, its members' --max-txn-ops, default 128}, paths relative to FILE. Each run writes under /pxe-fleet-bench-<pid>-<run>/ and removes it afterwards
+                       optional, its members' --max-txn-ops, default 128}, paths relative to FILE. Each
+                       run writes under /pxe-fleet-bench-<pid>-<run>/ and removes it afterwards
   --ha-ttl s           the replicas' etcd lease TTL (lease_ttl_seconds; default 5, 2..300): a take-over
                        starts about one TTL after the kill
   --json FILE          also write the figures as JSON
