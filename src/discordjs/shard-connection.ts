@@ -27,6 +27,13 @@ interface RawSocket {
   terminate(): void
 }
 const CONNECTING = 0
+const CLOSED = 3
+
+/** Resolves once `socket` is closed (the `ws` 'close' event, which destroy() cannot unhook). */
+function closeOf(socket: RawSocket): Promise<void> {
+  if (socket.readyState === CLOSED) return Promise.resolve()
+  return new Promise((resolve) => socket.once('close', resolve))
+}
 
 /**
  * The socket of the manager's one shard, if it has one. @discordjs/ws keeps both private (TypeScript
@@ -152,13 +159,19 @@ export class ShardConnection {
     this.stopped = true
     const session = this.session
     const socket = socketOf(this.manager) // read before destroy() forgets the shard
-    await this.manager.destroy(resumable ? { code: 4200, reason: 'moved by plan' } : { code: 1000, reason: 'stopped' })
-    // destroy() closes only an open socket; one still connecting (no HELLO yet, so no session on it) is cut
+    const open = socket()
+    const destroyed = this.manager.destroy(resumable ? { code: 4200, reason: 'moved by plan' } : { code: 1000, reason: 'stopped' })
+    // destroy() may never settle: it aborts a pending wait for HELLO or READY, the aborted wait starts a
+    // second destroy(), and that one unhooks the onclose the first awaits. The socket's own close event
+    // still comes, and once the socket is closed nothing of the shard runs on (a reconnect is PARKED).
+    await (open === null ? destroyed : Promise.race([destroyed, closeOf(open)]))
+    // destroy() closes only an open socket; one still connecting (no HELLO yet, so no session on it) is
+    // cut, and one the second destroy() left closing is awaited (ws ends a close handshake within 30 s)
     const left = socket()
-    if (left !== null && left.readyState === CONNECTING) {
-      const closed = new Promise<void>((resolve) => left.once('close', resolve))
+    if (left !== null && left.readyState !== CLOSED) {
       left.on('error', () => undefined) // aborting a handshake emits an error; destroy() removed the listener
-      left.terminate()
+      const closed = closeOf(left)
+      if (left.readyState === CONNECTING) left.terminate()
       await closed
     }
     if (!resumable || session === null || this.delivered === null) return null
