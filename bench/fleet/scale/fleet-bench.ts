@@ -321,6 +321,24 @@ async function replanSeconds(bench: Bench): Promise<number | null> {
   }
 }
 
+/**
+ * The serving replica's admission as it stands (server/admission.ts): the cost per connection it
+ * estimates and the connections it deferred so far; null when its /metrics cannot be read (yet). Shown
+ * in the progress lines: a restart that defers thousands while the controller's CPU stays low points
+ * at the estimate, one whose CPU is a full core at the machine.
+ */
+async function admissionNow(bench: Bench): Promise<{ costMs: number; deferred: number } | null> {
+  const port = bench.opsPorts[bench.replicas.indexOf(bench.controller)]
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) })).text()
+    const cost = /^pxe_connection_cost_seconds (\S+)$/m.exec(text)
+    const deferred = /^pxe_connections_deferred_total (\S+)$/m.exec(text)
+    return cost === null || deferred === null ? null : { costMs: Number(cost[1]) * 1000, deferred: Number(deferred[1]) }
+  } catch {
+    return null
+  }
+}
+
 function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null, opsPort: number): Record<string, unknown> {
   // Rate limits and connection caps stay the defaults: nodes come from many 127.x addresses instead.
   return {
@@ -361,7 +379,9 @@ async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: n
       const load = bench.pool.pids.map(sampleProcess).filter((p) => p !== null)
       const loadCpu = load.reduce((sum, p) => sum + p.cpuSeconds, 0)
       const loadRss = load.reduce((sum, p) => sum + p.rssMiB, 0)
-      bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB; load generators CPU ${loadCpu.toFixed(1)} s, RSS ${loadRss.toFixed(0)} MiB`)
+      const a = await admissionNow(bench)
+      const admission = a === null ? '' : `; admission: cost ${a.costMs.toFixed(2)} ms, deferred ${a.deferred}`
+      bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB; load generators CPU ${loadCpu.toFixed(1)} s, RSS ${loadRss.toFixed(0)} MiB${admission}`)
     }
     await sleep(500)
   }
