@@ -28,7 +28,7 @@ import {
   type TxnRequest,
   type TxnResult,
 } from './etcd-api.js'
-import { memberPolicies, retryOnOtherMember } from './member-policy.js'
+import { memberPolicies, retryOnOtherMember, type MemberPolicies } from './member-policy.js'
 import { MAX_RESPONSE_BYTES } from './etcd-limits.js'
 
 /** Options of `connectEtcd`. */
@@ -54,6 +54,7 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
   checkPem(() => new X509Certificate(certChain), config.cert, 'ha.etcd.cert', 'a certificate')
   checkPem(() => createPrivateKey(privateKey), config.key, 'ha.etcd.key', 'a private key')
   const requestTimeoutMs = options.requestTimeoutMs ?? 5000
+  const faults = faultHandling(config.endpoints.length)
   const etcd = new Etcd3({
     hosts: [...config.endpoints],
     credentials: { rootCertificate, certChain, privateKey },
@@ -65,9 +66,9 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
       ...(config.serverName === undefined ? {} : { 'grpc.ssl_target_name_override': config.serverName }),
     },
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
-    faultHandling: faultHandling(config.endpoints.length),
+    faultHandling: faults.handling,
   })
-  return new Etcd3Client(etcd)
+  return new Etcd3Client(etcd, faults.members.failAddress)
 }
 
 async function readPem(path: string, what: string, key: string): Promise<Buffer> {
@@ -98,14 +99,17 @@ interface WatchBackoff {
  * `execute` on these). etcd3's watch reconnects back off up to 30 s, on a timer that outlives
  * `close()`; ours stop at 2 s.
  */
-function faultHandling(members: number): FaultHandling {
+function faultHandling(members: number): { handling: FaultHandling; members: MemberPolicies } {
   const memberFault = (err: unknown) => err instanceof GRPCUnavailableError || err instanceof GRPCDeadlineExceededError
   const backoff = (duration: number): WatchBackoff => ({ duration, next: () => backoff(Math.min(2 * duration, 2000)) })
   const perMember = memberPolicies(memberFault)
   return {
-    host: (member) => perMember(member) as unknown as Policy,
-    global: retryOnOtherMember(members, (err) => err instanceof GRPCUnavailableError) as unknown as Policy,
-    watchBackoff: { duration: 0, next: () => backoff(250) } as unknown as FaultHandling['watchBackoff'],
+    members: perMember,
+    handling: {
+      host: (member) => perMember(member) as unknown as Policy,
+      global: retryOnOtherMember(members, (err) => err instanceof GRPCUnavailableError) as unknown as Policy,
+      watchBackoff: { duration: 0, next: () => backoff(250) } as unknown as FaultHandling['watchBackoff'],
+    },
   }
 }
 
@@ -189,7 +193,11 @@ const SORT_TARGET = { key: 'Key', create: 'Create', mod: 'Mod' } as const
 const SORT_ORDER = { ascend: 'Ascend', descend: 'Descend' } as const
 
 class Etcd3Client implements EtcdClient {
-  constructor(private readonly etcd: Etcd3) {}
+  constructor(
+    private readonly etcd: Etcd3,
+    /** Counts a fault against the member at host:port (see keepAliveOnce). */
+    private readonly memberFailed: (address: string) => boolean,
+  ) {}
 
   async grantLease(ttlSeconds: number, timeoutMs?: number): Promise<{ id: string; ttlSeconds: number }> {
     try {
@@ -223,7 +231,14 @@ class Etcd3Client implements EtcdClient {
         if (err) reject(err)
         else resolve(ttl)
       }
-      const timer = lagAwareTimeout(timeoutMs, () => finish(new EtcdClientError('timeout', 'lease keepalive timed out')))
+      // The member policies saw only this stream being opened, not its answer timing out: without this, the
+      // next renewal could go to the same hung member again (each call picks a member at random), and a
+      // leader whose renewals met a frozen member three times in a row stepped down (etcd-members test).
+      const timer = lagAwareTimeout(timeoutMs, () => {
+        const peer = (call as unknown as { getPeer?: () => string }).getPeer?.()
+        if (peer !== undefined) this.memberFailed(peer)
+        finish(new EtcdClientError('timeout', 'lease keepalive timed out'))
+      })
       call.on('data', (res) => finish(null, Number(res.TTL)))
       call.on('error', (err) => finish(clientError(err)))
       call.write({ ID: leaseId })

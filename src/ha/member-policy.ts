@@ -17,14 +17,34 @@ export class MemberCoolingDown extends Error {
   override readonly name = 'MemberCoolingDown'
 }
 
+/** The per-member policies, and a way to report a member's fault seen outside any call they wrap. */
+export interface MemberPolicies {
+  (member: string): CallPolicy
+  /**
+   * Counts a fault against the member at `address` (host:port, as a gRPC call's getPeer() names it):
+   * a lease keepalive that timed out on a stream the policies only saw being opened. Returns whether
+   * a member matched.
+   */
+  failAddress(address: string): boolean
+}
+
+/** host:port of a member's endpoint URL (https://10.0.0.1:2379 → 10.0.0.1:2379), or null. */
+function addressOf(member: string): string | null {
+  try {
+    return new URL(member.includes('://') ? member : `https://${member}`).host
+  } catch {
+    return null
+  }
+}
+
 /**
  * A policy per member that skips recently failed members while a healthy one is left; `isFault` tells
  * a member's failure (unreachable, timed out) from a refusal of the request itself.
  */
-export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 2000, now: () => number = () => performance.now()): (member: string) => CallPolicy {
+export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 2000, now: () => number = () => performance.now()): MemberPolicies {
   const failedAt = new Map<string, number>()
   const cooling = (member: string) => now() - (failedAt.get(member) ?? -Infinity) < coolDownMs
-  return (member) => {
+  const policy = (member: string): CallPolicy => {
     failedAt.set(member, -Infinity)
     return {
       async execute<T>(fn: () => T | PromiseLike<T>): Promise<T> {
@@ -40,6 +60,13 @@ export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 
       },
     }
   }
+  const failAddress = (address: string): boolean => {
+    const member = [...failedAt.keys()].find((m) => addressOf(m) === address)
+    if (member === undefined) return false
+    failedAt.set(member, now())
+    return true
+  }
+  return Object.assign(policy, { failAddress })
 }
 
 /** Retries a call refused unprocessed (`retryable`) on the next member, at most once per member. */

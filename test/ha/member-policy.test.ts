@@ -37,3 +37,18 @@ t.test('only retryable errors are retried, once per member', async (t) => {
   calls = 0
   t.equal(await policy.execute(() => (++calls < 2 ? fault() : ok())), 'ok', 'the next member answers')
 })
+
+t.test("a fault seen outside a call (a keepalive that timed out) is counted against the member at the stream's peer", async (t) => {
+  let clock = 0
+  const policies = memberPolicies((err) => err instanceof Fault, 2000, () => clock)
+  const [a, b, v6] = [policies('https://127.0.0.1:2379'), policies('https://127.0.0.2:2379'), policies('https://[::1]:2379')]
+  t.equal(policies.failAddress('127.0.0.1:2379'), true, "getPeer()'s host:port names the member")
+  await t.rejects(a.execute(ok), { name: 'MemberCoolingDown' }, 'the next call skips it')
+  t.equal(await b.execute(ok), 'ok')
+  t.equal(policies.failAddress('[::1]:2379'), true, 'an IPv6 peer too')
+  await t.rejects(v6.execute(ok), { name: 'MemberCoolingDown' })
+  t.equal(policies.failAddress('10.9.9.9:2379'), false, 'an address of no member changes nothing')
+  t.equal(policies.failAddress('unknown'), false, "a call that never reached a member (getPeer() says 'unknown')")
+  clock = 2001
+  t.equal(await a.execute(ok), 'ok', 'after the cool-down it is tried again')
+})
