@@ -103,7 +103,7 @@ for (const [name, hello, resumable] of cases) {
     else await until('the connection', () => g.seen.connections === 1)
     await new Promise((r) => setTimeout(r, 50)) // the socket is open and the wait armed
     const tookMs = await within(connection.stop(resumable), 5_000)
-    t.ok(tookMs < 5_000, `the stop ended after ${tookMs.toFixed(0)} ms`)
+    t.ok(tookMs < 2_000, `the stop ended after ${tookMs.toFixed(0)} ms (the bare close handshake takes milliseconds)`)
     await until('the gateway sees the close', () => g.seen.closes.length === 1, 2_000)
     t.same(g.seen.closes, [code], `closed with ${code}`)
     await new Promise((r) => setTimeout(r, 1_000)) // @discordjs/ws reconnects 500 ms after an aborted wait
