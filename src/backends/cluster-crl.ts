@@ -47,6 +47,12 @@ export class ClusterCrl implements PushedCrlStore {
   private timer: NodeJS.Timeout | undefined
   /** The last copy offered with a final verdict: not offered again (a refusal is audited once). */
   private offered: string | null = null
+  /**
+   * The copy a push is writing now. Our own watch may deliver the write before the write's answer arrives
+   * (seen under load): offered then, it would be installed as `cluster` and the push that follows would
+   * find it in force, so the audit log would lose who pushed it. The push installs it itself.
+   */
+  private saving: string | null = null
   private inFlight: Promise<PushedCrlVersion> | null = null
   private again = false
   private loggedAt = -Infinity
@@ -93,7 +99,17 @@ export class ClusterCrl implements PushedCrlStore {
 
   async save(crl: ParsedCrl, version: PushedCrlVersion): Promise<void> {
     const fence = this.options.servingFence()
-    const status = await this.options.store.write(fence, crl.pem, version)
+    this.saving = crl.pem
+    let status: 'committed' | 'refused'
+    try {
+      status = await this.options.store.write(fence, crl.pem, version)
+    } catch (err) {
+      // etcd may have committed it all the same (the answer lost): the usual read offers whatever is stored
+      this.saving = null
+      this.kick()
+      throw err
+    }
+    this.saving = null
     if (status === 'refused') {
       throw new AppError('unavailable', 'the cluster CRL changed meanwhile, or this controller stopped leading; nothing changed, retry')
     }
@@ -115,7 +131,7 @@ export class ClusterCrl implements PushedCrlStore {
     do {
       this.again = false
       stored = await this.options.store.read()
-      if (stored !== null && stored.pem !== this.offered && !this.stopped) {
+      if (stored !== null && stored.pem !== this.offered && stored.pem !== this.saving && !this.stopped) {
         const outcome = this.options.offer(stored.pem)
         // thisUpdate still in the future here (this host's clock behind the leader's), or an install that
         // failed here (a transient TLS error): offered again next time, never taken as in force.

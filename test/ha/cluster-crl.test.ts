@@ -1,13 +1,15 @@
 // The cluster's pushed CRL in one HA replica, in-process over a real etcd: a term loads the copy in etcd
 // before it serves even when the replica never followed the key (the start-up race: elected before its
-// watch is up), and a save over a copy that moved since it was read is refused (compare-and-swap).
+// watch is up), and a save over a copy that moved since it was read is refused (compare-and-swap). A
+// push's own write reaching the replica's watch before its answer is left to the push to install (so the
+// audit names the operator), and a write whose answer was lost is installed from the cluster's copy.
 import t, { type Test } from 'tap'
 import { X509Certificate } from 'node:crypto'
 import { copyFileSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { writeCrl } from '../../pki/revocation.js'
 import { HaServiceHost } from '../../src/backends/ha-backend.js'
-import type { EtcdClient } from '../../src/ha/etcd-api.js'
+import { EtcdClientError, type EtcdClient, type TxnRequest, type TxnResult } from '../../src/ha/etcd-api.js'
 import { CrlEnforcement } from '../../src/identity/crl-enforcement.js'
 import { parseCrl } from '../../src/identity/crl.js'
 import { makePki } from '../e2e/harness.js'
@@ -120,4 +122,90 @@ t.test('the leader publishes its CRL in force when the cluster copy is older, so
   await writeCrl(pki.dir, { out: out3 })
   await host.crlStore.save(parseCrl(readFileSync(out3, 'utf8')), await host.crlStore.prepare())
   t.equal(await stored(), 3n, 'a push after the publish commits')
+})
+
+/**
+ * `client` with the answers of transactions that put `key` held back until `hold` resolves (what a loaded
+ * event loop or a slow network does to them), or lost after etcd committed (while `lose` says so).
+ */
+function slowAnswers(client: EtcdClient, key: string, after: { hold?: () => Promise<void>; lose?: () => boolean }): EtcdClient {
+  const puts = (req: TxnRequest) => req.success.some((op) => op.type === 'put' && op.key === key)
+  return {
+    grantLease: (ttl, timeoutMs) => client.grantLease(ttl, timeoutMs),
+    keepAliveOnce: (id, timeoutMs) => client.keepAliveOnce(id, timeoutMs),
+    revokeLease: (id, timeoutMs) => client.revokeLease(id, timeoutMs),
+    range: (req, timeoutMs) => client.range(req, timeoutMs),
+    txn: async (req, timeoutMs): Promise<TxnResult> => {
+      const res = await client.txn(req, timeoutMs)
+      if (!puts(req)) return res
+      await after.hold?.()
+      if (after.lose?.() === true) throw new EtcdClientError('timeout', 'the answer was lost (test)')
+      return res
+    },
+    watchPrefix: (prefix, onChange) => client.watchPrefix(prefix, onChange),
+    close: () => client.close(),
+  }
+}
+
+t.test('a push whose own watch sees its write first still installs it as the push', needsEtcd(), async (t) => {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const copy = join(root, 'controller-crl.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), copy)
+  const out2 = join(root, 'crl-2.pem')
+  await writeCrl(pki.dir, { out: out2 })
+  const prefix = '/pxe-cluster-crl-own-watch/'
+  const key = `${prefix}crl/pushed`
+  let watched = 0
+  let saving = Infinity // the watch count when the save began
+  // the save's answer comes only after the replica's own watch delivered the write (and a read followed)
+  const hold = async () => {
+    const started = performance.now()
+    while (watched <= saving && performance.now() - started < 5000) await new Promise((r) => setTimeout(r, 10))
+    await new Promise((r) => setTimeout(r, 300))
+  }
+  const client = slowAnswers(await cluster.client(t), key, { hold })
+  const watching: EtcdClient = {
+    ...client,
+    watchPrefix: (p, onChange) => client.watchPrefix(p, () => {
+      watched++
+      onChange()
+    }),
+  }
+  const { audit, crls, host } = soloReplica(t, cluster, pki, copy, prefix, watching)
+  host.crlStore.follow?.()
+  await until(() => host.isLeader(), 10_000, 'the replica leads')
+  const second = parseCrl(readFileSync(out2, 'utf8'))
+  const version = await host.crlStore.prepare()
+  saving = watched
+  await host.crlStore.save(second, version)
+  t.ok(watched > saving, 'the watch delivered the write before the save resolved')
+  t.equal(crls.inForce.crlNumber, 1n, 'the watch did not install the copy being saved')
+  t.notOk(audit.some((e) => e.event === 'crl_loaded' && e.fields['crl_number'] === '2'), 'nor audit it as the cluster\'s')
+  t.equal(crls.offer(second.pem, { source: 'push', by: 'ops-alice' }).kind, 'loaded', 'the push installs it')
+  t.match(audit.filter((e) => e.event === 'crl_loaded').at(-1), { fields: { source: 'push', by: 'ops-alice', crl_number: '2' } })
+})
+
+t.test('a save whose answer was lost after etcd committed: the cluster copy is installed all the same', needsEtcd(), async (t) => {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const copy = join(root, 'controller-crl.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), copy)
+  const out2 = join(root, 'crl-2.pem')
+  await writeCrl(pki.dir, { out: out2 })
+  const prefix = '/pxe-cluster-crl-lost-answer/'
+  const key = `${prefix}crl/pushed`
+  let lose = false
+  const client = slowAnswers(await cluster.client(t), key, { lose: () => lose })
+  const { audit, crls, host } = soloReplica(t, cluster, pki, copy, prefix, client)
+  host.crlStore.follow?.()
+  await until(() => host.isLeader(), 10_000, 'the replica leads')
+  const second = parseCrl(readFileSync(out2, 'utf8'))
+  const version = await host.crlStore.prepare()
+  lose = true
+  await t.rejects(host.crlStore.save(second, version), { message: /lost/ }, 'the save fails for its caller')
+  lose = false
+  t.equal((await client.range({ key })).kvs[0]?.value.toString(), second.pem, 'though etcd committed it')
+  await until(() => crls.inForce.crlNumber === 2n, 5000, 'the cluster copy in force')
+  t.match(audit.filter((e) => e.event === 'crl_loaded').at(-1), { fields: { source: 'cluster', crl_number: '2' } })
 })
