@@ -322,18 +322,25 @@ async function replanSeconds(bench: Bench): Promise<number | null> {
 }
 
 /**
- * The serving replica's admission as it stands (server/admission.ts): the cost per connection it
- * estimates and the connections it deferred so far; null when its /metrics cannot be read (yet). Shown
- * in the progress lines: a restart that defers thousands while the controller's CPU stays low points
- * at the estimate, one whose CPU is a full core at the machine.
+ * The serving replica as it stands, from its /metrics: TLS connections open, check-ins answered 200,
+ * and admission's state (server/admission.ts: the cost per connection it estimates, the connections it
+ * deferred so far); null when /metrics cannot be read (yet). Shown in the progress lines: a restart that
+ * defers thousands while the controller's CPU stays low points at the estimate, one whose CPU is a full
+ * core at the machine, and check-ins answered well ahead of the nodes' renewals at the load generators.
  */
-async function admissionNow(bench: Bench): Promise<{ costMs: number; deferred: number } | null> {
+async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: number; open: number; checkins: number } | null> {
   const port = bench.opsPorts[bench.replicas.indexOf(bench.controller)]
   try {
     const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) })).text()
-    const cost = /^pxe_connection_cost_seconds (\S+)$/m.exec(text)
-    const deferred = /^pxe_connections_deferred_total (\S+)$/m.exec(text)
-    return cost === null || deferred === null ? null : { costMs: Number(cost[1]) * 1000, deferred: Number(deferred[1]) }
+    const read = (pattern: RegExp) => {
+      const m = pattern.exec(text)
+      return m === null ? null : Number(m[1])
+    }
+    const cost = read(/^pxe_connection_cost_seconds (\S+)$/m)
+    const deferred = read(/^pxe_connections_deferred_total (\S+)$/m)
+    const open = read(/^pxe_tls_connections_open (\S+)$/m)
+    const checkins = read(/^pxe_requests_total\{(?=[^}]*route="\/v1\/checkin")(?=[^}]*status="200")[^}]*\} (\S+)$/m) ?? 0
+    return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins }
   } catch {
     return null
   }
@@ -379,8 +386,9 @@ async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: n
       const load = bench.pool.pids.map(sampleProcess).filter((p) => p !== null)
       const loadCpu = load.reduce((sum, p) => sum + p.cpuSeconds, 0)
       const loadRss = load.reduce((sum, p) => sum + p.rssMiB, 0)
-      const a = await admissionNow(bench)
-      const admission = a === null ? '' : `; admission: cost ${a.costMs.toFixed(2)} ms, deferred ${a.deferred}`
+      // The controller's own view beside the generators': a gap between its answers and the nodes' renewals is the generators' lag.
+      const a = await controllerNow(bench)
+      const admission = a === null ? '' : `; controller: ${a.open} connections open, ${a.checkins} check-ins answered; admission: cost ${a.costMs.toFixed(2)} ms, deferred ${a.deferred}`
       bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB; load generators CPU ${loadCpu.toFixed(1)} s, RSS ${loadRss.toFixed(0)} MiB${admission}`)
     }
     await sleep(500)
