@@ -51,8 +51,10 @@ export class CrlPush {
     } catch (err) {
       if (err instanceof AppError) throw err
       const code = (err as NodeJS.ErrnoException).code ?? 'error'
-      this.deps.logger?.error({ err: (err as Error).message }, 'a pushed CRL could not be stored; the CRL in force is unchanged')
-      throw new AppError('unavailable', `the CRL could not be stored (${code}); nothing changed, retry`)
+      // Not installed by this push. A store that lost only its answer may hold it all the same: HA replicas
+      // then install it from etcd (audited as the cluster's), and a retry answers with what is in force.
+      this.deps.logger?.error({ err: (err as Error).message }, 'a pushed CRL could not be stored; this push did not install it')
+      throw new AppError('unavailable', `the CRL could not be stored (${code}); retry: the answer says whether it is in force`)
     }
     const outcome = crls.offer(pem, { source: 'push', by })
     if (outcome.kind === 'refused') store.notInstalled?.(crl.pem)

@@ -2,7 +2,7 @@
 // alone does not reach it): a pushed CRL takes effect at once (connections closed, node removed), is kept
 // in state_dir and survives a restart; every refusal names its reason and changes nothing, in memory or on disk.
 import t from 'tap'
-import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import https from 'node:https'
 import { join } from 'node:path'
 import { revoke } from '../../pki/revocation.js'
@@ -124,4 +124,25 @@ t.test('a damaged pushed copy stops the start with what to do, changing nothing'
   writeFileSync(pushedPath, kept)
   ctl = await startTestController(pki, root, settings)
   t.ok(await refusedHandshake(nodeA), 'with the copy mended it starts, node-a still refused')
+})
+
+t.test('a push whose copy cannot be kept is answered 503 and installs nothing', async (t) => {
+  const kept = readFileSync(pushedPath, 'utf8')
+  const served = (await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status
+  // In place of the copy, a directory that is not empty: the rename over it fails (as root too, unlike a chmod).
+  rmSync(pushedPath)
+  mkdirSync(join(pushedPath, 'blocker'), { recursive: true })
+  t.teardown(() => {
+    rmSync(pushedPath, { recursive: true, force: true })
+    writeFileSync(pushedPath, kept)
+  })
+  const loadedBefore = audit('crl_loaded').length
+  const out = join(root, 'push-unkept.pem')
+  await revoke(pki.dir, { name: 'node-b' }, { out })
+  const res = await pushCrl(ctl.port, pki.ca, op, readFileSync(out))
+  t.match([res.status, res.json], [503, { error: 'unavailable', message: /the CRL could not be stored \(\w+\); retry: the answer says whether it is in force/ }], res.text)
+  t.equal((await request(ctl.port, pki.ca, nodeB, '/v1/keys')).status, served, 'node-b, revoked by the unkept CRL, is still served')
+  t.equal(audit('crl_loaded').length, loadedBefore, 'nothing installed')
+  t.same(readdirSync(join(root, 'state')).filter((f) => f.includes('pushed-crl') && f !== 'pushed-crl.pem'), [], 'no temporary file left beside it')
+  t.same(readdirSync(pushedPath), ['blocker'], 'the directory in its place untouched')
 })
