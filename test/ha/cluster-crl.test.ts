@@ -161,7 +161,7 @@ t.test('a push whose own watch sees its write first still installs it as the pus
   // the save's answer comes only after the replica's own watch delivered the write (and a read followed)
   const hold = async () => {
     const started = performance.now()
-    while (watched <= saving && performance.now() - started < 5000) await new Promise((r) => setTimeout(r, 10))
+    while (watched <= saving && performance.now() - started < 15_000) await new Promise((r) => setTimeout(r, 10))
     await new Promise((r) => setTimeout(r, 300))
   }
   const client = slowAnswers(await cluster.client(t), key, { hold })
@@ -206,6 +206,6 @@ t.test('a save whose answer was lost after etcd committed: the cluster copy is i
   await t.rejects(host.crlStore.save(second, version), { message: /lost/ }, 'the save fails for its caller')
   lose = false
   t.equal((await client.range({ key })).kvs[0]?.value.toString(), second.pem, 'though etcd committed it')
-  await until(() => crls.inForce.crlNumber === 2n, 5000, 'the cluster copy in force')
+  await until(() => crls.inForce.crlNumber === 2n, 15_000, 'the cluster copy in force')
   t.match(audit.filter((e) => e.event === 'crl_loaded').at(-1), { fields: { source: 'cluster', crl_number: '2' } })
 })
