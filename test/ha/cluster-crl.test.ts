@@ -45,6 +45,17 @@ function soloReplica(t: Test, cluster: Cluster, pki: Pki, copy: string, prefix: 
   return { audit, crls, host }
 }
 
+/** An etcd member and a PKI; the replica's `tls.crl` copy holds CRL 1, and `out2` a newer CRL 2 of the same CA. */
+async function crlOneAndTwo(t: Test) {
+  const root = testDir(t)
+  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
+  const copy = join(root, 'controller-crl.pem')
+  copyFileSync(join(pki.dir, 'crl.pem'), copy)
+  const out2 = join(root, 'crl-2.pem')
+  await writeCrl(pki.dir, { out: out2 })
+  return { cluster, pki, copy, out2 }
+}
+
 t.test('a new term installs the cluster CRL before serving; a stale save is refused', needsEtcd(), async (t) => {
   const root = testDir(t)
   const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
@@ -77,12 +88,7 @@ t.test('a new term installs the cluster CRL before serving; a stale save is refu
 })
 
 t.test('a cluster copy whose install failed here is offered again, not taken as in force', needsEtcd(), async (t) => {
-  const root = testDir(t)
-  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
-  const copy = join(root, 'controller-crl.pem')
-  copyFileSync(join(pki.dir, 'crl.pem'), copy)
-  const out2 = join(root, 'crl-2.pem')
-  await writeCrl(pki.dir, { out: out2 })
+  const { cluster, pki, copy, out2 } = await crlOneAndTwo(t)
   const prefix = '/pxe-cluster-crl-retry/'
   const client = await cluster.client(t)
   let failures = 1 // the first install fails (in life: OpenSSL refusing the context for a moment)
@@ -148,12 +154,7 @@ function slowAnswers(client: EtcdClient, key: string, after: { hold?: () => Prom
 }
 
 t.test('a push whose own watch sees its write first still installs it as the push', needsEtcd(), async (t) => {
-  const root = testDir(t)
-  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
-  const copy = join(root, 'controller-crl.pem')
-  copyFileSync(join(pki.dir, 'crl.pem'), copy)
-  const out2 = join(root, 'crl-2.pem')
-  await writeCrl(pki.dir, { out: out2 })
+  const { cluster, pki, copy, out2 } = await crlOneAndTwo(t)
   const prefix = '/pxe-cluster-crl-own-watch/'
   const key = `${prefix}crl/pushed`
   let watched = 0
@@ -188,12 +189,7 @@ t.test('a push whose own watch sees its write first still installs it as the pus
 })
 
 t.test('a save whose answer was lost after etcd committed: the cluster copy is installed all the same', needsEtcd(), async (t) => {
-  const root = testDir(t)
-  const [cluster, pki] = await Promise.all([startEtcdCluster(t, 1), makePki(root)])
-  const copy = join(root, 'controller-crl.pem')
-  copyFileSync(join(pki.dir, 'crl.pem'), copy)
-  const out2 = join(root, 'crl-2.pem')
-  await writeCrl(pki.dir, { out: out2 })
+  const { cluster, pki, copy, out2 } = await crlOneAndTwo(t)
   const prefix = '/pxe-cluster-crl-lost-answer/'
   const key = `${prefix}crl/pushed`
   let lose = false
