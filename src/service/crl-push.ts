@@ -50,7 +50,7 @@ export class CrlPush {
       await store.save(crl, version)
     } catch (err) {
       if (err instanceof AppError) throw err
-      const code = (err as NodeJS.ErrnoException).code ?? 'error'
+      const code = (err as NodeJS.ErrnoException).code ?? (err as { kind?: string }).kind ?? 'error' // a file error's code, an etcd error's kind
       // Not installed by this push. A store that lost only its answer may hold it all the same: HA replicas
       // then install it from etcd (audited as the cluster's), and a retry answers with what is in force.
       this.deps.logger?.error({ err: (err as Error).message }, 'a pushed CRL could not be stored; this push did not install it')
