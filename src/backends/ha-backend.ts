@@ -167,6 +167,8 @@ export class HaServiceHost implements ServiceHost {
    * ended before the answer was ready. Synchronous refusals of the service stay synchronous (audited by the caller).
    */
   private serve<T>(op: (service: ControllerService) => Promise<T>): Promise<T> {
+    // A request is life: a loop turn that serves requests for longer than the TTL is busy, not stuck (lease-keeper.ts).
+    this.keeper.showLife()
     const term = this.servingTerm()
     if (term === null) throw this.refusal()
     return op(term.service).then((answer) => {
