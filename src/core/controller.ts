@@ -1,7 +1,8 @@
 /**
  * The controller state machine (SPEC "Controller state" to "Operator endpoints"): pure, with the clock
  * passed in as `now` (ms). The HTTP layer validates bodies and binds identities; the state store persists
- * takeDelta() whenever persistVersion moved; the audit log consumes drainEvents().
+ * takeDelta() whenever persistVersion moved (and, in the background, when pendingReports are waiting);
+ * the audit log consumes drainEvents().
  *
  * Joins and capacity changes only mark the plan stale (`register`); `settle()` re-plans once for all the
  * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
@@ -118,7 +119,10 @@ export class Controller {
     return this.gen
   }
 
-  /** Moves whenever the durable state changed (health counts aside); settle() may move it too. */
+  /**
+   * Moves whenever the durable state changed (health counts and reported generations aside: see
+   * pendingReports); settle() may move it too.
+   */
   get persistVersion(): number {
     return this.version
   }
@@ -204,12 +208,14 @@ export class Controller {
     }
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
+    const reportedBefore = record.reportedGeneration
     const changed = this.updateRecord(record, now, body, cert)
     if (rotated) this.events.push({ kind: 'node_rotated', nodeId: record.nodeId, fromSerial: previousSerial!, toSerial: cert.serial })
     // Delete and re-insert so that the Map stays in lastSeen order (expiry looks at the head only).
     this.live.delete(record.nodeId)
     this.live.set(record.nodeId, record)
     if (changed || existing === undefined) this.touchNode(record.nodeId)
+    else if (record.reportedGeneration !== reportedBefore) this.tracker.report(record.nodeId) // written in the background: no answer waits for it
     for (const entry of deposit) {
       // held as rebuilt from its parts: the next owner never sees the depositor's own spelling
       this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
@@ -502,8 +508,14 @@ export class Controller {
   }
 
   /** What changed in the durable state since the last call (settle() first). */
-  takeDelta(): StateDelta {
-    return this.tracker.take(this.meta(), stateLookups(this.durable))
+  /** The changes since the last take; of the reports (records changed in their reported generation only), at most `reportLimit`. */
+  takeDelta(reportLimit = Number.POSITIVE_INFINITY): StateDelta {
+    return this.tracker.take(this.meta(), stateLookups(this.durable), reportLimit)
+  }
+
+  /** Records changed in their reported generation only, not yet taken: durable changes no answer waits for. */
+  get pendingReports(): number {
+    return this.tracker.pendingReports
   }
 
   private meta(): StateMeta {
@@ -530,11 +542,13 @@ export class Controller {
     this.markDurable()
   }
 
-  /** Applies a check-in to a record; true when something persisted changed. */
+  /**
+   * Applies a check-in to a record; true when something persisted changed that an answer must wait for
+   * (a new reported generation alone is not: register() marks it as a report, see state-tracker.ts).
+   */
   private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
     let changed = renewRecord(record, now, body, cert)
     if (body.generation !== undefined) {
-      if (record.reportedGeneration !== body.generation) changed = true
       record.reportedGeneration = body.generation
       if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
       if (this.next !== null && this.next.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true

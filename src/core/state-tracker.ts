@@ -19,9 +19,18 @@ export interface StateLookups {
   nodeName(id: number): string
 }
 
-/** Dirty marks since the last take(). */
+/**
+ * Dirty marks since the last take(). A node record whose only change is the generation its node reported
+ * is a *report*: no answer, plan or grant depends on it being durable (the restore reads no reported
+ * generation to decide anything; releases are handoff keys of their own, written eagerly), so it is kept
+ * apart and written in the background, a bounded number per write (durable-writer.ts). While shards move,
+ * every check-in reports a newer generation: written with the changes they travelled with, 10,000 nodes'
+ * reports made single etcd writes of 5,593 node records (0.6 s), and an operator's drain queued behind them.
+ */
 export class StateTracker {
   private nodes = new Set<string>()
+  /** Nodes whose record changed in its reported generation only (not also in `nodes`). */
+  private reports = new Set<string>()
   private draining = new Set<string>()
   // A re-plan can move tens of thousands of shards: a bitmap over all shards and the span of the marks
   // cost a store per mark (a Set, or even a list, cost more than the re-plan itself at S = 65,536).
@@ -41,6 +50,17 @@ export class StateTracker {
 
   node(nodeId: string): void {
     this.nodes.add(nodeId)
+    this.reports.delete(nodeId)
+  }
+
+  /** The node's record changed in its reported generation only (see the class comment). */
+  report(nodeId: string): void {
+    if (!this.nodes.has(nodeId)) this.reports.add(nodeId)
+  }
+
+  /** Reports marked and not yet taken. */
+  get pendingReports(): number {
+    return this.reports.size
   }
 
   drain(nodeId: string): void {
@@ -60,14 +80,30 @@ export class StateTracker {
     this.dropBefore = dropBefore
   }
 
-  /** The delta since the last take (current values of everything marked), and clears the marks. */
-  take(meta: StateMeta, current: StateLookups): StateDelta {
+  /**
+   * The delta since the last take (current values of everything marked), and clears the marks; of the
+   * reports, the oldest `reportLimit` only (the rest stay marked for a later take).
+   */
+  take(meta: StateMeta, current: StateLookups, reportLimit = Number.POSITIVE_INFINITY): StateDelta {
     const putNodes: PersistedNode[] = []
     const deleteNodes: string[] = []
-    for (const id of this.nodes) {
+    const take = (id: string) => {
       const record = current.node(id)
       if (record === null) deleteNodes.push(id)
       else putNodes.push(record)
+    }
+    for (const id of this.nodes) take(id)
+    if (reportLimit >= this.reports.size) {
+      for (const id of this.reports) take(id)
+      this.reports = new Set()
+    } else {
+      let left = reportLimit
+      for (const id of this.reports) {
+        if (left <= 0) break
+        left -= 1
+        take(id)
+        this.reports.delete(id) // deleting the entry being visited is safe in a Set iteration
+      }
     }
     const putDraining: string[] = []
     const deleteDraining: string[] = []

@@ -24,7 +24,7 @@ export interface ServiceDeps {
   /** Where state changes are made durable, one write at a time. Without it nothing persists. */
   readonly store?: Pick<StateStore, 'write'>
   /** Failure reporting and retry pacing of the state writes. */
-  readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version' | 'needsSettle'>
+  readonly writes?: Omit<DurableWriterOptions, 'write' | 'settle' | 'version' | 'needsSettle' | 'backlog'>
   /**
    * Told the main-thread time (s) of each core call that re-planned (a batch of joins, an expiry, a drain):
    * what a fleet's churn costs in planning, apart from the connections and requests around it.
@@ -97,8 +97,15 @@ export class ControllerService {
       },
       version: () => this.controller.persistVersion,
       needsSettle: () => this.controller.needsSettle,
+      backlog: () => this.controller.pendingReports,
       // The delta is taken synchronously here: exactly the state the waiting answers were computed from.
-      write: store === undefined ? () => Promise.resolve() : (whole) => store.write(this.controller.takeDelta(), () => this.controller.snapshot(), whole),
+      write:
+        store === undefined
+          ? () => {
+              this.controller.takeDelta() // nothing to keep: the marks must not pile up
+              return Promise.resolve()
+            }
+          : (whole, backlog) => store.write(this.controller.takeDelta(backlog), () => this.controller.snapshot(), whole),
     })
   }
 

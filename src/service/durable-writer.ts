@@ -24,6 +24,14 @@
  * queued 8,721 answers in one round at 10,000 nodes: released together, they held the event loop for
  * over 2 s, past an HA leader's lease TTL, and its lease keeper (which renews only while the loop shows
  * life) let the term end. Operators' answers (`urgent`) go first, so a drain is not queued behind a wave.
+ *
+ * Some durable changes no answer waits for (`backlog`: the generation each node reported, see
+ * core/state-tracker.ts) are written in the background: at most `maxBacklogPerWrite` of them per write,
+ * at most one such write per `backlogIntervalMs`, never in a write an operator's answer waits for, and
+ * every one of them in a whole write. A write of nothing else holds no answer back, and its failure
+ * refuses nothing (the next write is whole). They neither start a round nor hold an answer back; they only
+ * keep the writes an answer waits for small while shards move (an operator's drain waited up to 2.2 s at
+ * 10,000 nodes behind writes of thousands of reports).
  */
 import { AppError } from '../errors.js'
 
@@ -33,11 +41,18 @@ export interface DurableWriterOptions {
   /** The version of the state in memory; it moves with every change that must be made durable. */
   readonly version: () => number
   /**
-   * Makes the changes since the last successful write durable, taking them synchronously at the call.
+   * Makes the changes since the last successful write durable, taking them synchronously at the call,
+   * with at most `backlog` of the background changes (Infinity: all of them).
    * `whole` is true after a failed write: the changes it carried are lost to the deltas, so the store
    * must write the whole state.
    */
-  readonly write: (whole: boolean) => Promise<void>
+  readonly write: (whole: boolean, backlog: number) => Promise<void>
+  /** How many background changes wait (see the module comment); none when absent. */
+  readonly backlog?: () => number
+  /** The least time between two writes that carry background changes (ms, default 1,000). */
+  readonly backlogIntervalMs?: number
+  /** The most background changes one write carries (default 2,000). */
+  readonly maxBacklogPerWrite?: number
   /** True when the next settle() re-plans (joins or capacity changes made the plan stale). */
   readonly needsSettle?: () => boolean
   /** The least time between two rounds that re-plan (ms, default 250; 0: none). */
@@ -48,6 +63,8 @@ export interface DurableWriterOptions {
   readonly onFailure?: (err: Error, consecutive: number) => void
   /** Called on the first successful write after failures. */
   readonly onRecovered?: (failedWrites: number) => void
+  /** Called on each failed write of background changes only (no answer waited; nothing is refused), with how many failed in a row. */
+  readonly onBackgroundFailure?: (err: Error, consecutive: number) => void
   /** First retry delay after a failure (doubles up to `retryMaxMs`). */
   readonly retryMinMs?: number
   readonly retryMaxMs?: number
@@ -67,6 +84,14 @@ export const DEFAULT_SETTLE_INTERVAL_MS = 250
  * machine), 1,000 hold the event loop for a fraction of a second, far below any lease TTL (2 s at least).
  */
 export const DEFAULT_MAX_ANSWERS_PER_ROUND = 1000
+
+/**
+ * See the module comment: 2,000 node records are one etcd transaction of ~0.5 MB (~0.2 s on this 2-core
+ * machine beside a 10,000-node fleet); at one such write a second the background keeps up with a fleet
+ * whose every node reports a new generation at each of its check-ins (~1,000 a second at 10,000 nodes).
+ */
+export const DEFAULT_BACKLOG_INTERVAL_MS = 1000
+export const DEFAULT_MAX_BACKLOG_PER_WRITE = 2000
 
 const UNAVAILABLE_MESSAGE = 'the controller cannot make its state durable right now; retry shortly'
 const unavailable = () => new AppError('unavailable', UNAVAILABLE_MESSAGE)
@@ -90,11 +115,22 @@ export class DurableWriter {
   private abandoned = false
   /** When (performance.now()) the last round that re-planned settled. */
   private lastReplanAt = Number.NEGATIVE_INFINITY
+  /** When (performance.now()) the last write that carried background changes started. */
+  private lastBacklogAt = Number.NEGATIVE_INFINITY
+  /** Kicks a round when background changes become due while nothing else runs. */
+  private backlogTimer: NodeJS.Timeout | undefined
+  /** True while the write under way carries background changes only (see answer()). */
+  private background = false
+  /** Background-only writes failed in a row. */
+  private backgroundFailures = 0
 
   constructor(private readonly opts: DurableWriterOptions) {
     const max = opts.maxAnswersPerRound
     // 0, a negative or NaN would take no answer in any round: the loop would spin and answer nobody
     if (max !== undefined && !(Number.isInteger(max) && max >= 1)) throw new RangeError(`maxAnswersPerRound must be a whole number of at least 1, not ${max}`)
+    // likewise: a background write of nothing would be due again at once, forever
+    const perWrite = opts.maxBacklogPerWrite
+    if (perWrite !== undefined && !(Number.isInteger(perWrite) && perWrite >= 1)) throw new RangeError(`maxBacklogPerWrite must be a whole number of at least 1, not ${perWrite}`)
   }
 
   /** True while the last write failed and none succeeded since. */
@@ -119,7 +155,8 @@ export class DurableWriter {
    */
   answer<T>(compute: () => T, needsSettle = false, urgent = false): Promise<T> {
     if (this.lastError !== null || this.abandoned) return Promise.reject(unavailable())
-    if (!this.looping && !needsSettle && this.opts.version() === this.durable) {
+    // (during a background-only write memory's answers are durable already: see writeRounds)
+    if ((!this.looping || this.background) && !needsSettle && this.opts.version() === this.durable) {
       try {
         return Promise.resolve(compute())
       } catch (err) {
@@ -151,10 +188,11 @@ export class DurableWriter {
   async flushFinal(): Promise<void> {
     this.stopped = true
     clearTimeout(this.retryTimer)
+    clearTimeout(this.backlogTimer)
     await this.running
     this.opts.settle()
     const version = this.opts.version()
-    await this.opts.write(true)
+    await this.opts.write(true, Number.POSITIVE_INFINITY)
     this.durable = version
     this.lastError = null
     this.wholeNext = false
@@ -169,6 +207,7 @@ export class DurableWriter {
     this.abandoned = true
     this.stopped = true
     clearTimeout(this.retryTimer)
+    clearTimeout(this.backlogTimer)
     for (const w of this.takeQueue(Number.POSITIVE_INFINITY)) w.reject(unavailable())
   }
 
@@ -195,15 +234,38 @@ export class DurableWriter {
         if (this.opts.needsSettle?.() === true) this.lastReplanAt = performance.now()
         this.opts.settle()
         const version = this.opts.version()
+        const backlog = this.backlogDue()
         if (version === this.durable) {
-          this.release(this.takeQueue()) // nothing (more) to write: memory is durable
-          if (this.waiting === 0) return
-          continue // more answers than one round releases: the rest after a turn of the event loop
+          this.release(this.takeQueue()) // nothing (more) that an answer waits for: memory is durable
+          if (backlog > 0) {
+            // Background changes only: nobody waits for this write, and answers asked meanwhile need
+            // nothing it carries (answer() releases them at once: an etcd election can hold a write for
+            // seconds). Its failure loses nothing an answer showed: no 503s; the next write is whole.
+            this.background = true
+            try {
+              await this.writeBacklog(this.wholeNext, backlog)
+              this.wholeNext = false
+              this.backgroundFailures = 0
+            } catch (err) {
+              this.wholeNext = true
+              this.backgroundFailures += 1
+              this.opts.onBackgroundFailure?.(err instanceof Error ? err : new Error(String(err)), this.backgroundFailures)
+            } finally {
+              this.background = false
+            }
+            if (this.stopped) return
+            continue
+          }
+          if (this.waiting > 0) continue // more answers than one round releases: the rest after a turn of the event loop
+          this.scheduleBacklog()
+          return
         }
+        // an operator's answer waits for no background change
+        const carried = this.urgent.length > 0 ? 0 : backlog
         const batch = this.takeQueue()
         const answers = batch.map(settleAnswer) // computed before the write: exactly the state it writes
         try {
-          await this.opts.write(this.wholeNext)
+          await this.writeBacklog(this.wholeNext, carried)
         } catch (err) {
           for (const w of batch) w.reject(unavailable())
           this.fail(err instanceof Error ? err : new Error(String(err)))
@@ -217,6 +279,34 @@ export class DurableWriter {
     } finally {
       this.looping = false
     }
+  }
+
+  /** Writes (see opts.write) with `backlog` background changes; a write that carries some restarts their interval. */
+  private writeBacklog(whole: boolean, backlog: number): Promise<void> {
+    if (backlog > 0) this.lastBacklogAt = performance.now()
+    return this.opts.write(whole, whole ? Number.POSITIVE_INFINITY : backlog)
+  }
+
+  /**
+   * How many background changes this round may write (0: none wait, or their interval has not passed).
+   * After a failed background write the whole state waits, changes or not (its changes are lost to the deltas).
+   */
+  private backlogDue(): number {
+    const pending = (this.opts.backlog?.() ?? 0) + (this.wholeNext ? 1 : 0)
+    if (pending === 0 || this.stopped) return 0
+    if (performance.now() - this.lastBacklogAt < (this.opts.backlogIntervalMs ?? DEFAULT_BACKLOG_INTERVAL_MS)) return 0
+    return Math.min(pending, this.opts.maxBacklogPerWrite ?? DEFAULT_MAX_BACKLOG_PER_WRITE)
+  }
+
+  /** Background changes wait and no round runs: one round when their interval has passed. */
+  private scheduleBacklog(): void {
+    if (this.stopped || this.backlogTimer !== undefined || ((this.opts.backlog?.() ?? 0) === 0 && !this.wholeNext)) return
+    const wait = Math.max(0, this.lastBacklogAt + (this.opts.backlogIntervalMs ?? DEFAULT_BACKLOG_INTERVAL_MS) - performance.now())
+    this.backlogTimer = setTimeout(() => {
+      this.backlogTimer = undefined
+      this.kick()
+    }, wait)
+    this.backlogTimer.unref()
   }
 
   /** How long this round must wait before it may re-plan (0: it need not re-plan, or may now; see the module comment). */
@@ -279,7 +369,7 @@ export class DurableWriter {
     try {
       this.opts.settle()
       version = this.opts.version()
-      await this.opts.write(true)
+      await this.writeBacklog(true, Number.POSITIVE_INFINITY)
     } catch (err) {
       this.looping = false
       this.fail(err instanceof Error ? err : new Error(String(err)))

@@ -92,6 +92,11 @@ export function startService(deps: ServiceStartDeps, store: StateStore, state: D
         }
       },
       onRecovered: (failedWrites) => logger?.warn({ failedWrites }, 'state write succeeded again: serving'),
+      onBackgroundFailure: (err, consecutive) => {
+        if (consecutive === 1 || consecutive % 10 === 0) {
+          logger?.warn({ err: err.message, consecutive }, 'state write of reported generations failed: serving on (no answer waited for it); the next write carries the whole state')
+        }
+      },
     },
     ...(deps.observeReplan === undefined ? {} : { observeReplan: deps.observeReplan }),
   })

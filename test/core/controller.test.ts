@@ -111,8 +111,17 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
   checkIn(c, T0 + 1, body('a', 16), cert('a0'))
   checkIn(c, T0 + 2, body('a', 16, { ready_shards: 16, starting_shards: 1 }), cert('a0'))
   t.equal(c.persistVersion, version, 'no-op and health-only check-ins')
+  c.takeDelta() // the join's own marks
+  t.equal(c.pendingReports, 0)
+  // a new reported generation alone is written in the background: no answer waits for it
+  checkIn(c, T0 + 3, body('a', 16, { generation: 1 }), cert('a0'))
+  t.equal(c.persistVersion, version, 'a reported generation alone does not move it')
+  t.equal(c.pendingReports, 1, 'it is a pending report instead')
+  t.same(c.takeDelta(0).putNodes, [], 'a write that carries no reports leaves it')
+  t.equal(c.pendingReports, 1)
+  t.match(c.takeDelta(1).putNodes, [{ nodeId: 'a', reportedGeneration: 1 }], 'one that carries one writes the record')
+  t.equal(c.pendingReports, 0)
   const moves: [string, () => unknown][] = [
-    ['reported generation', () => checkIn(c, T0 + 3, body('a', 16, { generation: 1 }), cert('a0'))],
     ['capacity', () => checkIn(c, T0 + 4, body('a', 8), cert('a0'))],
     ['join', () => checkIn(c, T0 + 5, body('b', 8), cert('b0'))],
     ['drain', () => c.setDraining(T0 + 6, 'b', true)],
@@ -127,6 +136,21 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
   }
   checkIn(c, T0 + 10, body('a', 8, { generation: 1 }), cert('a9', T0))
   t.equal(c.persistVersion, version, 'the same report again')
+  t.equal(c.pendingReports, 0, 'is not a report either')
+})
+
+t.test('a report rides with the node record when something else about the node changed', async (t) => {
+  const c = controllerWith([['a', 16]])
+  c.takeDelta()
+  checkIn(c, T0 + 1, body('a', 16, { generation: 1 }), cert('a0'))
+  t.equal(c.pendingReports, 1)
+  const version = c.persistVersion
+  checkIn(c, T0 + 2, body('a', 8, { generation: 1 }), cert('a0'))
+  t.ok(c.persistVersion > version, 'a capacity change is written eagerly')
+  t.equal(c.pendingReports, 0, 'and takes the report with it')
+  const delta = c.takeDelta(0)
+  t.match(delta.putNodes, [{ nodeId: 'a', capacity: 8, reportedGeneration: 1 }], 'one record, with both')
+  t.equal(delta.putNodes.length, 1)
 })
 
 t.test('drain flags are kept for nodes that are not live', async (t) => {

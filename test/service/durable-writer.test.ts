@@ -264,3 +264,174 @@ t.test('maxAnswersPerRound must be a whole number of at least 1: anything else w
   for (const bad of [0, -1, 1.5, Number.NaN]) t.throws(() => new DurableWriter({ ...opts, maxAnswersPerRound: bad }), RangeError, String(bad))
   t.doesNotThrow(() => new DurableWriter({ ...opts, maxAnswersPerRound: 1 }))
 })
+
+/** A state with background changes (`backlog`: reported generations) beside the ones answers wait for. */
+function backlogSetup(extra: { backlogIntervalMs?: number; maxBacklogPerWrite?: number; retryMinMs?: number } = {}) {
+  const state = { version: 0, value: 0, backlog: 0 }
+  const writes: Array<{ value: number; whole: boolean; backlog: number; resolve(): void; reject(err: Error): void }> = []
+  const writer = new DurableWriter({
+    ...extra,
+    settle: () => undefined,
+    version: () => state.version,
+    backlog: () => state.backlog,
+    write: (whole, backlog) =>
+      new Promise<void>((resolve, reject) => {
+        state.backlog -= Math.min(state.backlog, backlog) // taken at the call, as the controller's takeDelta does
+        writes.push({ value: state.value, whole, backlog, resolve, reject })
+      }),
+  })
+  const change = (value: number) => {
+    state.value = value
+    state.version += 1
+  }
+  return { state, writes, writer, change }
+}
+
+t.test('background changes hold no answer back and are written in the background, a bounded number per write', async (t) => {
+  const { state, writes, writer } = backlogSetup({ backlogIntervalMs: 40, maxBacklogPerWrite: 3 })
+  state.backlog = 5
+  t.equal(await writer.answer(() => 'now'), 'now', 'nothing an answer waits for: answered at once')
+  writer.kick()
+  await tick()
+  t.equal(writes.length, 1, 'a write of background changes only')
+  t.match(writes[0], { whole: false, backlog: 3 }, 'at most maxBacklogPerWrite of them')
+  t.equal(state.backlog, 2)
+  t.equal(await writer.answer(() => 'meanwhile'), 'meanwhile', 'an answer asked during that write needs nothing it carries: at once (an etcd election can hold a write for seconds)')
+  writes[0]!.resolve()
+  await tick()
+  await tick()
+  t.equal(writes.length, 1, 'the rest waits for the interval')
+  await new Promise((r) => setTimeout(r, 80))
+  t.equal(writes.length, 2, 'then comes without any request kicking')
+  t.match(writes[1], { whole: false, backlog: 2 })
+  writes[1]!.resolve()
+  await new Promise((r) => setTimeout(r, 80))
+  t.equal(writes.length, 2, 'nothing left: no more writes')
+})
+
+t.test("an operator's answer waits for no background change; nodes' answers may carry some", async (t) => {
+  const { state, writes, writer, change } = backlogSetup({ backlogIntervalMs: 0, maxBacklogPerWrite: 100 })
+  state.backlog = 50
+  change(1)
+  const drain = writer.answer(() => state.value, false, true)
+  await tick()
+  t.match(writes[0], { value: 1, backlog: 0 }, 'the drain write carries only what answers wait for')
+  writes[0]!.resolve()
+  t.equal(await drain, 1)
+  await tick()
+  t.match(writes[1], { backlog: 50 }, 'the background follows')
+  writes[1]!.resolve()
+  await tick()
+  state.backlog = 10
+  change(2)
+  const node = writer.answer(() => state.value)
+  await tick()
+  t.match(writes[2], { value: 2, backlog: 10 }, 'a node answer due anyway carries the background along')
+  writes[2]!.resolve()
+  t.equal(await node, 2)
+})
+
+t.test('a whole write (a retry after a failure, the final flush) carries every background change', async (t) => {
+  const { state, writes, writer, change } = backlogSetup({ backlogIntervalMs: 60_000, maxBacklogPerWrite: 3, retryMinMs: 5 })
+  state.backlog = 10
+  writer.kick()
+  await tick()
+  t.match(writes[0], { whole: false, backlog: 3 })
+  writes[0]!.resolve()
+  await tick()
+  change(1)
+  const waiting = writer.answer(() => state.value)
+  await tick()
+  t.match(writes[1], { whole: false, backlog: 0 }, 'within the interval: none')
+  writes[1]!.reject(new Error('EIO'))
+  await t.rejects(waiting, { code: 'unavailable' })
+  await new Promise((r) => setTimeout(r, 30))
+  t.match(writes[2], { whole: true, backlog: Number.POSITIVE_INFINITY }, 'the retry writes the whole state, background and all')
+  writes[2]!.resolve()
+  await tick()
+  state.backlog = 4
+  const final = writer.flushFinal()
+  await tick()
+  t.match(writes[3], { whole: true, backlog: Number.POSITIVE_INFINITY }, 'so does the final flush')
+  writes[3]!.resolve()
+  await final
+})
+
+t.test('maxBacklogPerWrite must be a whole number of at least 1', async (t) => {
+  const opts = { settle: () => {}, version: () => 0, write: () => Promise.resolve() }
+  for (const bad of [0, -1, 1.5, Number.NaN]) t.throws(() => new DurableWriter({ ...opts, maxBacklogPerWrite: bad }), RangeError, String(bad))
+  t.doesNotThrow(() => new DurableWriter({ ...opts, maxBacklogPerWrite: 1 }))
+})
+
+t.test('an abandoned writer writes no background change', async (t) => {
+  const { state, writes, writer } = backlogSetup({ backlogIntervalMs: 30 })
+  state.backlog = 5
+  writer.kick()
+  await tick()
+  writes[0]!.resolve()
+  await tick()
+  state.backlog = 5
+  writer.kick()
+  await tick()
+  writer.abandon()
+  await new Promise((r) => setTimeout(r, 80))
+  t.equal(writes.length, 1)
+})
+
+t.test('a change made during a background-only write is answered after its own write', async (t) => {
+  const { state, writes, writer, change } = backlogSetup({ backlogIntervalMs: 60_000 })
+  state.backlog = 2
+  writer.kick()
+  await tick()
+  t.match(writes[0], { backlog: 2 })
+  change(7)
+  let answered = false
+  const waiting = writer.answer(() => state.value).then((v) => ((answered = true), v))
+  await tick()
+  t.equal(answered, false, 'not released from memory: its change is not durable')
+  writes[0]!.resolve()
+  await tick()
+  await tick()
+  t.match(writes[1], { value: 7, backlog: 0 }, 'its own write follows')
+  t.equal(answered, false)
+  writes[1]!.resolve()
+  t.equal(await waiting, 7)
+})
+
+t.test('a failed background-only write refuses nothing; the whole state is written after the interval', async (t) => {
+  const failures: number[] = []
+  const state = { version: 0, backlog: 3 }
+  const writes: Array<{ whole: boolean; backlog: number; resolve(): void; reject(err: Error): void }> = []
+  const writer = new DurableWriter({
+    settle: () => undefined,
+    version: () => state.version,
+    backlog: () => state.backlog,
+    backlogIntervalMs: 40,
+    write: (whole, backlog) =>
+      new Promise<void>((resolve, reject) => {
+        state.backlog -= Math.min(state.backlog, backlog)
+        writes.push({ whole, backlog, resolve, reject })
+      }),
+    onBackgroundFailure: (_err, n) => failures.push(n),
+    onFailure: () => t.fail('not a failure that refuses work'),
+  })
+  writer.kick()
+  await tick()
+  writes[0]!.reject(new Error('etcd: deadline exceeded'))
+  await tick()
+  await tick()
+  t.same(failures, [1], 'reported as a background failure')
+  t.equal(writer.failing, false, 'not failing: nothing an answer showed was lost')
+  t.doesNotThrow(() => writer.assertAvailable(), 'new work is taken')
+  t.equal(await writer.answer(() => 'served'), 'served', 'answers come at once')
+  t.equal(state.backlog, 0, 'its reports are gone from the deltas')
+  await new Promise((r) => setTimeout(r, 80))
+  t.match(writes[1], { whole: true }, 'so after the interval the whole state is written, with no report pending')
+  writes[1]!.reject(new Error('still down'))
+  await new Promise((r) => setTimeout(r, 80))
+  t.same(failures, [1, 2])
+  t.match(writes[2], { whole: true }, 'and again, one interval later')
+  writes[2]!.resolve()
+  await new Promise((r) => setTimeout(r, 80))
+  t.equal(writes.length, 3, 'written: nothing more')
+})
