@@ -214,8 +214,11 @@ export class Controller {
     // Delete and re-insert so that the Map stays in lastSeen order (expiry looks at the head only).
     this.live.delete(record.nodeId)
     this.live.set(record.nodeId, record)
-    if (changed || existing === undefined) this.touchNode(record.nodeId)
-    else if (record.reportedGeneration !== reportedBefore) this.tracker.report(record.nodeId) // written in the background: no answer waits for it
+    if (changed.record || existing === undefined) this.touchNode(record.nodeId)
+    else {
+      if (changed.state) this.markDurable()
+      if (record.reportedGeneration !== reportedBefore) this.tracker.report(record.nodeId) // written in the background: no answer waits for it
+    }
     for (const entry of deposit) {
       // held as rebuilt from its parts: the next owner never sees the depositor's own spelling
       this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
@@ -543,18 +546,23 @@ export class Controller {
   }
 
   /**
-   * Applies a check-in to a record; true when something persisted changed that an answer must wait for
-   * (a new reported generation alone is not: register() marks it as a report, see state-tracker.ts).
+   * Applies a check-in to a record. `record`: a persisted field of the record changed (capacity,
+   * certificate) and it is written with the answer; `state`: the check-in released handoffs or
+   * acknowledged a reshard, changes of their own (handoff runs, the meta) that the answer waits for.
+   * A new reported generation is neither: register() marks it as a report (state-tracker.ts), also when
+   * it released something: a release is justified by the report the leader read, never by a stored one
+   * (the restore reads no reported generation), so the record need not go with it.
    */
-  private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): boolean {
-    let changed = renewRecord(record, now, body, cert)
+  private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): { record: boolean; state: boolean } {
+    const changed = renewRecord(record, now, body, cert)
+    let state = false
     if (body.generation !== undefined) {
       record.reportedGeneration = body.generation
-      if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
-      if (this.next !== null && this.next.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) changed = true
-      if (this.reshard?.acknowledge(record.nodeId, body.generation)) changed = this.settleReshard() || true
+      if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) state = true
+      if (this.next !== null && this.next.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) state = true
+      if (this.reshard?.acknowledge(record.nodeId, body.generation)) state = this.settleReshard() || true
     }
-    return changed
+    return { record: changed, state }
   }
 
   /** Takes a node out of the live set; whatever it had to hand off is released with it. */

@@ -139,6 +139,23 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
   t.equal(c.pendingReports, 0, 'is not a report either')
 })
 
+t.test('a check-in that releases handoffs is written with its answer; its record goes in the background', async (t) => {
+  const c = controllerWith([['a', 64]])
+  checkIn(c, T0 + 1, body('a', 64, { generation: 1 }), cert('a0'))
+  checkIn(c, T0 + 2, body('b', 64), cert('b0')) // b joins: a gives up half of the 64 shards at generation 2
+  t.equal(c.generation, 2)
+  const moved = c.takeDelta()
+  t.ok(moved.putHandoffs.length > 0, 'the move is recorded as handoffs from a')
+  const version = c.persistVersion
+  checkIn(c, T0 + 3, body('a', 64, { generation: 2 }), cert('a0'))
+  t.ok(c.persistVersion > version, 'the release moves persistVersion: its answer waits for it')
+  t.equal(c.pendingReports, 1, "a's record (its new reported generation) is a report")
+  const eager = c.takeDelta(0)
+  t.same(eager.putNodes, [], 'the write the answer waits for carries no node record')
+  t.same(eager.deleteHandoffs, moved.putHandoffs.map(([first, count]) => [first, count]), 'but every released run')
+  t.match(c.takeDelta().putNodes, [{ nodeId: 'a', reportedGeneration: 2 }], 'the record follows in the background')
+})
+
 t.test('a report rides with the node record when something else about the node changed', async (t) => {
   const c = controllerWith([['a', 16]])
   c.takeDelta()
