@@ -510,8 +510,10 @@ export class Controller {
     return durableSnapshot(this.durable, this.meta())
   }
 
-  /** What changed in the durable state since the last call (settle() first). */
-  /** The changes since the last take; of the reports (records changed in their reported generation only), at most `reportLimit`. */
+  /**
+   * What changed in the durable state since the last call (settle() first); of the reports (records
+   * changed in their reported generation only), at most `reportLimit`, the oldest first.
+   */
   takeDelta(reportLimit = Number.POSITIVE_INFINITY): StateDelta {
     return this.tracker.take(this.meta(), stateLookups(this.durable), reportLimit)
   }
