@@ -13,7 +13,7 @@
  * replica calls for every request it serves. A timer alone does not tell a stuck thread from a busy one:
  * one poll phase reading thousands of sockets runs no timer, and at 10,000 nodes (TTL 2 s) a leader
  * serving a drain's deposits and claims without pause for over 2 s lost its term that way, and the
- * replica that took over inherited the storm (10,322 nodes expired, 66,858 shards stopped).
+ * replica that took over inherited the storm (10,322 node expiries audited, 66,858 shards stopped).
  */
 import { Worker } from 'node:worker_threads'
 import { extname } from 'node:path'

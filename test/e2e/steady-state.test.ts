@@ -27,6 +27,12 @@ t.test('repeated check-ins reporting the running generation change nothing anywh
     t.equal((await request(ctl.port, pki.ca, id, '/v1/checkin', { body: checkinBody(name, { generation }) })).status, 200, `${name} reports ${generation}`)
   }
   t.equal(first.status, 200)
+  // Those reports are written in the background, one such write a second at most (durable-writer.ts):
+  // the steady state starts once the store has been quiet for longer than that.
+  for (let last = -1; store!.writes !== last; ) {
+    last = store!.writes
+    await new Promise((resolve) => setTimeout(resolve, 1500))
+  }
   const before = {
     writes: store!.writes,
     journal: statSync(join(root, 'state', 'state.journal')).size,
