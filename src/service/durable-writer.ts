@@ -243,7 +243,7 @@ export class DurableWriter {
             // seconds). Its failure loses nothing an answer showed: no 503s; the next write is whole.
             this.background = true
             try {
-              await this.writeBacklog(this.wholeNext, backlog)
+              await this.writeCarrying(this.wholeNext, backlog)
               this.wholeNext = false
               this.backgroundFailures = 0
             } catch (err) {
@@ -265,7 +265,7 @@ export class DurableWriter {
         const batch = this.takeQueue()
         const answers = batch.map(settleAnswer) // computed before the write: exactly the state it writes
         try {
-          await this.writeBacklog(this.wholeNext, carried)
+          await this.writeCarrying(this.wholeNext, carried)
         } catch (err) {
           for (const w of batch) w.reject(unavailable())
           this.fail(err instanceof Error ? err : new Error(String(err)))
@@ -282,7 +282,7 @@ export class DurableWriter {
   }
 
   /** Writes (see opts.write) with `backlog` background changes; a write that carries some restarts their interval. */
-  private writeBacklog(whole: boolean, backlog: number): Promise<void> {
+  private writeCarrying(whole: boolean, backlog: number): Promise<void> {
     if (backlog > 0) this.lastBacklogAt = performance.now()
     return this.opts.write(whole, whole ? Number.POSITIVE_INFINITY : backlog)
   }
@@ -369,7 +369,7 @@ export class DurableWriter {
     try {
       this.opts.settle()
       version = this.opts.version()
-      await this.writeBacklog(true, Number.POSITIVE_INFINITY)
+      await this.writeCarrying(true, Number.POSITIVE_INFINITY)
     } catch (err) {
       this.looping = false
       this.fail(err instanceof Error ? err : new Error(String(err)))
