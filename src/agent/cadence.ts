@@ -16,7 +16,8 @@
  * backoff would bring them back all together, into a controller that can finish only so many
  * handshakes a second. So a retry is spread over the time the node can afford:
  * - a node that holds authority retries within its slack (until the last moment a check-in can still
- *   be answered before its fail-safe begins), at a random point between a quarter and half of it: the
+ *   be answered before its fail-safe begins; once that has fired, before its lease ends, which keeps its
+ *   range: retry-slack.ts), at a random point between a quarter and half of it: the
  *   node whose authority ends first comes back first, and each failure shrinks what is left, so the
  *   attempts still come before the fail-safe (which stays exact: it is an alarm of its own,
  *   plan-manager.ts); with no slack left, a few last attempts 0.25–0.75 s apart;
@@ -52,7 +53,8 @@ const BUSY_EXTRA_RESERVE_MS = 1500
 export interface RetryContext {
   /**
    * Ms from now until the last moment a check-in can be sent and still be answered before the
-   * fail-safe begins; null while the node holds no authority.
+   * fail-safe begins, or once it has, before the lease ends (retry-slack.ts); null while nothing is at
+   * stake (no plan, or its lease ended).
    */
   readonly slackMs: number | null
   /** A busy controller's appointment (ms from now), or null. */

@@ -24,6 +24,7 @@ import { loadBundle } from './identity.js'
 import type { PinnedKeys } from './pinned-keys.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
+import { retrySlackMs } from './retry-slack.js'
 import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { ShardRunner } from './shard-runner.js'
 import { keyShard, keyTotal } from './shard-key.js'
@@ -335,18 +336,18 @@ export class NodeAgent {
   }
 
   /**
-   * The delay before the next attempt after a failed one, from what is at stake (cadence.ts): while the
-   * node holds authority, the time left until the last check-in that could still be answered before the
-   * fail-safe begins (an attempt is given attemptReserveMs to be answered, a busy controller's promise).
+   * The delay before the next attempt after a failed one, from what is at stake (cadence.ts): the time
+   * left until the last check-in that could still be answered before the fail-safe begins, or, once it
+   * has, before the lease ends and the controller would move the node's range (retry-slack.ts; an
+   * attempt is given attemptReserveMs to be answered, a busy controller's promise).
    */
   private retryDelay(busyRetryAfterMs: number | null): number {
-    const deadline = this.plans.authorityDeadline
     const plan = this.plans.accepted
-    let slackMs: number | null = null
-    if (deadline !== null && plan !== null && this.plans.hasAuthority()) {
-      const failSafeAt = deadline - this.plans.failSafeLeadMs(plan.lease_seconds * 1000)
-      slackMs = Math.max(0, failSafeAt - this.clock.now() - attemptReserveMs(plan.lease_seconds * 1000))
-    }
+    const leaseMs = plan === null ? null : plan.lease_seconds * 1000
+    const slackMs =
+      leaseMs === null
+        ? null
+        : retrySlackMs({ now: this.clock.now(), authorityEndsAt: this.plans.leaseDeadline, failSafeLeadMs: this.plans.failSafeLeadMs(leaseMs), reserveMs: attemptReserveMs(leaseMs) })
     return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
 

@@ -100,6 +100,14 @@ export class PlanManager {
     return this.lost === null ? this.authorityEndsAt : null
   }
 
+  /**
+   * End of authority on the monotonic clock also after the fail-safe fired (the controller holds the
+   * range until then: retry-slack.ts); null with no plan, or after a refused certificate or a shutdown.
+   */
+  get leaseDeadline(): number | null {
+    return this.lost === null || this.lost === 'lease_expiring' ? this.authorityEndsAt : null
+  }
+
   /** True while shards may run: a plan is accepted and the fail-safe's moment has not come. */
   hasAuthority(): boolean {
     if (this.plan === null || this.authorityEndsAt === null || this.lost !== null) return false

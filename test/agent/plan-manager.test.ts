@@ -84,6 +84,21 @@ t.test('authority ends lease_seconds after the check-in was sent, not answered; 
   t.same(s.stops.map((c) => [c.shardId, c.reason]), [[0, 'lease_expiring'], [1, 'lease_expiring'], [2, 'lease_expiring'], [3, 'lease_expiring']], 'stopped 3 + 5 s before the end')
   t.same(s.lost, ['lease_expiring'])
   t.notOk(s.manager.hasAuthority())
+  t.equal(s.manager.authorityDeadline, null, 'no authority held')
+  t.equal(s.manager.leaseDeadline, 30_000, 'but the lease still runs: a renewal before 30 s keeps the range (retry-slack.ts)')
+})
+
+t.test('the lease deadline: none before a plan, none after a refused certificate or a shutdown', async (t) => {
+  const s = setup()
+  t.equal(s.manager.leaseDeadline, null, 'no plan yet')
+  s.manager.accept(planOf(1, 0, 2), 0)
+  t.equal(s.manager.leaseDeadline, 30_000, 'while authority holds: its end')
+  s.manager.loseAuthority('certificate_refused')
+  t.equal(s.manager.leaseDeadline, null, 'a probably refused certificate: no renewal is expected to keep it')
+  s.manager.accept(planOf(1, 0, 2), 1000)
+  t.equal(s.manager.leaseDeadline, 31_000, 'a renewal gives it back')
+  s.manager.loseAuthority('shutdown')
+  t.equal(s.manager.leaseDeadline, null, 'shut down')
 })
 
 t.test('a renewal moves the deadline to its own send time + lease', async (t) => {

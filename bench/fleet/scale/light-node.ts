@@ -21,6 +21,7 @@ import { ControllerBusyError } from '../../../src/agent/busy-aware-agent.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
 import { attemptReserveMs } from '../../../src/agent/node-agent.js'
 import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
+import { retrySlackMs } from '../../../src/agent/retry-slack.js'
 import { sharedNow } from '../shared-clock.js'
 import { RawConnection, type RawReply } from './raw-connection.js'
 import { ShardBook, type DepositEntry } from './shard-book.js'
@@ -282,14 +283,17 @@ export class LightNode {
     }
   }
 
-  /** As the agent (node-agent.ts retryDelay): the retry spread over the slack left before the fail-safe. */
+  /** As the agent (node-agent.ts retryDelay): the retry spread over the slack left before the fail-safe, or after it before the lease ends. */
   private retryDelay(busyRetryAfterMs: number | null): number {
     let slackMs: number | null = null
     if (this.lastRenewalSentAt !== null && this.leaseMs !== null) {
       const lease = this.leaseMs
-      const failSafeAt = this.lastRenewalSentAt + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
-      const now = sharedNow()
-      if (now < failSafeAt) slackMs = Math.max(0, failSafeAt - now - attemptReserveMs(lease))
+      slackMs = retrySlackMs({
+        now: sharedNow(),
+        authorityEndsAt: this.lastRenewalSentAt + lease,
+        failSafeLeadMs: defaultStopTimeoutMs(lease) + defaultStopMarginMs(lease),
+        reserveMs: attemptReserveMs(lease),
+      })
     }
     return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
