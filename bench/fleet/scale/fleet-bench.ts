@@ -580,7 +580,8 @@ async function timedDrain(bench: Bench, names: readonly string[]): Promise<Windo
 async function readProfile(dir: string, restart: Window, steady: Window, drain: Window | null, serving: ControllerChild): Promise<BenchFigures['profile']> {
   // node names a profile CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile: the serving replica's, if it wrote one
   const all = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
-  const own = all.filter((f) => serving.lastPid !== null && f.includes(`.${serving.lastPid}.`))
+  // its main thread (thread 0): the lease keeper, a worker thread, writes a profile of its own
+  const own = all.filter((f) => serving.lastPid !== null && f.includes(`.${serving.lastPid}.0.`))
   const files = own.length > 0 ? own : all
   if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
   const file = join(resolve(dir), files[files.length - 1]!)
