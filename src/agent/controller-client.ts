@@ -124,7 +124,10 @@ export class ControllerClient {
     return this.urls[this.current]!
   }
 
-  /** POSTs JSON, failing over on connection errors and 503; throws the two errors above. */
+  /**
+   * POSTs JSON, failing over on connection errors and 503 (not on a busy notice: its controller is kept
+   * for the next attempt); throws the two errors above.
+   */
   async post(path: string, body: unknown): Promise<ControllerReply> {
     const failures: FailedAttempt[] = []
     for (let k = 0; k < this.urls.length; k++) {
@@ -137,6 +140,14 @@ export class ControllerClient {
         return attempt.reply
       }
       failures.push(attempt.failed)
+      if (attempt.failed.failure === 'busy') {
+        // A busy notice is an answer: this controller is up and gave an appointment, so the round ends
+        // here and the next one starts with it. Another URL is a replica that follows (a handshake of
+        // its own, then 503) or one as loaded; in a 10,000-node HA storm every deferral cost the
+        // follower that handshake, on the cores the leader needed, and the next round began there too.
+        this.current = index
+        throw new ControllerUnreachableError(failures)
+      }
     }
     this.current = (this.current + 1) % this.urls.length
     throw new ControllerUnreachableError(failures)

@@ -55,6 +55,34 @@ t.test('with the budget spent, a new connection is deferred with an appointment,
   t.equal((reply.body as { generation: number }).generation, 1)
 })
 
+t.test('a busy notice ends the attempt: no other controller URL is tried, and the next attempt starts with the busy one', async (t) => {
+  // A second "replica" that only counts connections: in HA it would be a follower, which would answer
+  // 503 after a handshake of its own, on the cores the busy leader needs.
+  let connections = 0
+  const other = net.createServer((socket) => {
+    connections += 1
+    socket.destroy()
+  })
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => other.close(() => resolve())))
+  const busyUrl = `https://127.0.0.1:${ctl.port}`
+  const otherUrl = `https://127.0.0.1:${(other.address() as net.AddressInfo).port}`
+  const two = new ControllerClient({ urls: [busyUrl, otherUrl], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+  t.teardown(() => two.close())
+  const stalled = await stalledConnection()
+  for (const round of [1, 2]) {
+    const err = await two.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => null, (e: unknown) => e)
+    t.ok(err instanceof ControllerUnreachableError, `round ${round}: ${String(err)}`)
+    const attempts = (err as ControllerUnreachableError).attempts
+    t.same(attempts.map((a) => [a.url, a.failure]), [[busyUrl, 'busy']], `round ${round}: the busy controller only`)
+    t.ok(((err as ControllerUnreachableError).busyRetryAfterMs ?? 0) >= 250, 'with its appointment')
+    t.equal(two.currentUrl, busyUrl, `round ${round}: the next attempt starts with it`)
+  }
+  t.equal(connections, 0, 'the other URL was never tried')
+  stalled.destroy()
+  await new Promise((resolve) => setTimeout(resolve, 100))
+})
+
 t.test('a kept-alive connection is not affected by deferrals of new ones', async (t) => {
   const stalled = await stalledConnection()
   t.teardown(() => stalled.destroy())

@@ -12,8 +12,9 @@
  * (POST /v1/identify, the agent's request budget and handoff probing) and run once granted.
  *
  * With several controller ports (HA replicas) it fails over as the agent's ControllerClient does: the
- * ports in order from the last one that answered, the next on a connection error, a busy notice or a
- * 503, and one TLS session for all of them (the agent's SharedSessions: replicas share ticket keys).
+ * ports in order from the last one that answered, the next on a connection error or a 503 (a busy
+ * notice ends the attempt, and the next starts at that port), and one TLS session for all of them (the
+ * agent's SharedSessions: replicas share ticket keys).
  */
 import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
@@ -158,13 +159,12 @@ export class LightNode {
 
   /**
    * Sends one request (built when its turn comes) after the ones before it, failing over across the
-   * ports (see the module comment). Throws the busy notice if any port gave one, else the last error;
-   * returns the last 503 when every port answered so.
+   * ports (see the module comment). Throws a busy notice at once (its port is tried first next time),
+   * else the last error; returns the last 503 when every port answered so.
    */
   private exchange(build: () => Buffer): Promise<RawReply> {
     const run = async (): Promise<RawReply> => {
       const { ports } = this.shared
-      let busy: ControllerBusyError | null = null
       let failure: unknown = null
       let unavailable: RawReply | null = null
       for (let k = 0; k < ports.length; k++) {
@@ -178,12 +178,15 @@ export class LightNode {
           this.current = index
           return reply
         } catch (err) {
-          if (err instanceof ControllerBusyError) busy ??= err
+          if (err instanceof ControllerBusyError) {
+            // as the agent's ControllerClient: a busy notice ends the round, and the next starts at this port
+            this.current = index
+            throw err
+          }
           failure = err
         }
       }
       this.current = (this.current + 1) % ports.length
-      if (busy !== null) throw busy
       if (unavailable !== null) return unavailable
       throw failure
     }
