@@ -103,6 +103,15 @@ function retryAfterOf(res: IncomingMessage, body: unknown): number | null {
   return null
 }
 
+/**
+ * How many attempts in a row a busy notice may end before the next one fails over past it as after a
+ * connection error. The notice is plaintext, before TLS: whoever answers a URL's address (a hijacked
+ * DNS name, an attacker on the path) can send it on every connection, and without a bound a node would
+ * never try its other URLs. With it a forged notice delays the fail-over by two appointments, each
+ * within the node's slack (cadence.ts); a real storm defers a node about once or twice.
+ */
+export const MAX_BUSY_ENDED_ATTEMPTS = 2
+
 /** Talks to the controller URLs in order, sticking to the last one that answered. */
 export class ControllerClient {
   private readonly urls: readonly string[]
@@ -111,6 +120,8 @@ export class ControllerClient {
   /** One TLS session for every URL: HA replicas share ticket keys, so it resumes on a new leader. */
   private readonly sessions = new SharedSessions()
   private current = 0
+  /** Attempts in a row that a busy notice ended (see MAX_BUSY_ENDED_ATTEMPTS). */
+  private busyEnded = 0
 
   constructor(private readonly opts: ControllerClientOptions) {
     if (opts.urls.length === 0) throw new Error('at least one controller URL is required')
@@ -126,7 +137,7 @@ export class ControllerClient {
 
   /**
    * POSTs JSON, failing over on connection errors and 503 (not on a busy notice: its controller is kept
-   * for the next attempt); throws the two errors above.
+   * for the next attempt, up to MAX_BUSY_ENDED_ATTEMPTS in a row); throws the two errors above.
    */
   async post(path: string, body: unknown): Promise<ControllerReply> {
     const failures: FailedAttempt[] = []
@@ -137,18 +148,21 @@ export class ControllerClient {
       if ('failed' in attempt && attempt.retryFresh) attempt = await this.attempt(this.urls[index]!, path, body)
       if ('reply' in attempt) {
         this.current = index
+        this.busyEnded = 0
         return attempt.reply
       }
       failures.push(attempt.failed)
-      if (attempt.failed.failure === 'busy') {
-        // A busy notice is an answer: this controller is up and gave an appointment, so the round ends
+      if (attempt.failed.failure === 'busy' && this.busyEnded < MAX_BUSY_ENDED_ATTEMPTS) {
+        // A busy notice is an answer: this controller is up and gave an appointment, so the attempt ends
         // here and the next one starts with it. Another URL is a replica that follows (a handshake of
         // its own, then 503) or one as loaded; in a 10,000-node HA storm every deferral cost the
-        // follower that handshake, on the cores the leader needed, and the next round began there too.
+        // follower that handshake, on the cores the leader needed, and the next attempt began there too.
+        this.busyEnded += 1
         this.current = index
         throw new ControllerUnreachableError(failures)
       }
     }
+    this.busyEnded = 0
     this.current = (this.current + 1) % this.urls.length
     throw new ControllerUnreachableError(failures)
   }

@@ -55,7 +55,7 @@ t.test('with the budget spent, a new connection is deferred with an appointment,
   t.equal((reply.body as { generation: number }).generation, 1)
 })
 
-t.test('a busy notice ends the attempt: no other controller URL is tried, and the next attempt starts with the busy one', async (t) => {
+t.test('a busy notice ends the attempt (twice in a row at most): no other controller URL is tried, and the next attempt starts with the busy one', async (t) => {
   // A second "replica" that only counts connections: in HA it would be a follower, which would answer
   // 503 after a handshake of its own, on the cores the busy leader needs.
   let connections = 0
@@ -70,15 +70,24 @@ t.test('a busy notice ends the attempt: no other controller URL is tried, and th
   const two = new ControllerClient({ urls: [busyUrl, otherUrl], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
   t.teardown(() => two.close())
   const stalled = await stalledConnection()
+  const post = () => two.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => null, (e: unknown) => e)
   for (const round of [1, 2]) {
-    const err = await two.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => null, (e: unknown) => e)
-    t.ok(err instanceof ControllerUnreachableError, `round ${round}: ${String(err)}`)
+    const err = await post()
+    t.ok(err instanceof ControllerUnreachableError, `attempt ${round}: ${String(err)}`)
     const attempts = (err as ControllerUnreachableError).attempts
-    t.same(attempts.map((a) => [a.url, a.failure]), [[busyUrl, 'busy']], `round ${round}: the busy controller only`)
+    t.same(attempts.map((a) => [a.url, a.failure]), [[busyUrl, 'busy']], `attempt ${round}: the busy controller only`)
     t.ok(((err as ControllerUnreachableError).busyRetryAfterMs ?? 0) >= 250, 'with its appointment')
-    t.equal(two.currentUrl, busyUrl, `round ${round}: the next attempt starts with it`)
+    t.equal(two.currentUrl, busyUrl, `attempt ${round}: the next attempt starts with it`)
   }
-  t.equal(connections, 0, 'the other URL was never tried')
+  t.equal(connections, 0, 'the other URL was not tried')
+  // The notice is plaintext: whoever answers a URL's address can send it every time. The third busy
+  // attempt in a row fails over as after a connection error, so a forged notice cannot keep a node
+  // from its other controllers.
+  const third = await post()
+  t.ok(third instanceof ControllerUnreachableError)
+  t.same((third as ControllerUnreachableError).attempts.map((a) => a.url), [busyUrl, otherUrl], 'the third: the other URL too')
+  t.equal(connections, 1)
+  t.equal(two.currentUrl, otherUrl, 'and the attempt after starts there')
   stalled.destroy()
   await new Promise((resolve) => setTimeout(resolve, 100))
 })

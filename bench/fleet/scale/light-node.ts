@@ -20,6 +20,7 @@ import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
 import { ControllerBusyError } from '../../../src/agent/busy-aware-agent.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
+import { MAX_BUSY_ENDED_ATTEMPTS } from '../../../src/agent/controller-client.js'
 import { attemptReserveMs } from '../../../src/agent/node-agent.js'
 import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
 import { retrySlackMs } from '../../../src/agent/retry-slack.js'
@@ -80,6 +81,8 @@ export class LightNode {
   /** The port `conn` goes to, and the index of the port that answered last. */
   private connPort = 0
   private current = 0
+  /** Attempts in a row that a busy notice ended (the agent's MAX_BUSY_ENDED_ATTEMPTS). */
+  private busyEnded = 0
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
   private session: Buffer | undefined
   private readonly cadence = new CheckinCadence(Math.random, sharedNow)
@@ -176,16 +179,19 @@ export class LightNode {
             continue
           }
           this.current = index
+          this.busyEnded = 0
           return reply
         } catch (err) {
-          if (err instanceof ControllerBusyError) {
-            // as the agent's ControllerClient: a busy notice ends the round, and the next starts at this port
+          if (err instanceof ControllerBusyError && this.busyEnded < MAX_BUSY_ENDED_ATTEMPTS) {
+            // as the agent's ControllerClient: a busy notice ends the attempt (a few in a row), and the next starts at this port
+            this.busyEnded += 1
             this.current = index
             throw err
           }
           failure = err
         }
       }
+      this.busyEnded = 0
       this.current = (this.current + 1) % ports.length
       if (unavailable !== null) return unavailable
       throw failure
