@@ -6,11 +6,17 @@
  * before it keeps every shard running. Once the fail-safe has fired, the shards are stopped but the
  * controller still holds the node's range until the lease ends (it counts the lease from when a check-in
  * arrives, and authority from when it was sent, so authority never outlasts it): a renewal before then
- * keeps the range, and the node starts the same shards again, resuming them, where an expired lease
- * moves them to other nodes. Without this second deadline a node past its fail-safe backed off like a
- * joining one (0.5, 1, 2 … s, or the whole of a busy controller's appointment), and in a 10,000-node
- * take-over that ran slow the nodes late for their fail-safe let their leases run out too: 2,709 shards
- * moved.
+ * keeps the range, and the node claims the same shards again, where an expired lease moves them to other
+ * nodes (and their sessions with them). Without this second deadline a node past its fail-safe backed off
+ * like a joining one (0.5, 1, 2 … s, or the whole of a busy controller's appointment), and in a
+ * 10,000-node take-over that ran slow the nodes late for their fail-safe let their leases run out too:
+ * 2,709 shards moved.
+ *
+ * Before the fail-safe a slack of 0 means "the last attempts" (cadence.ts: 0.25–0.75 s apart, before any
+ * appointment): the shards still run. After it there are no last attempts: once the reserve before the
+ * lease's end is reached, the slack is null and the node backs off, or keeps an appointment, as a joining
+ * one does. A late node has stopped its shards already, and a controller in a storm would otherwise get
+ * a second burst of quick attempts from every late node.
  *
  * Pure: the agent and the fleet bench's light node both call it.
  */
@@ -27,14 +33,14 @@ export interface RetrySlackInput {
 }
 
 /**
- * Ms of slack (≥ 0) before the fail-safe, or after it before the lease ends; null once the lease has
- * ended (nothing is at stake: the node retries as a joining one) or with no authority to keep.
+ * Ms of slack before the fail-safe (≥ 0), or after it before the lease ends (> 0); null with no
+ * authority to keep, or once too little of the lease is left (the node retries as a joining one).
  */
 export function retrySlackMs(input: RetrySlackInput): number | null {
   const { now, authorityEndsAt, failSafeLeadMs, reserveMs } = input
   if (authorityEndsAt === null) return null
   const failSafeAt = authorityEndsAt - failSafeLeadMs
-  const deadline = now < failSafeAt ? failSafeAt : authorityEndsAt
-  if (now >= deadline) return null
-  return Math.max(0, deadline - now - reserveMs)
+  if (now < failSafeAt) return Math.max(0, failSafeAt - now - reserveMs)
+  const slack = authorityEndsAt - now - reserveMs
+  return slack > 0 ? slack : null
 }
