@@ -162,12 +162,13 @@ export class LightNode {
 
   /**
    * Sends one request (built when its turn comes) after the ones before it, failing over across the
-   * ports (see the module comment). Throws a busy notice at once (its port is tried first next time),
-   * else the last error; returns the last 503 when every port answered so.
+   * ports (see the module comment). Throws a busy notice at once (its port is tried first next time; on
+   * a sweep past it, at the end), else the last error; returns the last 503 when every port answered so.
    */
   private exchange(build: () => Buffer): Promise<RawReply> {
     const run = async (): Promise<RawReply> => {
       const { ports } = this.shared
+      let busy: ControllerBusyError | null = null
       let failure: unknown = null
       let unavailable: RawReply | null = null
       for (let k = 0; k < ports.length; k++) {
@@ -188,11 +189,13 @@ export class LightNode {
             this.current = index
             throw err
           }
+          if (err instanceof ControllerBusyError) busy ??= err // the agent keeps the appointment of a sweep too
           failure = err
         }
       }
       this.busyEnded = 0
       this.current = (this.current + 1) % ports.length
+      if (busy !== null) throw busy
       if (unavailable !== null) return unavailable
       throw failure
     }
