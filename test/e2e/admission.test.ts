@@ -92,6 +92,37 @@ t.test('a busy notice ends the attempt (twice in a row at most): no other contro
   await new Promise((resolve) => setTimeout(resolve, 100))
 })
 
+t.test('an answer starts the count of busy attempts over', async (t) => {
+  const busyUrl = `https://127.0.0.1:${ctl.port}`
+  const other = net.createServer((socket) => socket.destroy())
+  await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => other.close(() => resolve())))
+  const otherUrl = `https://127.0.0.1:${(other.address() as net.AddressInfo).port}`
+  const two = new ControllerClient({ urls: [busyUrl, otherUrl], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+  t.teardown(() => two.close())
+  const post = () => two.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => null, (e: unknown) => e)
+  const urlsOf = (err: unknown) => (err as ControllerUnreachableError).attempts.map((a) => a.url)
+  let stalled = await stalledConnection()
+  t.same(urlsOf(await post()), [busyUrl], 'busy once')
+  t.same(urlsOf(await post()), [busyUrl], 'busy twice')
+  stalled.destroy()
+  // until the controller has seen the stalled connection go, it defers: wait with another client
+  const probe = new ControllerClient({ urls: [busyUrl], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
+  for (let i = 0; !(await probe.post('/v1/checkin', checkinBody('compaq-01', { generation: 1 })).then(() => true, () => false)); i++) {
+    if (i > 50) throw new Error('the controller kept deferring connections')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  probe.close()
+  await new Promise((resolve) => setTimeout(resolve, 100)) // the probe's connection gone on the controller's side
+  t.equal(await post(), null, 'then an answer')
+  t.equal(two.currentUrl, busyUrl, 'from it')
+  two.close() // a fresh connection next time: a kept-alive one would not meet admission
+  stalled = await stalledConnection()
+  t.teardown(() => stalled.destroy())
+  t.same(urlsOf(await post()), [busyUrl], 'busy again after the answer: the attempt still ends there')
+  t.same(urlsOf(await post()), [busyUrl], 'and a second time: the count started over')
+})
+
 t.test('a kept-alive connection is not affected by deferrals of new ones', async (t) => {
   const stalled = await stalledConnection()
   t.teardown(() => stalled.destroy())
