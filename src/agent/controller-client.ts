@@ -8,6 +8,7 @@ import { createSecureContext, type SecureContext } from 'node:tls'
 import type { IncomingMessage } from 'node:http'
 import type { AgentClock } from './clock.js'
 import { BusyAwareAgent, ControllerBusyError, SharedSessions } from './busy-aware-agent.js'
+import { FailoverOrder } from './failover-order.js'
 import { errorReplySchema } from './wire.js'
 
 /** An answer with a status (anything but a 503, which fails over). */
@@ -103,15 +104,6 @@ function retryAfterOf(res: IncomingMessage, body: unknown): number | null {
   return null
 }
 
-/**
- * How many attempts in a row a busy notice may end before the next one fails over past it as after a
- * connection error. The notice is plaintext, before TLS: whoever answers a URL's address (a hijacked
- * DNS name, an attacker on the path) can send it on every connection, and without a bound a node would
- * never try its other URLs. With it a forged notice delays the fail-over by two appointments, each
- * within the node's slack (cadence.ts); a real storm defers a node about once or twice.
- */
-export const MAX_BUSY_ENDED_ATTEMPTS = 2
-
 /** Talks to the controller URLs in order, sticking to the last one that answered. */
 export class ControllerClient {
   private readonly urls: readonly string[]
@@ -119,51 +111,40 @@ export class ControllerClient {
   private readonly agents = new Map<string, https.Agent>()
   /** One TLS session for every URL: HA replicas share ticket keys, so it resumes on a new leader. */
   private readonly sessions = new SharedSessions()
-  private current = 0
-  /** Attempts in a row that a busy notice ended (see MAX_BUSY_ENDED_ATTEMPTS). */
-  private busyEnded = 0
+  private readonly order: FailoverOrder
 
   constructor(private readonly opts: ControllerClientOptions) {
     if (opts.urls.length === 0) throw new Error('at least one controller URL is required')
     this.urls = opts.urls.map((u) => new URL(u).origin)
+    this.order = new FailoverOrder(this.urls.length)
     // One context for every URL: only our CA is trusted, never the system store.
     this.context = createSecureContext({ ca: opts.ca, cert: opts.cert, key: opts.key, minVersion: 'TLSv1.2' })
   }
 
   /** The controller URL in use (the last one that answered, or the next to try). */
   get currentUrl(): string {
-    return this.urls[this.current]!
+    return this.urls[this.order.first]!
   }
 
   /**
    * POSTs JSON, failing over on connection errors and 503 (not on a busy notice: its controller is kept
-   * for the next attempt, up to MAX_BUSY_ENDED_ATTEMPTS in a row); throws the two errors above.
+   * for the next attempt, up to MAX_BUSY_ENDED_ATTEMPTS in a row; failover-order.ts); throws the two
+   * errors above.
    */
   async post(path: string, body: unknown): Promise<ControllerReply> {
     const failures: FailedAttempt[] = []
-    for (let k = 0; k < this.urls.length; k++) {
-      const index = (this.current + k) % this.urls.length
+    for (const index of this.order.attempt()) {
       let attempt = await this.attempt(this.urls[index]!, path, body)
       // A keep-alive socket the server had just closed: once more on a fresh connection.
       if ('failed' in attempt && attempt.retryFresh) attempt = await this.attempt(this.urls[index]!, path, body)
       if ('reply' in attempt) {
-        this.current = index
-        this.busyEnded = 0
+        this.order.answered(index)
         return attempt.reply
       }
       failures.push(attempt.failed)
-      if (attempt.failed.failure === 'busy' && this.busyEnded < MAX_BUSY_ENDED_ATTEMPTS) {
-        // A busy notice is an answer: this controller is up and gave an appointment, so the attempt ends
-        // here and the next one starts with it. Another URL is a replica that follows (a handshake of
-        // its own, then 503) or one as loaded; in a 10,000-node HA storm every deferral cost the
-        // follower that handshake, on the cores the leader needed, and the next attempt began there too.
-        this.busyEnded += 1
-        this.current = index
-        throw new ControllerUnreachableError(failures)
-      }
+      if (attempt.failed.failure === 'busy' && this.order.busy(index)) throw new ControllerUnreachableError(failures)
     }
-    this.busyEnded = 0
-    this.current = (this.current + 1) % this.urls.length
+    this.order.exhausted()
     throw new ControllerUnreachableError(failures)
   }
 

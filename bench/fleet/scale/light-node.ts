@@ -20,7 +20,7 @@ import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
 import { ControllerBusyError } from '../../../src/agent/busy-aware-agent.js'
 import { CheckinCadence } from '../../../src/agent/cadence.js'
-import { MAX_BUSY_ENDED_ATTEMPTS } from '../../../src/agent/controller-client.js'
+import { FailoverOrder } from '../../../src/agent/failover-order.js'
 import { attemptReserveMs } from '../../../src/agent/node-agent.js'
 import { DEFAULT_REQUEST_BUDGET, RequestBudget } from '../../../src/agent/request-budget.js'
 import { retrySlackMs } from '../../../src/agent/retry-slack.js'
@@ -78,11 +78,10 @@ export class LightNode {
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
   private conn: RawConnection | null = null
-  /** The port `conn` goes to, and the index of the port that answered last. */
+  /** The port `conn` goes to. */
   private connPort = 0
-  private current = 0
-  /** Attempts in a row that a busy notice ended (the agent's MAX_BUSY_ENDED_ATTEMPTS). */
-  private busyEnded = 0
+  /** Which port an exchange tries first, as the agent's ControllerClient (failover-order.ts). */
+  private readonly order: FailoverOrder
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
   private session: Buffer | undefined
   private readonly cadence = new CheckinCadence(Math.random, sharedNow)
@@ -106,6 +105,7 @@ export class LightNode {
     private readonly shared: LightNodeShared,
   ) {
     this.book = new ShardBook(name.replace(/[^A-Za-z0-9]/g, ''))
+    this.order = new FailoverOrder(shared.ports.length)
   }
 
   /** Starts checking in after `delayMs`. */
@@ -171,30 +171,24 @@ export class LightNode {
       let busy: ControllerBusyError | null = null
       let failure: unknown = null
       let unavailable: RawReply | null = null
-      for (let k = 0; k < ports.length; k++) {
-        const index = (this.current + k) % ports.length
+      for (const index of this.order.attempt()) {
         try {
           const reply = await this.exchangeWith(ports[index]!, build)
           if (reply.status === 503 && ports.length > 1) {
             unavailable = reply // (its connection stays open: the next round starts at the next port)
             continue
           }
-          this.current = index
-          this.busyEnded = 0
+          this.order.answered(index)
           return reply
         } catch (err) {
-          if (err instanceof ControllerBusyError && this.busyEnded < MAX_BUSY_ENDED_ATTEMPTS) {
-            // as the agent's ControllerClient: a busy notice ends the attempt (a few in a row), and the next starts at this port
-            this.busyEnded += 1
-            this.current = index
-            throw err
+          if (err instanceof ControllerBusyError) {
+            if (this.order.busy(index)) throw err
+            busy ??= err // the agent keeps the appointment of a sweep too
           }
-          if (err instanceof ControllerBusyError) busy ??= err // the agent keeps the appointment of a sweep too
           failure = err
         }
       }
-      this.busyEnded = 0
-      this.current = (this.current + 1) % ports.length
+      this.order.exhausted()
       if (busy !== null) throw busy
       if (unavailable !== null) return unavailable
       throw failure
