@@ -118,11 +118,15 @@ export interface RestartBenchFigures {
 export interface AnsweredMedians {
   readonly leadS: number | null
   readonly tookS: number | null
+  /** Of that attempt: TCP connect, TLS handshake, request to answer (s). */
+  readonly tcpS: number | null
+  readonly tlsS: number | null
+  readonly replyS: number | null
 }
 
 function answeredMedians(t: AnsweredTally): AnsweredMedians {
   const s = (ms: number | null) => (ms === null ? null : ms / 1000)
-  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)) }
+  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)), tcpS: s(medianOfBuckets(t.tcpMs)), tlsS: s(medianOfBuckets(t.tlsMs)), replyS: s(medianOfBuckets(t.replyMs)) }
 }
 
 /** Attempts that failed (time-outs, resets, error answers), from the load generator's counters. */

@@ -52,6 +52,10 @@ export interface MarkOutcome {
   /** The answered attempt: how long before the fail-safe moment it began (ms; negative: after it), and how long it took until the answer. */
   readonly answeredLeadMs: number
   readonly answeredTookMs: number
+  /** Of that attempt, on the port that answered: TCP connect, TLS handshake (both 0 on a connection already open), request to answer (ms). */
+  readonly answeredTcpMs: number
+  readonly answeredTlsMs: number
+  readonly answeredReplyMs: number
 }
 
 /** An Identify claim's 200 answer (SPEC "Identify claims", "Session handoff"). */
@@ -75,6 +79,8 @@ export class LightNode {
   private maxConcurrency = 1
   private leaseMs: number | null = null
   private lastRenewalSentAt: number | null = null
+  /** The last exchange's split (see MarkOutcome.answeredTcpMs). */
+  private lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
   private conn: RawConnection | null = null
@@ -206,6 +212,7 @@ export class LightNode {
         this.conn.close()
         this.conn = null
       }
+      this.lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
       if (this.conn === null) {
         this.connPort = port
         this.conn = await RawConnection.open({
@@ -218,8 +225,13 @@ export class LightNode {
         })
         this.shared.count('handshakes')
         if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+        this.lastSplit.tcpMs = this.conn.tcpMs
+        this.lastSplit.tlsMs = this.conn.tlsMs
       }
-      return await this.conn.send(build(), timeoutMs)
+      const sentAt = performance.now()
+      const reply = await this.conn.send(build(), timeoutMs)
+      this.lastSplit.replyMs = performance.now() - sentAt
+      return reply
     } catch (err) {
       this.conn?.close()
       this.conn = null
@@ -400,6 +412,6 @@ export class LightNode {
     const same = m.generation === this.generation && m.rangeStart === this.rangeStart && m.rangeCount === this.rangeCount
     const keptFrom = Math.max(m.rangeStart, this.rangeStart)
     const keptTo = Math.min(m.rangeStart + m.rangeCount, this.rangeStart + this.rangeCount)
-    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt }
+    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt, answeredTcpMs: this.lastSplit.tcpMs, answeredTlsMs: this.lastSplit.tlsMs, answeredReplyMs: this.lastSplit.replyMs }
   }
 }

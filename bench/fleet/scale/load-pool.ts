@@ -3,7 +3,7 @@ import { fork, type ChildProcess } from 'node:child_process'
 import { setPriority } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { onInterrupt } from '../interrupt.js'
-import { tally, type FromLoad, type LoadNodeSpec, type LoadStatus, type LoopDelay, type ToLoad } from './load-protocol.js'
+import { tally, type AnsweredTally, type FromLoad, type LoadNodeSpec, type LoadStatus, type LoopDelay, type ToLoad } from './load-protocol.js'
 
 const WORKER = fileURLToPath(new URL('./load-worker.js', import.meta.url))
 
@@ -119,8 +119,8 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
     markLoopDelayMs: worstDelay(all.map((s) => s.markLoopDelayMs)),
     markAnswered: {
-      late: { leadMs: tally(all.map((s) => s.markAnswered.late.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.late.tookMs)) },
-      onTime: { leadMs: tally(all.map((s) => s.markAnswered.onTime.leadMs)), tookMs: tally(all.map((s) => s.markAnswered.onTime.tookMs)) },
+      late: answeredOf(all.map((s) => s.markAnswered.late)),
+      onTime: answeredOf(all.map((s) => s.markAnswered.onTime)),
     },
     markLastAt: maxOrNull(all.map((s) => s.markLastAt)),
     shardsHeld: sum(all.map((s) => s.shardsHeld)),
@@ -133,6 +133,12 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
 }
 
 /** The worst of several processes' event-loop delays, percentile by percentile. */
+/** The generators' tallies of one group of answered attempts, added up. */
+function answeredOf(all: readonly AnsweredTally[]): AnsweredTally {
+  const of = (key: keyof AnsweredTally) => tally(all.map((t) => t[key]))
+  return { leadMs: of('leadMs'), tookMs: of('tookMs'), tcpMs: of('tcpMs'), tlsMs: of('tlsMs'), replyMs: of('replyMs') }
+}
+
 function worstDelay(all: readonly (LoopDelay | null)[]): LoopDelay | null {
   const known = all.filter((d): d is LoopDelay => d !== null)
   if (known.length === 0) return null

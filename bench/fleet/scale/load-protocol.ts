@@ -66,6 +66,10 @@ export interface LoadStatus {
 export interface AnsweredTally {
   readonly leadMs: Readonly<Record<string, number>>
   readonly tookMs: Readonly<Record<string, number>>
+  /** The same attempt's parts on the port that answered: TCP connect, TLS handshake, request to answer. */
+  readonly tcpMs: Readonly<Record<string, number>>
+  readonly tlsMs: Readonly<Record<string, number>>
+  readonly replyMs: Readonly<Record<string, number>>
 }
 
 /** The width of an AnsweredTally's buckets (ms). */

@@ -49,7 +49,8 @@ const maxOf = (values: Iterable<number | null>): number | null => {
 function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered'] {
   const of = (late: boolean) => {
     const group = marked.filter((o) => o.late === late)
-    return { leadMs: tally(group.map((o) => ({ [answerBucket(o.answeredLeadMs)]: 1 }))), tookMs: tally(group.map((o) => ({ [answerBucket(o.answeredTookMs)]: 1 }))) }
+    const by = (ms: (o: MarkOutcome) => number) => tally(group.map((o) => ({ [answerBucket(ms(o))]: 1 })))
+    return { leadMs: by((o) => o.answeredLeadMs), tookMs: by((o) => o.answeredTookMs), tcpMs: by((o) => o.answeredTcpMs), tlsMs: by((o) => o.answeredTlsMs), replyMs: by((o) => o.answeredReplyMs) }
   }
   return { late: of(true), onTime: of(false) }
 }

@@ -34,6 +34,13 @@ export class RawConnection {
   private waiting: { resolve(reply: RawReply): void; reject(err: Error): void } | null = null
   private failure: Error | null = null
 
+  /**
+   * How long this connection took to open (ms): the TCP connection, then the TLS handshake (as the load
+   * generator saw them: its own lag included).
+   */
+  tcpMs = 0
+  tlsMs = 0
+
   private constructor(readonly socket: TLSSocket) {
     socket.on('data', (chunk: Buffer) => this.onData(chunk))
     socket.on('error', (err: Error) => this.fail(err))
@@ -60,6 +67,8 @@ export class RawConnection {
    */
   static open(opts: ConnectOptions): Promise<RawConnection> {
     return new Promise((resolve, reject) => {
+      const startedAt = performance.now()
+      let connectedAt = startedAt
       const raw = net.connect({ host: '127.0.0.1', port: opts.port, localAddress: opts.localAddress, noDelay: true })
       const stream = inspectingStream(raw)
       let socket: TLSSocket | null = null
@@ -71,6 +80,7 @@ export class RawConnection {
       stream.once('error', onError)
       raw.once('connect', () => {
         if (stream.destroyed) return // an error came first: rejected already
+        connectedAt = performance.now()
         stream.removeListener('error', onError)
         // host names the server for the identity check (its certificate holds IP 127.0.0.1).
         const tlsSocket = tls.connect({ host: '127.0.0.1', secureContext: opts.context, socket: stream, ...(opts.session ? { session: opts.session } : {}) })
@@ -79,7 +89,10 @@ export class RawConnection {
         tlsSocket.once('secureConnect', () => {
           clearTimeout(timer)
           tlsSocket.removeListener('error', onError)
-          resolve(new RawConnection(tlsSocket))
+          const conn = new RawConnection(tlsSocket)
+          conn.tcpMs = connectedAt - startedAt
+          conn.tlsMs = performance.now() - connectedAt
+          resolve(conn)
         })
         tlsSocket.once('error', onError)
       })
