@@ -229,6 +229,8 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     connectionLimits: { perAddress: config.limits.maxConnectionsPerAddress, total: config.limits.maxConnections },
     onUnmetExpectation: expectationHandler(authDeps),
     onHandshakeFailure: (code) => ops.metrics.handshakeFailed(code),
+    onHandshakeDone: (seconds) => ops.metrics.handshakeDone(seconds),
+    isServing: () => host.isLeader(),
     ...(opts.admission ? { admission: opts.admission } : {}),
   })
   const crlPush = new CrlPush({ crls, store: host.crlStore, logger })

@@ -52,6 +52,8 @@ const ROLES: readonly Role[] = ['node', 'operator']
 const REFUSALS: readonly ConnectionRefusal[] = ['max_connections_per_address', 'max_connections']
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const WRITE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+/** From 1 ms (a resumed handshake on an idle controller) to a client's 10 s time-out. */
+const HANDSHAKE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const REPLAN_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1]
 
 /** What a request to one route touches, made once per route. */
@@ -78,6 +80,7 @@ export class ControllerMetrics {
   private readonly stateWriteDuration: Histogram
   private readonly stateWriteFailures: Counter
   private readonly replanDuration: Histogram
+  private readonly handshakeDuration: Histogram
 
   /** The deployment's fixed settings: total shards, and the daily Identify budget (its gauges exist only with one). */
   constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
@@ -94,6 +97,7 @@ export class ControllerMetrics {
     this.stateWriteDuration = new Histogram({ name: 'pxe_state_write_duration_seconds', help: 'Duration of durable state writes (successful or not)', buckets: WRITE_BUCKETS, registers })
     this.stateWriteFailures = new Counter({ name: 'pxe_state_write_failures_total', help: 'State writes that failed (answers get 503 until a retry succeeds)', registers })
     this.replanDuration = new Histogram({ name: 'pxe_replan_duration_seconds', help: 'Main-thread time of each controller operation that re-planned (a batch of joins, an expiry, a drain, a revocation)', buckets: REPLAN_BUCKETS, registers })
+    this.handshakeDuration = new Histogram({ name: 'pxe_tls_handshake_duration_seconds', help: 'Time from accepting a connection (admitted, not deferred) to its completed TLS handshake', buckets: HANDSHAKE_BUCKETS, registers })
     this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit)
   }
 
@@ -140,6 +144,11 @@ export class ControllerMetrics {
     tally.value += 1
     series.duration.observe(elapsedMs / 1000)
     series.results?.inc(outcome ?? (status < 400 ? 'ok' : 'other'))
+  }
+
+  /** An admitted connection completed its TLS handshake `seconds` after it was accepted. */
+  handshakeDone(seconds: number): void {
+    this.handshakeDuration.observe(seconds)
   }
 
   /** A refused handshake; `code` is the OpenSSL verify code or Node's error code. */

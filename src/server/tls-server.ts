@@ -36,8 +36,15 @@ export interface TlsServerDeps {
   readonly connectionLimits: ConnectionLimits
   /** Told the raw code of every refused handshake (OpenSSL verify code, else Node's error code), for metrics. */
   readonly onHandshakeFailure?: (code: string | undefined) => void
+  /** Told, for every admitted connection whose handshake completed, the seconds from accept to its end. */
+  readonly onHandshakeDone?: (seconds: number) => void
   /** Answers a request whose `Expect` header Node cannot meet (instead of Node's bare 417). */
   readonly onUnmetExpectation?: (req: IncomingMessage, res: ServerResponse) => void
+  /**
+   * Whether this replica serves requests now (HA: leads with its state loaded; default: always). Admission
+   * measures its cost only while it does, and starts from its initial estimate when it begins to.
+   */
+  readonly isServing?: () => boolean
   /** Admission under a reconnect storm (server/admission.ts); the defaults unless a test sets its own. */
   readonly admission?: Partial<Omit<AdmissionOptions, 'now'>>
 }
@@ -76,8 +83,8 @@ function deferConnection(raw: Socket, retryAfterMs: number): void {
 export class TlsServer {
   private server: https.Server | undefined
   private readonly open = new Set<TLSSocket>()
-  /** Raw sockets whose TLS handshake has not finished (the HTTP layer does not know them yet). */
-  private readonly handshaking = new Set<Socket>()
+  /** Raw sockets whose TLS handshake has not finished (the HTTP layer does not know them yet), with when they were admitted (performance.now()). */
+  private readonly handshaking = new Map<Socket, number>()
   /** Set at stop: handshakes we cut ourselves are not a peer's fault and are not audited. */
   private stopping = false
   private material: TlsMaterial
@@ -120,7 +127,13 @@ export class TlsServer {
     this.gateHandshakes(server)
     server.on('secureConnection', (socket: TLSSocket) => {
       const raw = rawOf(socket)
-      if (raw && this.handshaking.delete(raw)) this.admission.finished()
+      const admittedAt = raw === undefined ? undefined : this.handshaking.get(raw)
+      if (admittedAt !== undefined) {
+        this.handshaking.delete(raw!)
+        this.admission.finished()
+        // What a node waits for its handshake once accepted (queued behind others, or a slow peer)
+        this.deps.onHandshakeDone?.((performance.now() - admittedAt) / 1000)
+      }
       socket.disableRenegotiation()
       this.open.add(socket)
       socket.once('close', () => this.open.delete(socket))
@@ -155,16 +168,21 @@ export class TlsServer {
       // socket: after a refused handshake the TLS socket is already destroyed and can no longer tell.)
       const decision = this.admission.decide(this.handshaking.size, raw.remoteAddress)
       if (!decision.admit) return deferConnection(raw, decision.retryAfterMs)
-      this.handshaking.add(raw)
+      this.handshaking.set(raw, performance.now())
       raw.once('close', () => {
         if (this.handshaking.delete(raw)) this.admission.finished()
       })
       tlsListener.call(server, raw)
     })
     let last = performance.eventLoopUtilization()
+    // (a standalone controller serves from its start: a restart's first deferrals keep their appointments)
+    let served = this.deps.isServing?.() ?? true
     const window = setInterval(() => {
       const now = performance.eventLoopUtilization()
-      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization)
+      const serving = this.deps.isServing?.() ?? true
+      if (serving && !served) this.admission.startServing()
+      served = serving
+      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, serving)
       last = now
     }, ADMISSION_WINDOW_MS)
     window.unref()
@@ -206,7 +224,7 @@ export class TlsServer {
   destroyUnverified(): number {
     this.stopping = true
     const count = this.handshaking.size
-    for (const raw of this.handshaking) raw.destroy()
+    for (const raw of this.handshaking.keys()) raw.destroy()
     this.handshaking.clear()
     return count
   }

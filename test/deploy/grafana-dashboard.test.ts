@@ -108,7 +108,7 @@ t.test('it shows what an operator watches', async (t) => {
     'pxe_checkins_total', 'pxe_identify_claims_total', 'pxe_identify_daily_budget_remaining', 'pxe_requests_total',
     'pxe_request_duration_seconds_bucket', 'pxe_tls_handshake_failures_total', 'pxe_rate_limited_total',
     'pxe_state_write_duration_seconds_bucket', 'pxe_crl_next_update_timestamp_seconds', 'pxe_server_cert_expiry_timestamp_seconds',
-    'pxe_is_leader', 'pxe_sessions_held', 'pxe_connections_refused_total',
+    'pxe_is_leader', 'pxe_sessions_held', 'pxe_connections_refused_total', 'pxe_tls_handshake_duration_seconds_bucket',
   ]
   for (const name of wanted) t.ok(used.has(name), `${name} is on the dashboard`)
   const rates = queries.filter((q) => /_total\b/.test(q.expr))

@@ -3,7 +3,7 @@
 import t from 'tap'
 import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
 import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
-import { sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
+import { handshakeQuantiles, sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
 import { answerBucket, medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
 import { joinBreakdown } from '../../bench/fleet/scale/ceiling-costs.js'
@@ -160,6 +160,17 @@ t.test('the answered attempts after a kill: medians of quarter-second buckets ad
   t.equal(medianOfBuckets(merged), 625, 'buckets ordered by number, not as strings ("-250" < "500" < "2000")')
   t.equal(medianOfBuckets({ '-500': 3, '250': 1 }), -375, 'a negative median: began after the fail-safe moment')
   t.same([answerBucket(0), answerBucket(249), answerBucket(250), answerBucket(-1), answerBucket(-250), answerBucket(-251)], ['0', '0', '250', '-250', '-250', '-500'], 'buckets start at multiples of 250 ms, below zero too')
+})
+
+t.test("the controller's handshakes over a phase: histogram buckets read twice, the bounds its median and 90th percentile fall under", async (t) => {
+  const reading = (counts: number[]) => new Map([0.1, 0.5, 1, 5, Infinity].map((le, i) => [le, counts[i]!]))
+  const before = reading([10, 20, 20, 20, 20])
+  // 100 more: 10 under 0.1 s, 30 more under 0.5 s, 40 more under 1 s, 20 more under 5 s
+  const after = reading([20, 60, 100, 120, 120])
+  t.same(handshakeQuantiles(before, after), { count: 100, p50: 1, p90: 5 })
+  t.same(handshakeQuantiles(null, after), { count: 120, p50: 0.5, p90: 5 }, 'no reading before: everything counts')
+  t.equal(handshakeQuantiles(before, null), null, 'no reading after: unknown')
+  t.same(handshakeQuantiles(null, reading([0, 0, 0, 0, 0])), { count: 0, p50: 0.1, p90: 0.1 }, 'none: the first bound, with a count of 0 that says so')
 })
 
 t.test("the cold join's CPU is taken apart: renewals at the steady cost, the joins against the ceiling", async (t) => {

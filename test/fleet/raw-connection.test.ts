@@ -39,6 +39,7 @@ t.test('deferred: the busy notice is read as ControllerBusyError with its appoin
 t.test('admitted: a check-in is answered; the next connection resumes the session', async (t) => {
   const first = await open()
   t.notOk(first.socket.isSessionReused())
+  t.ok(first.tcpMs >= 0 && first.tlsMs > 0, `the opening is timed: TCP ${first.tcpMs.toFixed(1)} ms, TLS ${first.tlsMs.toFixed(1)} ms`)
   const reply = await first.send(checkin(), 5000)
   t.equal(reply.status, 200, reply.body.toString('utf8'))
   t.equal((JSON.parse(reply.body.toString('utf8')) as { generation: number }).generation, 1)

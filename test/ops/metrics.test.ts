@@ -3,7 +3,10 @@
 import t from 'tap'
 import { execFileSync } from 'node:child_process'
 import { X509Certificate } from 'node:crypto'
+import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
+import net from 'node:net'
+import tls from 'node:tls'
 import { join } from 'node:path'
 import { writeCrl } from '../../pki/revocation.js'
 import { bundle, checkinBody, makePki, request, startTestController } from '../e2e/harness.js'
@@ -67,6 +70,8 @@ t.test('check-ins: generation, live nodes, unassigned shards, results, requests,
   t.equal(delta(before, after, 'pxe_requests_total', { route: '/v1/checkin', status: '403' }), 1)
   t.equal(delta(before, after, 'pxe_request_duration_seconds_count', { route: '/v1/checkin' }), 4)
   t.ok(delta(before, after, 'pxe_request_duration_seconds_sum', { route: '/v1/checkin' }) > 0)
+  t.ok(delta(before, after, 'pxe_tls_handshake_duration_seconds_count') >= 1, 'the completed handshakes were timed')
+  t.ok(delta(before, after, 'pxe_tls_handshake_duration_seconds_sum') > 0)
   t.ok(delta(before, after, 'pxe_state_write_duration_seconds_count') >= 1, 'the joins were written durably')
   t.ok(delta(before, after, 'pxe_state_write_duration_seconds_sum') > 0)
   t.equal(after.value('pxe_state_write_failures_total'), 0)
@@ -113,6 +118,27 @@ t.test('refused TLS handshakes are counted by normalized reason', async (t) => {
   t.equal(delta(before, after, 'pxe_tls_handshake_failures_total', { reason: 'untrusted_certificate' }), 1)
   t.equal(delta(before, after, 'pxe_tls_handshake_failures_total', { reason: 'cert_expired' }), 1)
   t.equal(delta(before, after, 'pxe_tls_handshake_failures_total'), 3, 'nothing else')
+  t.equal(delta(before, after, 'pxe_tls_handshake_duration_seconds_count'), 0, 'a refused handshake is not timed as a completed one')
+})
+
+t.test('a handshake is timed from the accept: a client that waits before its ClientHello shows the wait', async (t) => {
+  const before = await scrape(opsPort)
+  const raw = net.connect({ host: '127.0.0.1', port: ctl.port })
+  await once(raw, 'connect')
+  await new Promise((r) => setTimeout(r, 300))
+  const socket = tls.connect({ socket: raw, ca: pki.ca, cert: a.cert, key: a.key, host: '127.0.0.1' })
+  await once(socket, 'secureConnect')
+  socket.end() // (not destroy: the client's Finished, which completes the server's side, must go out first)
+  await once(socket, 'close')
+  let after = before
+  t.ok(await eventually(2000, async () => {
+    after = await scrape(opsPort)
+    return delta(before, after, 'pxe_tls_handshake_duration_seconds_count') >= 1
+  }))
+  t.equal(delta(before, after, 'pxe_tls_handshake_duration_seconds_count'), 1, 'one handshake')
+  t.equal(delta(before, after, 'pxe_tls_handshake_duration_seconds_bucket', { le: '0.25' }), 0, 'it took longer than 0.25 s')
+  t.equal(delta(before, after, 'pxe_tls_handshake_duration_seconds_bucket', { le: '10' }), 1)
+  t.ok(delta(before, after, 'pxe_tls_handshake_duration_seconds_sum') >= 0.3)
 })
 
 t.test('rate-limited requests by role; unmatched routes', async (t) => {

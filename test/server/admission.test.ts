@@ -131,6 +131,27 @@ t.test('an estimate above the real cost comes down although the cap it sets keep
   t.ok(Math.abs(a.estimatedCostMs - 1.5) < 0.1, 'a quiet window without deferrals still measures nothing')
 })
 
+t.test('a replica that does not serve measures no cost; when it begins to, it starts from the initial estimate with no appointments', async (t) => {
+  const { a } = admission({ budgetMs: 300, initialCostMs: 1.5, minInFlight: 1 })
+  // A follower, or a new leader loading its state: few cheap 503 answers on a busy loop.
+  for (let i = 0; i < 8; i++) a.finished()
+  a.endWindow(250, 1, false)
+  t.equal(a.estimatedCostMs, 1.5, 'a busy window while not serving is no measurement')
+  for (let i = 0; i < 8; i++) a.finished()
+  a.endWindow(250, 1)
+  t.ok(a.estimatedCostMs > 1.5, 'the same window while serving is one (the control)')
+  const high = a.estimatedCostMs
+  const deferred = a.decide(10_000, '10.0.0.1')
+  t.equal(deferred.admit, false)
+  t.equal(a.appointmentsKept, 1)
+  a.startServing()
+  t.equal(a.estimatedCostMs, 1.5, `back at the initial estimate (was ${high.toFixed(2)} ms)`)
+  t.equal(a.appointmentsKept, 0, 'the appointments spaced by the old estimate are forgotten')
+  a.endWindow(250, 1)
+  const next = a.decide(10_000, '10.0.0.2')
+  t.ok(!next.admit && next.retryAfterMs === Math.round(10_000 * 1.5), 'a new appointment is spaced by the initial estimate, with no book in front of it')
+})
+
 t.test('the busy notice: one plaintext line no TLS client takes for TLS', async (t) => {
   const line = busyNotice(1234)
   t.equal(line.toString('latin1'), 'PXE-BUSY retry_after_ms=1234\r\n')

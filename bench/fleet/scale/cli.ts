@@ -59,6 +59,8 @@ function report(f: BenchFigures): void {
     out(`                     the answered attempt (medians): the late nodes began it ${lead(late)} before their fail-safe and it took ${took(late)}; the nodes on time ${lead(onTime)} before, taking ${took(onTime)}`)
     const split = (m: AnsweredMedians) => [m.tcpS, m.tlsS, m.replyS].map((v) => (v === null ? '-' : v.toFixed(2))).join(' / ')
     out(`                     of it, at the port that answered (medians, s): TCP connect / TLS handshake / request to answer: late ${split(late)}; on time ${split(onTime)}`)
+    const h = r.controllerHandshakes
+    if (h !== null) out(`                     the controller's view of its ${h.count} handshakes, from accept to established (pxe_tls_handshake_duration_seconds): median under ${h.p50} s, 90th percentile under ${h.p90} s`)
   }
   const lag = r.generatorLoopDelayMs === null ? '' : ` (event-loop delay p50 ${r.generatorLoopDelayMs.p50.toFixed(0)} ms, p99 ${r.generatorLoopDelayMs.p99.toFixed(0)} ms, max ${r.generatorLoopDelayMs.max.toFixed(0)} ms)`
   out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}${lag}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)

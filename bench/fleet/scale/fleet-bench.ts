@@ -112,6 +112,12 @@ export interface RestartBenchFigures {
   /** Failed attempts: time-outs, resets, error answers (deferrals not counted). */
   readonly failedAttempts: number
   readonly peakRssMiB: number
+  /**
+   * The serving controller's own view of the phase's handshakes (pxe_tls_handshake_duration_seconds, from
+   * accept to established): how many, and the histogram bucket bounds the median and the 90th percentile
+   * fall under (s); null when its /metrics could not be read.
+   */
+  readonly controllerHandshakes: { readonly count: number; readonly p50: number; readonly p90: number } | null
 }
 
 /** Medians of an answered attempt's lead before the fail-safe and its duration (s). */
@@ -325,6 +331,29 @@ async function replanSeconds(bench: Bench): Promise<number | null> {
   }
 }
 
+/** A replica's (by default the serving one's) pxe_tls_handshake_duration_seconds buckets (upper bound → cumulative count), or null. */
+async function handshakeBuckets(bench: Bench, replica = bench.controller): Promise<Map<number, number> | null> {
+  const port = bench.opsPorts[bench.replicas.indexOf(replica)]
+  try {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })).text()
+    const buckets = new Map<number, number>()
+    for (const m of text.matchAll(/^pxe_tls_handshake_duration_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) buckets.set(m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2]))
+    return buckets.size === 0 ? null : buckets
+  } catch {
+    return null
+  }
+}
+
+/** The handshakes between two readings of handshakeBuckets (`before` null: none before), as RestartBenchFigures has them. */
+export function handshakeQuantiles(before: Map<number, number> | null, after: Map<number, number> | null): RestartBenchFigures['controllerHandshakes'] {
+  if (after === null) return null
+  const bounds = [...after.keys()].sort((a, b) => a - b)
+  const cumulative = bounds.map((le) => (after.get(le) ?? 0) - (before?.get(le) ?? 0))
+  const count = cumulative.at(-1) ?? 0
+  const under = (q: number) => bounds[cumulative.findIndex((c) => c >= q * count)] ?? Infinity
+  return { count, p50: under(0.5), p90: under(0.9) }
+}
+
 /**
  * The serving replica as it stands, from its /metrics: TLS connections open, check-ins answered 200,
  * and admission's state (server/admission.ts: the cost per connection it estimates, the connections it
@@ -469,7 +498,8 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     s = await bench.pool.status()
   }
   const end = sample(bench)
-  const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0 }, s0, s, end)
+  const handshakes = handshakeQuantiles(null, await handshakeBuckets(bench))
+  const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0 }, s0, s, end, handshakes)
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
@@ -485,6 +515,7 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   await bench.pool.mark()
   const s0 = await bench.pool.status()
   const cpu0 = sampleProcess(next.pid!)!.cpuSeconds
+  const buckets0 = await handshakeBuckets(bench, next)
   const killedAt = sharedNow()
   await killed.kill9()
   bench.controller = next
@@ -504,10 +535,11 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   }
   const servingAt = (await leading) ?? sharedNow()
   const end = sample(bench)
+  const handshakes = handshakeQuantiles(buckets0, await handshakeBuckets(bench))
   const prof = bench.opts['cpu-prof']
   // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
   await killed.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
-  const figures = markFigures('takeover', { killedAt, answeringAt: servingAt, allRenewed, cpu0 }, s0, s, end)
+  const figures = markFigures('takeover', { killedAt, answeringAt: servingAt, allRenewed, cpu0 }, s0, s, end, handshakes)
   bench.log(`  (b) take-over: the other replica led ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
@@ -519,6 +551,7 @@ function markFigures(
   s0: LoadStatus,
   s: LoadStatus,
   end: ProcSample,
+  controllerHandshakes: RestartBenchFigures['controllerHandshakes'],
 ): RestartBenchFigures {
   const since = (k: string) => (s.counters[k] ?? 0) - (s0.counters[k] ?? 0)
   return {
@@ -540,6 +573,7 @@ function markFigures(
     deferred: since('deferred'),
     failedAttempts: failedAttempts(s.counters) - failedAttempts(s0.counters),
     peakRssMiB: end.peakRssMiB,
+    controllerHandshakes,
   }
 }
 
