@@ -102,6 +102,8 @@ export class HandshakeAdmission {
   private admittedBefore: number[] = []
   /** Source address → the moment (opts.now) of its appointment, oldest first. */
   private readonly appointments = new Map<string, number>()
+  /** Whether the replica served at the end of the last window (see endWindow). */
+  private served = true
 
   constructor(private readonly opts: AdmissionOptions) {
     this.costMs = opts.initialCostMs
@@ -181,8 +183,9 @@ export class HandshakeAdmission {
 
   /**
    * Ends a measuring window of `windowMs` during which the event loop was busy for `utilization`
-   * (0..1) of the time (`serving` false: this replica served no request, see startServing(), and the
-   * window is no measurement): the cost is the busy time per finished handshake (check-ins included, as they
+   * (0..1) of the time, with `serving` telling whether the replica serves requests now (HA: leads with
+   * its state loaded; a window not served throughout is no measurement, and the first one served
+   * restarts the estimate, see startServing()): the cost is the busy time per finished handshake (check-ins included, as they
    * are what a connection costs), taken from windows that are a measurement: busy enough, or ones in
    * which admission deferred connections. The second matters: admission caps the rate at one handshake
    * per estimated cost, so an estimate above the real cost holds the loop below `busyUtilization`, and
@@ -203,12 +206,17 @@ export class HandshakeAdmission {
    * 789, 147 against 1, 557, 24; README "Measured figures".)
    */
   endWindow(windowMs: number, utilization: number, serving = true): void {
+    // A window is a measurement only if the replica served from its start to its end: the one in which
+    // it began to serve holds the state load (a busy loop, a few cheap 503 answers) as well.
+    const servedThroughout = serving && this.served
+    if (serving && !this.served) this.startServing()
+    this.served = serving
     this.utilization = utilization
     // A loop too busy to end its windows keeps counting admissions in the current one: it errs on the safe side.
     this.admittedBefore.unshift(this.admittedNow)
     this.admittedNow = 0
     this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
-    const measured = serving && (utilization >= this.opts.busyUtilization || this.deferredInWindow > 0)
+    const measured = servedThroughout && (utilization >= this.opts.busyUtilization || this.deferredInWindow > 0)
     if (this.finishedInWindow >= MIN_SAMPLE && measured) {
       const sample = Math.min((utilization * windowMs) / this.finishedInWindow, MAX_SAMPLE_RISE * this.costMs)
       this.costMs += COST_WEIGHT * (sample - this.costMs)
@@ -218,18 +226,18 @@ export class HandshakeAdmission {
   }
 
   /**
-   * This replica has begun to serve (HA: it leads, with its state loaded). What it measured before is
-   * no cost of serving: a follower answers `not_leader`, a replica loading the state `unavailable`, on a
-   * loop busy with something else (the load itself: windows with a few cheap answers and seconds of
-   * busy loop read as 5 ms a connection). So the estimate starts again from `initialCostMs`, as after a
-   * restart, and the appointments booked before (spaced by that estimate) are forgotten. Measured in a
-   * 10,000-node take-over whose follower had been hit during a slow cold join: its estimate stood at
-   * 5.3 ms at the kill, the new leader deferred 10,931 connections in its first 23 s with appointments
-   * up to ~30 s out, renewed 1,723 nodes by then, and 27,388 shards moved.
+   * The replica has begun to serve (HA: it leads, with its state loaded; endWindow notices). What it
+   * measured before is no cost of serving: a follower answers `not_leader`, a replica loading the state
+   * `unavailable`, on a loop busy with something else (the load itself: windows with a few cheap answers
+   * and seconds of busy loop read as 5 ms a connection). So the estimate starts again from
+   * `initialCostMs`, as after a restart. The appointments already handed out stay booked: their clients
+   * hold them (often the most urgent nodes, back first after the kill), and new ones are spaced by the
+   * new estimate. Measured in a 10,000-node take-over whose follower had been hit during a slow cold
+   * join: its estimate stood at 5.3 ms at the kill, the new leader deferred 10,931 connections in its
+   * first 23 s with appointments up to ~30 s out, renewed 1,723 nodes by then, and 27,388 shards moved.
    */
-  startServing(): void {
+  private startServing(): void {
     this.costMs = this.opts.initialCostMs
-    this.appointments.clear()
   }
 
   /** The cost per connection in use (ms). */

@@ -42,7 +42,8 @@ export interface TlsServerDeps {
   readonly onUnmetExpectation?: (req: IncomingMessage, res: ServerResponse) => void
   /**
    * Whether this replica serves requests now (HA: leads with its state loaded; default: always). Admission
-   * measures its cost only while it does, and starts from its initial estimate when it begins to.
+   * measures its cost only while it does, and starts from its initial estimate when it begins to
+   * (noticed at the end of the 250 ms window).
    */
   readonly isServing?: () => boolean
   /** Admission under a reconnect storm (server/admission.ts); the defaults unless a test sets its own. */
@@ -128,10 +129,10 @@ export class TlsServer {
     server.on('secureConnection', (socket: TLSSocket) => {
       const raw = rawOf(socket)
       const admittedAt = raw === undefined ? undefined : this.handshaking.get(raw)
-      if (admittedAt !== undefined) {
-        this.handshaking.delete(raw!)
+      if (raw !== undefined && admittedAt !== undefined) {
+        this.handshaking.delete(raw)
         this.admission.finished()
-        // What a node waits for its handshake once accepted (queued behind others, or a slow peer)
+        // From accept to established: queued behind other handshakes, or a slow (or lagging) peer
         this.deps.onHandshakeDone?.((performance.now() - admittedAt) / 1000)
       }
       socket.disableRenegotiation()
@@ -175,14 +176,9 @@ export class TlsServer {
       tlsListener.call(server, raw)
     })
     let last = performance.eventLoopUtilization()
-    // (a standalone controller serves from its start: a restart's first deferrals keep their appointments)
-    let served = this.deps.isServing?.() ?? true
     const window = setInterval(() => {
       const now = performance.eventLoopUtilization()
-      const serving = this.deps.isServing?.() ?? true
-      if (serving && !served) this.admission.startServing()
-      served = serving
-      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, serving)
+      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, this.deps.isServing?.() ?? true)
       last = now
     }, ADMISSION_WINDOW_MS)
     window.unref()

@@ -535,7 +535,8 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   }
   const servingAt = (await leading) ?? sharedNow()
   const end = sample(bench)
-  const handshakes = handshakeQuantiles(buckets0, await handshakeBuckets(bench))
+  // (no reading at the kill: every handshake the replica ever timed would count, so none is reported)
+  const handshakes = buckets0 === null ? null : handshakeQuantiles(buckets0, await handshakeBuckets(bench))
   const prof = bench.opts['cpu-prof']
   // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
   await killed.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])

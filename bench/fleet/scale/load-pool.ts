@@ -132,13 +132,13 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
   }
 }
 
-/** The worst of several processes' event-loop delays, percentile by percentile. */
 /** The generators' tallies of one group of answered attempts, added up. */
 function answeredOf(all: readonly AnsweredTally[]): AnsweredTally {
   const of = (key: keyof AnsweredTally) => tally(all.map((t) => t[key]))
   return { leadMs: of('leadMs'), tookMs: of('tookMs'), tcpMs: of('tcpMs'), tlsMs: of('tlsMs'), replyMs: of('replyMs') }
 }
 
+/** The worst of several processes' event-loop delays, percentile by percentile. */
 function worstDelay(all: readonly (LoopDelay | null)[]): LoopDelay | null {
   const known = all.filter((d): d is LoopDelay => d !== null)
   if (known.length === 0) return null
