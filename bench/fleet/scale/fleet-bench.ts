@@ -319,29 +319,30 @@ function freePort(): Promise<number> {
   })
 }
 
-/** The serving replica's pxe_replan_duration_seconds_sum (s), or null when its /metrics cannot be read. */
-async function replanSeconds(bench: Bench): Promise<number | null> {
-  const port = bench.opsPorts[bench.replicas.indexOf(bench.controller)]
+/** A replica's (by default the serving one's) /metrics text, or null when it cannot be read within `timeoutMs`. */
+async function metricsText(bench: Bench, replica = bench.controller, timeoutMs = 5000): Promise<string | null> {
+  const port = bench.opsPorts[bench.replicas.indexOf(replica)]
   try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })).text()
-    const found = /^pxe_replan_duration_seconds_sum (\S+)$/m.exec(text)
-    return found === null ? null : Number(found[1])
+    return await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(timeoutMs) })).text()
   } catch {
     return null
   }
 }
 
+/** The serving replica's pxe_replan_duration_seconds_sum (s), or null when its /metrics cannot be read. */
+async function replanSeconds(bench: Bench): Promise<number | null> {
+  const text = await metricsText(bench)
+  const found = text === null ? null : /^pxe_replan_duration_seconds_sum (\S+)$/m.exec(text)
+  return found === null ? null : Number(found[1])
+}
+
 /** A replica's (by default the serving one's) pxe_tls_handshake_duration_seconds buckets (upper bound → cumulative count), or null. */
 async function handshakeBuckets(bench: Bench, replica = bench.controller): Promise<Map<number, number> | null> {
-  const port = bench.opsPorts[bench.replicas.indexOf(replica)]
-  try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(5000) })).text()
-    const buckets = new Map<number, number>()
-    for (const m of text.matchAll(/^pxe_tls_handshake_duration_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) buckets.set(m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2]))
-    return buckets.size === 0 ? null : buckets
-  } catch {
-    return null
-  }
+  const text = await metricsText(bench, replica)
+  if (text === null) return null
+  const buckets = new Map<number, number>()
+  for (const m of text.matchAll(/^pxe_tls_handshake_duration_seconds_bucket\{le="([^"]+)"\} (\S+)$/gm)) buckets.set(m[1] === '+Inf' ? Infinity : Number(m[1]), Number(m[2]))
+  return buckets.size === 0 ? null : buckets
 }
 
 /** The handshakes between two readings of handshakeBuckets (`before` null: none before), as RestartBenchFigures has them. */
@@ -362,21 +363,17 @@ export function handshakeQuantiles(before: Map<number, number> | null, after: Ma
  * core at the machine, and check-ins answered well ahead of the nodes' renewals at the load generators.
  */
 async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: number; open: number; checkins: number } | null> {
-  const port = bench.opsPorts[bench.replicas.indexOf(bench.controller)]
-  try {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(1000) })).text()
-    const read = (pattern: RegExp) => {
-      const m = pattern.exec(text)
-      return m === null ? null : Number(m[1])
-    }
-    const cost = read(/^pxe_connection_cost_seconds (\S+)$/m)
-    const deferred = read(/^pxe_connections_deferred_total (\S+)$/m)
-    const open = read(/^pxe_tls_connections_open (\S+)$/m)
-    const checkins = read(/^pxe_requests_total\{(?=[^}]*route="\/v1\/checkin")(?=[^}]*status="200")[^}]*\} (\S+)$/m) ?? 0
-    return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins }
-  } catch {
-    return null
+  const text = await metricsText(bench, bench.controller, 1000)
+  if (text === null) return null
+  const read = (pattern: RegExp) => {
+    const m = pattern.exec(text)
+    return m === null ? null : Number(m[1])
   }
+  const cost = read(/^pxe_connection_cost_seconds (\S+)$/m)
+  const deferred = read(/^pxe_connections_deferred_total (\S+)$/m)
+  const open = read(/^pxe_tls_connections_open (\S+)$/m)
+  const checkins = read(/^pxe_requests_total\{(?=[^}]*route="\/v1\/checkin")(?=[^}]*status="200")[^}]*\} (\S+)$/m) ?? 0
+  return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins }
 }
 
 function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null, opsPort: number): Record<string, unknown> {

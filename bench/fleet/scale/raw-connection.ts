@@ -35,13 +35,14 @@ export class RawConnection {
   private failure: Error | null = null
 
   /**
-   * How long this connection took to open (ms): the TCP connection, then the TLS handshake (as the load
-   * generator saw them: its own lag included).
+   * `tcpMs`, `tlsMs`: how long this connection took to open (ms), the TCP connection, then the TLS
+   * handshake (as the load generator saw them: its own lag included).
    */
-  tcpMs = 0
-  tlsMs = 0
-
-  private constructor(readonly socket: TLSSocket) {
+  private constructor(
+    readonly socket: TLSSocket,
+    readonly tcpMs: number,
+    readonly tlsMs: number,
+  ) {
     socket.on('data', (chunk: Buffer) => this.onData(chunk))
     socket.on('error', (err: Error) => this.fail(err))
     socket.on('close', () => this.fail(Object.assign(new Error('closed by the server'), { code: 'SERVER_CLOSED' })))
@@ -89,10 +90,7 @@ export class RawConnection {
         tlsSocket.once('secureConnect', () => {
           clearTimeout(timer)
           tlsSocket.removeListener('error', onError)
-          const conn = new RawConnection(tlsSocket)
-          conn.tcpMs = connectedAt - startedAt
-          conn.tlsMs = performance.now() - connectedAt
-          resolve(conn)
+          resolve(new RawConnection(tlsSocket, connectedAt - startedAt, performance.now() - connectedAt))
         })
         tlsSocket.once('error', onError)
       })
