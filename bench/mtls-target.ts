@@ -16,6 +16,7 @@ import https from 'node:https'
 import { join } from 'node:path'
 import { pino } from 'pino'
 import { parseConfig } from '../src/config.js'
+import { tuneGarbageCollection } from '../src/gc-tuning.js'
 import { buildSecureContextOptions } from '../src/identity/tls-crl.js'
 import { startController } from '../src/runtime.js'
 import { loadPlanKeys } from '../src/signing/plan-keys.js'
@@ -134,6 +135,9 @@ async function startCeiling(root: string, key: ServerKey): Promise<{ port: numbe
 }
 
 async function main(): Promise<void> {
+  // The controller's process sets this at its start (main.ts); the ceiling gets it too, so that the
+  // ratio between them compares their code, not their V8 settings.
+  tuneGarbageCollection()
   const [kind, root, key, haFile] = process.argv.slice(2)
   if (!root || !(kind === 'controller' || kind === 'ceiling' || (kind === 'controller-ha' && haFile)) || (key !== 'rsa' && key !== 'ec')) {
     process.stderr.write('usage: mtls-target.js controller|ceiling <root> rsa|ec | controller-ha <root> rsa|ec <ha.json>\n')
