@@ -73,6 +73,12 @@ t.test('bench:fleet options: --planner and --drain (1 % of the fleet by default,
   t.equal(parseBenchArgs(['--help']), null)
 })
 
+t.test('bench:fleet options: --controller-node-args takes node flags only', async (t) => {
+  t.same(parseBenchArgs([])!['controller-node-args'], [], 'none by default')
+  t.same(parseBenchArgs(['--controller-node-args=--trace-gc  --max-semi-space-size=32'])!['controller-node-args'], ['--trace-gc', '--max-semi-space-size=32'])
+  for (const bad of ['trace-gc', '--trace-gc ./evil.js', '-e', '--require=x y']) t.throws(() => parseBenchArgs([`--controller-node-args=${bad}`]), /--controller-node-args: each argument must be a node or V8 flag/, JSON.stringify(bad))
+})
+
 t.test('phase d drains nodes spread over the fleet and counts shards that changed owner', async (t) => {
   const names = Array.from({ length: 10 }, (_, i) => `n${i}`)
   t.same(drainedNodes(names, 1), ['n5'])

@@ -220,7 +220,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   const opsPorts = await Promise.all(suffixes.map(() => freePort()))
   const replicas = suffixes.map(
     (suffix, i) =>
-      new ControllerChild({ configPath: join(run, `controller${suffix}.json`), config: benchConfig(opts, pki, run, suffix, ha?.section(prefix, opts['ha-ttl']) ?? null, opsPorts[i]!), logPath: join(run, `controller${suffix}.log`), nodeArgs: (process.env['XNODEARGS'] ?? '').split(' ').filter(Boolean) }),
+      new ControllerChild({ configPath: join(run, `controller${suffix}.json`), config: benchConfig(opts, pki, run, suffix, ha?.section(prefix, opts['ha-ttl']) ?? null, opsPorts[i]!), logPath: join(run, `controller${suffix}.log`), nodeArgs: opts['controller-node-args'] }),
   )
   const pool = new LoadPool(opts.workers, opts['generator-nice'], opts['generator-prof'] === undefined ? undefined : resolve(opts['generator-prof']))
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
