@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { pino, type Logger } from 'pino'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { DEV_DEFAULT_PORT, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
-import { tuneGarbageCollection } from './gc-tuning.js'
+import { gcTuningLogEntry, tuneGarbageCollection } from './gc-tuning.js'
 import { captureProcessWarnings } from './log/process-warnings.js'
 import { DEFAULT_STOP_GRACE_MS, startController, type RunningController } from './runtime.js'
 
@@ -59,7 +59,8 @@ async function main(): Promise<void> {
   }
   const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', base: { service: 'pxe-controller' } })
   processWarnings.attach(logger)
-  logger.info(gcTuning.applied ? { v8Flag: gcTuning.flag } : { v8Flag: null, reason: gcTuning.reason }, gcTuning.applied ? 'V8 tuned for connection storms' : 'V8 left at its defaults')
+  const gcLog = gcTuningLogEntry(gcTuning)
+  logger.info(gcLog.fields, gcLog.message)
   let config: Config
   const dev = flags.config === undefined
   const varDir = flags.var ?? 'var'

@@ -16,10 +16,10 @@ export interface ChildController {
   exited: Promise<number | string>
 }
 
-/** Spawns `node dist/src/main.js ...args` and resolves once it listens (or rejects when it exits). */
-export function spawnController(args: string[], cwd: string, timeoutMs = 60_000): Promise<ChildController> {
+/** Spawns `node ...nodeArgs dist/src/main.js ...args` and resolves once it listens (or rejects when it exits). */
+export function spawnController(args: string[], cwd: string, timeoutMs = 60_000, nodeArgs: readonly string[] = []): Promise<ChildController> {
   if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run "npm run build" (npm test does it first)`)
-  const child = spawn(process.execPath, [MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } })
+  const child = spawn(process.execPath, [...nodeArgs, MAIN, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } })
   let out = ''
   let err = ''
   const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)))

@@ -32,9 +32,10 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
                        first measures what a full and a resumed connection cost at the least this machine can
                        do now, and prints beside each phase the CPU the phase would need at that cost
   --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
-  --controller-node-args=ARGS  node flags for every controller process, space-separated, each --name or
-                       --name=value (note the "=": the value starts with a dash), to compare V8 settings
-                       side by side: --controller-node-args="--trace-gc --max-semi-space-size=32"
+  --controller-node-args=ARGS  node flags for every controller process (any: this is a developer's
+                       tool), space-separated, each --name or --name=value, no positional arguments (note
+                       the "=": the value starts with a dash), to compare V8 settings side by side:
+                       --controller-node-args="--trace-gc --max-semi-space-size=32"
   --generator-prof DIR each load generator writes a CPU profile of its whole run into DIR (node --cpu-prof)
   --ha                 the control plane is two replicas on etcd: a local 3-member etcd with client and peer
                        mutual TLS and --max-txn-ops 4096 is started for the run (as deploy/ha-local.sh does;
@@ -74,7 +75,7 @@ const schema = z
     'controller-node-args': z
       .string()
       .transform((v) => v.split(/\s+/).filter((a) => a !== ''))
-      .refine((args) => args.every((a) => /^--[a-z0-9][a-z0-9_-]*(=[^\s]*)?$/i.test(a)), 'each argument must be a node or V8 flag (--name or --name=value)')
+      .refine((args) => args.every((a) => /^--[a-z0-9][a-z0-9_-]*(=[^\s]*)?$/i.test(a)), 'each argument must be a node or V8 flag (--name or --name=value), no positional arguments')
       .default([]),
     'generator-prof': z.string().min(1).optional(),
     json: z.string().min(1).optional(),

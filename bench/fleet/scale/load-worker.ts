@@ -12,8 +12,8 @@ import { LightNode, type MarkOutcome } from './light-node.js'
 import { answerBucket, tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 // Thousands of TLS connections here too, opened in bursts: the controller's V8 setting (src/gc-tuning.ts)
-// spares the load generator the same run of full collections. It stands in for machines with CPUs of
-// their own; what it spends comes off the cores the controller runs on.
+// applies to the load generator as much (the same connections, the client's side of them). It stands in
+// for machines with CPUs of their own; what it spends comes off the cores the controller runs on.
 tuneGarbageCollection()
 
 let nodes: LightNode[] = []
