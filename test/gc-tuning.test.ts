@@ -49,7 +49,7 @@ t.test('the start logs what V8 runs with and who decided', async (t) => {
 })
 
 const BUILT = fileURLToPath(new URL('../dist/src/gc-tuning.js', import.meta.url))
-const CONNECTIONS = 1000
+const CONNECTIONS = 600
 
 /**
  * A child that serves mutual TLS and opens CONNECTIONS resumed connections to itself (one request
