@@ -68,7 +68,7 @@ export async function connectEtcd(config: EtcdConnectionConfig, options: EtcdCli
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + requestTimeoutMs }),
     faultHandling: faults.handling,
   })
-  return new Etcd3Client(etcd, faults.members.failAddress)
+  return new Etcd3Client(etcd, (call, peer) => faults.members.failCallOf(call) || (peer !== undefined && faults.members.failAddress(peer)))
 }
 
 async function readPem(path: string, what: string, key: string): Promise<Buffer> {
@@ -195,8 +195,8 @@ const SORT_ORDER = { ascend: 'Ascend', descend: 'Descend' } as const
 class Etcd3Client implements EtcdClient {
   constructor(
     private readonly etcd: Etcd3,
-    /** Counts a fault against the member at host:port (see keepAliveOnce). */
-    private readonly memberFailed: (address: string) => boolean,
+    /** Counts a fault against the member a call was made on, else the one at its peer's host:port (see keepAliveOnce). */
+    private readonly memberFailed: (call: object, peer: string | undefined) => boolean,
   ) {}
 
   async grantLease(ttlSeconds: number, timeoutMs?: number): Promise<{ id: string; ttlSeconds: number }> {
@@ -234,9 +234,10 @@ class Etcd3Client implements EtcdClient {
       // The member policies saw only this stream being opened, not its answer timing out: without this, the
       // next renewal could go to the same hung member again (each call picks a member at random), and a
       // leader whose renewals met a frozen member three times in a row stepped down (etcd-members test).
+      // The member is the one whose policy opened this stream: gRPC's getPeer() said 'unknown' for a
+      // stream to a frozen member (seen in every run of that test), so the address is only a fallback.
       const timer = lagAwareTimeout(timeoutMs, () => {
-        const peer = (call as unknown as { getPeer?: () => string }).getPeer?.()
-        if (peer !== undefined) this.memberFailed(peer)
+        this.memberFailed(call, (call as unknown as { getPeer?: () => string }).getPeer?.())
         finish(new EtcdClientError('timeout', 'lease keepalive timed out'))
       })
       call.on('data', (res) => finish(null, Number(res.TTL)))

@@ -26,6 +26,13 @@ export interface MemberPolicies {
    * a member matched.
    */
   failAddress(address: string): boolean
+  /**
+   * Counts a fault against the member a call was made on, by what a policy's `execute` returned for it
+   * (a stream: its opening is all the policies see). Returns whether the call is known. This is what a
+   * lease keepalive that timed out uses: gRPC's getPeer() said 'unknown' for a stream to a frozen
+   * member, so failAddress never matched and the next renewal could pick the same member again.
+   */
+  failCallOf(result: object): boolean
 }
 
 /** host:port of a member's endpoint URL (https://10.0.0.1:2379 → 10.0.0.1:2379), or null. */
@@ -52,6 +59,7 @@ export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 
         try {
           const result = await fn()
           failedAt.set(member, -Infinity)
+          if (typeof result === 'object' && result !== null) madeOn.set(result, member)
           return result
         } catch (err) {
           if (isFault(err)) failedAt.set(member, now())
@@ -60,13 +68,21 @@ export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 
       },
     }
   }
+  /** The member each call result (a stream, say) came from; weak: it goes with the call. */
+  const madeOn = new WeakMap<object, string>()
+  const failCallOf = (result: object): boolean => {
+    const member = madeOn.get(result)
+    if (member === undefined) return false
+    failedAt.set(member, now())
+    return true
+  }
   const failAddress = (address: string): boolean => {
     const member = [...failedAt.keys()].find((m) => addressOf(m) === address)
     if (member === undefined) return false
     failedAt.set(member, now())
     return true
   }
-  return Object.assign(policy, { failAddress })
+  return Object.assign(policy, { failAddress, failCallOf })
 }
 
 /** Retries a call refused unprocessed (`retryable`) on the next member, at most once per member. */

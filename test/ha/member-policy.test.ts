@@ -52,3 +52,17 @@ t.test("a fault seen outside a call (a keepalive that timed out) is counted agai
   clock = 2001
   t.equal(await a.execute(ok), 'ok', 'after the cool-down it is tried again')
 })
+
+t.test('a fault seen outside a call is counted against the member the call was made on (a stream whose peer is unknown)', async (t) => {
+  let clock = 0
+  const policies = memberPolicies((err) => err instanceof Fault, 2000, () => clock)
+  const [a, b] = [policies('https://127.0.0.1:2379'), policies('https://127.0.0.2:2379')]
+  const stream = { kind: 'keepalive stream' }
+  t.equal(await a.execute(async () => stream), stream, "a's policy opened the stream (opening is all it sees)")
+  t.equal(policies.failCallOf(stream), true, 'its timeout names the member')
+  await t.rejects(a.execute(ok), { name: 'MemberCoolingDown' }, 'the next call skips it')
+  t.equal(await b.execute(ok), 'ok', 'and goes to another member')
+  t.equal(policies.failCallOf({}), false, 'an object no policy returned changes nothing')
+  clock = 2001
+  t.equal(await a.execute(ok), 'ok', 'after the cool-down it is tried again')
+})
