@@ -234,8 +234,9 @@ class Etcd3Client implements EtcdClient {
       // The member policies saw only this stream being opened, not its answer timing out: without this, the
       // next renewal could go to the same hung member again (each call picks a member at random), and a
       // leader whose renewals met a frozen member three times in a row stepped down (etcd-members test).
-      // The member is the one whose policy opened this stream: gRPC's getPeer() said 'unknown' for a
-      // stream to a frozen member (seen in every run of that test), so the address is only a fallback.
+      // The member is the one whose policy opened this stream: grpc-js's getPeer() says 'unknown' until
+      // the server's response headers arrive, which a frozen member never sends, so the address is only a
+      // fallback.
       const timer = lagAwareTimeout(timeoutMs, () => {
         this.memberFailed(call, (call as unknown as { getPeer?: () => string }).getPeer?.())
         finish(new EtcdClientError('timeout', 'lease keepalive timed out'))

@@ -21,16 +21,17 @@ export class MemberCoolingDown extends Error {
 export interface MemberPolicies {
   (member: string): CallPolicy
   /**
-   * Counts a fault against the member at `address` (host:port, as a gRPC call's getPeer() names it):
-   * a lease keepalive that timed out on a stream the policies only saw being opened. Returns whether
-   * a member matched.
+   * Counts a fault against the member at `address` (host:port, as a gRPC call's getPeer() names it).
+   * Returns whether a member matched. Only a fallback for a timed-out keepalive now (failCallOf): for a
+   * stream whose member never answered, getPeer() is 'unknown' and matches nothing.
    */
   failAddress(address: string): boolean
   /**
    * Counts a fault against the member a call was made on, by what a policy's `execute` returned for it
    * (a stream: its opening is all the policies see). Returns whether the call is known. This is what a
-   * lease keepalive that timed out uses: gRPC's getPeer() said 'unknown' for a stream to a frozen
-   * member, so failAddress never matched and the next renewal could pick the same member again.
+   * lease keepalive that timed out uses: grpc-js's getPeer() is 'unknown' until a call is committed,
+   * which for a stream is when the server's response headers arrive, and a frozen member sends none; so
+   * failAddress never matched and the next renewal could pick the same member again.
    */
   failCallOf(result: object): boolean
 }
@@ -68,7 +69,11 @@ export function memberPolicies(isFault: (err: unknown) => boolean, coolDownMs = 
       },
     }
   }
-  /** The member each call result (a stream, say) came from; weak: it goes with the call. */
+  /**
+   * The member each call result came from; weak: it goes with the call. Only streams are ever looked
+   * up (a unary result retried on another member inside the first one's execute ends up recorded
+   * against the outer member, which no lookup asks about).
+   */
   const madeOn = new WeakMap<object, string>()
   const failCallOf = (result: object): boolean => {
     const member = madeOn.get(result)
