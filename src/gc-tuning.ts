@@ -19,9 +19,9 @@
  */
 import v8 from 'node:v8'
 
-/** The V8 flag this module sets. */
-export const EXTERNAL_MEMORY_FLAG = '--external-memory-accounted-in-global-limit'
 const FLAG_NAME = 'external-memory-accounted-in-global-limit'
+/** The V8 flag this module sets. */
+export const EXTERNAL_MEMORY_FLAG = `--${FLAG_NAME}`
 
 /** What the decision reads (the running process's by default). */
 export interface GcTuningInput {
