@@ -179,6 +179,11 @@ export class GatewayRun {
     await writeFile(path, `${JSON.stringify({ sessions, identifies: e.identifies, resumes: e.resumes, breaches: e.breaches }, null, 1)}\n`)
   }
 
+  /** IDENTIFY payloads received so far for sessions of `numShards` shards (a live reshard's next set). */
+  identifiesOf(numShards: number): number {
+    return this.emulator.identifies.filter((r) => r.numShards === numShards).length
+  }
+
   stop(): Promise<void> {
     return this.emulator.stop()
   }

@@ -7,6 +7,7 @@
 import { REST } from '@discordjs/rest'
 import type { ShardContext, ShardStopContext, StopResult } from '../../src/agent/shard-runner.js'
 import { DiscordjsShards } from '../../src/discordjs/index.js'
+import { STALE_START_GRANT } from '../../src/discordjs/shard-connection.js'
 import { deliveryEntry } from '../../test/support/gateway/delivery-check.js'
 import type { Delivery, FleetRecord, GatewayTarget, SessionOwner } from './protocol.js'
 import { sharedNow } from './shared-clock.js'
@@ -39,6 +40,10 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
     // Half of the slack above Discord's 5 s, not all of it: the other half is for what lies between an
     // IDENTIFY leaving the agent and the emulator reading it (the socket, a busy event loop on either side).
     maxGrantAgeMs: Math.floor((deps.identifyIntervalMs - 5000) / 2),
+    // Counted so that the run can tell grants spent on an IDENTIFY from those a slow start let age.
+    onDebug: (shardId, message) => {
+      if (message === STALE_START_GRANT) record({ t: sharedNow(), node, kind: 'stale_grant', shard: shardId })
+    },
     onDispatch: (shardId, payload) => {
       const ready = payload.t === 'READY' ? (payload.d as { session_id?: unknown } | null)?.session_id : undefined
       if (typeof ready === 'string') deps.own([ready, node])

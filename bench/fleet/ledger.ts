@@ -81,6 +81,7 @@ export class FleetLedger {
       if (record.aborted) this.count('stops_aborted')
       return
     }
+    if (record.kind === 'stale_grant') return this.count('stale_start_grants')
     this.applyEvent(record)
   }
 

@@ -17,6 +17,8 @@ export type FleetRecord =
       readonly aborted?: boolean
     }
   | { readonly t: number; readonly node: string; readonly kind: 'event'; readonly event: AgentEvent }
+  /** The discord.js adapter found its start grant too old for the IDENTIFY and claimed a fresh one (one grant unused). */
+  | { readonly t: number; readonly node: string; readonly kind: 'stale_grant'; readonly shard: number }
 
 /** One test event an agent's gateway client delivered (--gateway discordjs): the emulator's session ID and `n`. */
 export type Delivery = readonly [sessionId: string, n: number]

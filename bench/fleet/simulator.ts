@@ -314,6 +314,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
       switchAfterS: live.switchedAt === null ? null : (live.switchedAt - live.postedAt) / 1000,
       oldSetGoneAfterS: live.oldGoneAt === null ? null : (live.oldGoneAt - live.postedAt) / 1000,
       nextGrants: texts.reduce((n, text) => n + (text.match(/"event":"identify_granted"[^\n]*"set":"next"/g)?.length ?? 0), 0),
+      nextIdentifies: run.gateway?.identifiesOf(live.to) ?? null,
       coverageGap: gap,
       setOverlaps: overlaps.liveReshardOverlaps,
     }

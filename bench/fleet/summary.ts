@@ -16,6 +16,8 @@ export interface LiveReshardFigures {
   readonly oldSetGoneAfterS: number | null
   /** Identify grants of the next set (audited with "set": "next"). */
   readonly nextGrants: number
+  /** IDENTIFYs of the next set's shard count the gateway emulator received (null without --gateway discordjs). */
+  readonly nextIdentifies: number | null
   /** The guild-coverage check over the reshard: null when some session covered every guild throughout. */
   readonly coverageGap: string | null
   /** Guild overlaps of the two sets (Discord allows them for resharding; not violations). */
@@ -79,7 +81,7 @@ export function formatSummary(s: FleetSummary): string[] {
     row('churn done', Object.entries(s.churn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'),
     row('records (starts / stops / plans)', `${c('records')} (${c('starts')} / ${c('stops')} / ${c('plans_accepted')})`),
     row('shard moves', `${s.moves} (handoff stop → start p50 ${ms(s.handoffGapMs.p50)}, max ${ms(s.handoffGapMs.max)})`),
-    row('identify grants received / audited', `${s.grants.received} / ${s.grants.audited} (budget ${s.grants.dailyLimit}, peak 24 h ${s.grants.peakDaily})`),
+    row('identify grants received / audited', `${s.grants.received} / ${s.grants.audited} (budget ${s.grants.dailyLimit}, peak 24 h ${s.grants.peakDaily})${c('stale_start_grants') > 0 ? `; ${c('stale_start_grants')} start grant${c('stale_start_grants') === 1 ? '' : 's'} too old for the IDENTIFY, claimed afresh` : ''}`),
     row('closest grants in a bucket', `${ms(s.grants.minAuditedGapMs)} audited, ${ms(s.grants.minReceivedGapMs)} as received (interval ${s.grants.intervalMs} ms)`),
     row('claims waiting', `bucket_busy ${c('claim:bucket_busy')}, handoff_pending ${c('claim:handoff_pending')}, daily_limit ${c('claim:daily_limit')}, not_owner ${c('claim:not_owner')}, failed ${c('claim:failed')}`),
     row('check-ins failed (429)', `${c('checkin:failed')} (${c('checkin:429')})`),
@@ -121,7 +123,7 @@ function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
 function liveReshardLine(r: LiveReshardFigures): string {
   const secs = (x: number | null) => (x === null ? '-' : `${x.toFixed(1)} s`)
   const coverage = r.coverageGap === null ? 'every guild covered throughout' : `GAP: ${r.coverageGap}`
-  return row(`live reshard (${r.from} → ${r.to})`, `switched ${secs(r.switchAfterS)} after POST /v1/reshard, old set gone after ${secs(r.oldSetGoneAfterS)}; ${r.nextGrants} next-set Identify grants; ${coverage}; ${r.setOverlaps} overlaps of the two sets (allowed while resharding)`)
+  return row(`live reshard (${r.from} → ${r.to})`, `switched ${secs(r.switchAfterS)} after POST /v1/reshard, old set gone after ${secs(r.oldSetGoneAfterS)}; ${r.nextGrants} next-set Identify grants${r.nextIdentifies === null ? '' : ` (${r.nextIdentifies} IDENTIFYs at the gateway)`}; ${coverage}; ${r.setOverlaps} overlaps of the two sets (allowed while resharding)`)
 }
 
 /** Said when a restart was judged against a generation made durable between the plan read and the kill. */

@@ -29,6 +29,12 @@ interface RawSocket {
 const CONNECTING = 0
 const CLOSED = 3
 
+/**
+ * The debug message when the grant a shard started with has grown older than maxGrantAgeMs by the time
+ * its IDENTIFY could go out, and a fresh one is claimed: one grant spent without an Identify.
+ */
+export const STALE_START_GRANT = 'the start grant is too old for this IDENTIFY: claiming a fresh one'
+
 /** Resolves once `socket` is closed (the `ws` 'close' event, which destroy() cannot unhook). */
 function closeOf(socket: RawSocket): Promise<void> {
   if (socket.readyState === CLOSED) return Promise.resolve()
@@ -192,7 +198,7 @@ export class ShardConnection {
     if (this.startGrantUnused) {
       this.startGrantUnused = false
       if (this.options.grantAgeMs() <= this.options.maxGrantAgeMs) return
-      this.options.onDebug?.(this.options.shardId, 'the start grant is too old for this IDENTIFY: claiming a fresh one')
+      this.options.onDebug?.(this.options.shardId, STALE_START_GRANT)
     }
     try {
       await this.options.claimIdentify(signal)
