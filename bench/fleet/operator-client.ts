@@ -43,10 +43,23 @@ interface Answer {
   readonly status: number
   readonly body: unknown
   readonly port: number
+  /** ms from sending until the TLS connection was established (TCP and a full handshake: agent: false). */
+  readonly connectMs: number
+  /** ms from then until the whole answer was read: the request on an established connection. */
+  readonly answerMs: number
+}
+
+/** How the last answered request's time split (see Answer). */
+export interface RequestSplit {
+  readonly connectMs: number
+  readonly answerMs: number
 }
 
 /** An operator talking to the controller replicas' ports on 127.0.0.1. */
 export class OperatorClient {
+  /** The split of the last request that was answered (by the port that answered it), or null. */
+  lastSplit: RequestSplit | null = null
+
   constructor(private readonly id: OperatorIdentity, private readonly ports: () => readonly number[]) {}
 
   /** The port of the replica that answers `GET /v1/plan` with 200 itself (the leader), or null. */
@@ -88,6 +101,7 @@ export class OperatorClient {
     for (const port of this.ports()) {
       try {
         last = await this.requestAt(port, method, path, body)
+        this.lastSplit = { connectMs: last.connectMs, answerMs: last.answerMs }
         if (!(last.status === 503 && (last.body as { error?: unknown } | null)?.error === 'not_leader')) return last
       } catch (err) {
         last = err as Error
@@ -99,6 +113,8 @@ export class OperatorClient {
 
   private requestAt(port: number, method: string, path: string, body?: unknown): Promise<Answer> {
     const payload = body === undefined ? undefined : JSON.stringify(body)
+    const sent = performance.now()
+    let established: number | null = null
     return new Promise((resolve, reject) => {
       const req = https.request(
         {
@@ -124,11 +140,14 @@ export class OperatorClient {
             } catch {
               /* not JSON: kept as text for the error message */
             }
-            resolve({ status: res.statusCode ?? 0, body: parsed, port })
+            const end = performance.now()
+            const connected = established ?? sent // (a socket reused would emit no secureConnect; agent: false opens one each time)
+            resolve({ status: res.statusCode ?? 0, body: parsed, port, connectMs: connected - sent, answerMs: end - connected })
           })
           res.on('error', reject)
         },
       )
+      req.once('socket', (socket) => socket.once('secureConnect', () => (established = performance.now())))
       req.on('timeout', () => req.destroy(new Error(`${method} ${path}: no answer within ${TIMEOUT_MS} ms`)))
       req.on('error', reject)
       req.end(payload)

@@ -76,6 +76,12 @@ function report(f: BenchFigures): void {
     const sorted = [...(f.drain?.requestMs ?? [])].sort((a, b) => a - b)
     const at = (q: number) => (sorted.length === 0 ? '-' : sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!.toFixed(0))
     out(`                     etcd: over the drain requests ${q.puts} puts, ${q.deletes} deletes in ${q.txns} transactions; leader main thread ${f.ha.drainMainThreadS?.toFixed(2) ?? '-'} s; each request answered once its plan was durable in etcd: slowest ${slowest?.toFixed(0) ?? '-'} ms (${durable} the goal: within 1 s), median ${at(0.5)} ms, 90th percentile ${at(0.9)} ms`)
+    const d = f.drain
+    if (d !== null && d.answerMs.length > 0) {
+      const quantile = (xs: readonly number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!.toFixed(0)
+      const worst = d.requestMs.indexOf(Math.max(...d.requestMs))
+      out(`                     of each request: connecting (TCP, a full TLS handshake with the busy leader) slowest ${Math.max(...d.connectMs).toFixed(0)} ms, median ${quantile(d.connectMs, 0.5)} ms; the request on the open connection until its answer (the write in flight, the drain's own write) slowest ${Math.max(...d.answerMs).toFixed(0)} ms, median ${quantile(d.answerMs, 0.5)} ms, 90th percentile ${quantile(d.answerMs, 0.9)} ms; the slowest request: ${d.connectMs[worst]?.toFixed(0) ?? '-'} + ${d.answerMs[worst]?.toFixed(0) ?? '-'} ms (the rest of a request's time: the replica that does not lead, asked first, and retries)`)
+    }
     out(`                     etcd over the whole phase (the nodes' reports, deposits and claims too): ${p.puts} puts, ${p.deletes} deletes in ${p.txns} transactions`)
   }
   if (f.profile !== null) {

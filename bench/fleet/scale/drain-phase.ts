@@ -45,6 +45,13 @@ export interface DrainFigures {
   readonly generatorCpuS: number
   /** Each drain request's time from sending to its answer (sent once the new plan was durable), ms. */
   readonly requestMs: readonly number[]
+  /**
+   * The same requests' last attempt split: connecting (TCP and a full TLS handshake with the leader, whose
+   * loop is busy with the fleet) and answering (the request on the established connection: waiting for
+   * the write in flight, the drain's own write to etcd, the answer), ms. Retries are in requestMs only.
+   */
+  readonly connectMs: readonly number[]
+  readonly answerMs: readonly number[]
 }
 
 /** What the phase works with. */
@@ -133,10 +140,16 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
   const t0 = sharedNow()
   let generation = before.generation
   const requestMs: number[] = []
+  const connectMs: number[] = []
+  const answerMs: number[] = []
   for (const node of drainedNodes(deps.names, deps.drain)) {
     const sent = sharedNow()
     generation = await drainOne(operator, node, deps.log)
     requestMs.push(sharedNow() - sent)
+    if (operator.lastSplit !== null) {
+      connectMs.push(operator.lastSplit.connectMs)
+      answerMs.push(operator.lastSplit.answerMs)
+    }
   }
   const lastDrainAt = sharedNow()
   await deps.aroundRequests?.after()
@@ -185,5 +198,7 @@ export async function drainPhase(deps: DrainPhaseDeps): Promise<DrainFigures> {
     controllerCpuS: cpu1 - cpu0,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     requestMs,
+    connectMs,
+    answerMs,
   }
 }

@@ -33,7 +33,7 @@ export function medianLines(runs: readonly BenchFigures[]): string[] {
     lines.push(`  take-over: every node renewed ${fmt(m((f) => f.restart.allRenewedS))} after the kill; shards moved ${fmt(m((f) => f.restart.movedShards), 0, '')}; full handshakes ${fmt(m((f) => f.restart.handshakes - f.restart.resumedHandshakes), 0, '')}, resumed ${fmt(m((f) => f.restart.resumedHandshakes), 0, '')} (medians)`)
   }
   if (runs.every((f) => f.drain !== null)) {
-    lines.push(`  (d) drain          Identify grants ${fmt(m((f) => f.drain!.grants), 0, '')}, resumes ${fmt(m((f) => f.drain!.resumes), 0, '')}; every moved shard running after ${fmt(m((f) => f.drain!.allRunningS))}; slowest drain request ${fmt(m((f) => Math.max(...f.drain!.requestMs)), 0, ' ms')}`)
+    lines.push(`  (d) drain          Identify grants ${fmt(m((f) => f.drain!.grants), 0, '')}, resumes ${fmt(m((f) => f.drain!.resumes), 0, '')}; every moved shard running after ${fmt(m((f) => f.drain!.allRunningS))}; slowest drain request ${fmt(m((f) => Math.max(...f.drain!.requestMs)), 0, ' ms')} (on the open connection: ${fmt(m((f) => (f.drain!.answerMs.length === 0 ? null : Math.max(...f.drain!.answerMs))), 0, ' ms')})`)
   }
   if (runs.every((f) => f.ha?.drainRequests != null)) {
     lines.push(`      etcd writes     over the drain requests: puts ${fmt(m((f) => f.ha!.drainRequests!.puts), 0, '')}, deletes ${fmt(m((f) => f.ha!.drainRequests!.deletes), 0, '')}, transactions ${fmt(m((f) => f.ha!.drainRequests!.txns), 0, '')}; leader main thread ${fmt(m((f) => f.ha!.drainMainThreadS), 2)}`)
