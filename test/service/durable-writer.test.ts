@@ -331,6 +331,84 @@ t.test("an operator's answer waits for no background change; nodes' answers may 
   t.equal(await node, 2)
 })
 
+/** Lets the writer's promise continuations run, without a turn of the event loop. */
+async function microtasks(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve()
+}
+
+t.test("an operator's answer waiting as a write ends: its write starts before that write's answers are sent", async (t) => {
+  const { state, writes, writer, change } = setup()
+  change(1)
+  const sent: number[] = []
+  const nodes = [0, 1, 2].map((i) => writer.answer(() => state.value).then((v) => (sent.push(i), v)))
+  await tick()
+  t.equal(writes.length, 1)
+  change(2) // the drain, during the nodes' write
+  let drained: number | null = null
+  const drain = writer.answer(() => state.value, false, true).then((v) => (drained = v))
+  writes[0]!.resolve()
+  await microtasks()
+  t.equal(writes.length, 2, "the operator's write started as the nodes' write ended")
+  t.equal(writes[1]!.value, 2)
+  t.same(sent, [], "the nodes' answers not sent yet: they would have held the drain's write back")
+  await tick()
+  t.same(sent, [0, 1, 2], "sent, in order, while the operator's write is in flight")
+  t.same(await Promise.all(nodes), [1, 1, 1], 'each shows the state of its own write')
+  t.equal(drained, null, "the operator's answer still waits for its write")
+  writes[1]!.resolve()
+  await drain
+  t.equal(drained, 2)
+})
+
+t.test("answers held for an operator's write are sent even when that write fails", async (t) => {
+  const { state, writes, writer, change } = setup({ retryMinMs: 60_000 })
+  change(1)
+  const node = writer.answer(() => state.value)
+  await tick()
+  change(2)
+  const drain = writer.answer(() => state.value, false, true)
+  writes[0]!.resolve()
+  await microtasks()
+  t.equal(writes.length, 2)
+  writes[1]!.reject(new Error('etcd went away'))
+  t.equal(await node, 1, 'durable before the failure: answered')
+  await t.rejects(drain, { code: 'unavailable' }, 'the failed write: 503')
+  writer.abandon()
+})
+
+t.test("answers held for an operator's write wait for no re-plan interval", async (t) => {
+  const state = { version: 0, stale: false, value: 0 }
+  const writes: Array<{ value: number; resolve(): void }> = []
+  const writer = new DurableWriter({
+    settle: () => {
+      if (!state.stale) return
+      state.stale = false
+      state.value += 100
+      state.version += 1
+    },
+    needsSettle: () => state.stale,
+    settleIntervalMs: 200,
+    version: () => state.version,
+    write: () => new Promise<void>((resolve) => writes.push({ value: state.value, resolve })),
+  })
+  state.stale = true // a join: the first round re-plans
+  let nodeSent = false
+  const node = writer.answer(() => state.value, true).then((v) => ((nodeSent = true), v))
+  await tick()
+  t.equal(writes.length, 1)
+  state.stale = true // another join, and a drain: the operator's round must wait for the re-plan interval
+  const drain = writer.answer(() => state.value, true, true)
+  writes[0]!.resolve()
+  await microtasks()
+  t.equal(nodeSent, true, "the node's answer is sent, not held while the operator's round waits for the interval")
+  t.equal(await node, 100)
+  t.equal(writes.length, 1, 'the interval has not passed')
+  await new Promise((r) => setTimeout(r, 250))
+  t.equal(writes.length, 2, 'then the re-plan and the write')
+  writes[1]!.resolve()
+  t.equal(await drain, 200)
+})
+
 t.test('a whole write (a retry after a failure, the final flush) carries every background change', async (t) => {
   const { state, writes, writer, change } = backlogSetup({ backlogIntervalMs: 60_000, maxBacklogPerWrite: 3, retryMinMs: 5 })
   state.backlog = 10
