@@ -235,8 +235,8 @@ export class DurableWriter {
         // 208 rounds for 500 nodes releasing their handoffs; with a busy disk one fdatasync took 0.9 s).
         // (Not when an operator's answer waits with the last write's answers held: see the module comment.)
         if (this.held === null) await new Promise<void>((resolve) => setImmediate(resolve))
-        // No await between the check and settle(): joins arriving in between would re-plan unspaced.
         if (this.replanWaitMs() > 0) this.sendHeld() // held answers wait for no timer
+        // No await between the check and settle(): joins arriving in between would re-plan unspaced.
         for (let waitMs = this.replanWaitMs(); waitMs > 0; waitMs = this.replanWaitMs()) await new Promise((resolve) => setTimeout(resolve, waitMs))
         if (this.abandoned) return
         if (this.opts.needsSettle?.() === true) this.lastReplanAt = performance.now()
@@ -273,7 +273,8 @@ export class DurableWriter {
         const carried = this.urgent.length > 0 ? 0 : backlog
         const batch = this.takeQueue()
         const answers = batch.map(settleAnswer) // computed before the write: exactly the state it writes
-        const writing = this.writeCarrying(this.wholeNext, carried)
+        // (in an async function: a store that throws at the call fails this round like one that rejects)
+        const writing = (async () => this.writeCarrying(this.wholeNext, carried))()
         // The last write's answers, held for this one (an operator's): sent once its request is on its way
         // (after the store's own immediates), while etcd or the disk works.
         if (this.held !== null) setImmediate(() => this.sendHeld())

@@ -111,6 +111,29 @@ t.test('a failure: 503 to waiters and new work, retried, healed by the first suc
   t.equal(await writer.answer(() => state.value), 2)
 })
 
+t.test('a store that throws at the call (not a rejected promise) fails the round the same way', async (t) => {
+  const state = { version: 0 }
+  let calls = 0
+  const failures: string[] = []
+  const writer = new DurableWriter({
+    settle: () => {},
+    version: () => state.version,
+    write: () => {
+      calls += 1
+      if (calls === 1) throw new Error('too large for one transaction')
+      return Promise.resolve()
+    },
+    onFailure: (err) => failures.push(err.message),
+    retryMinMs: 10,
+  })
+  state.version = 1
+  await t.rejects(writer.answer(() => 'a'), { code: 'unavailable' }, 'the waiting answer gets 503')
+  t.same(failures, ['too large for one transaction'])
+  await new Promise((r) => setTimeout(r, 40))
+  t.equal(calls, 2, 'retried')
+  t.equal(await writer.answer(() => 'b'), 'b', 'healed')
+})
+
 t.test('flushFinal writes the latest state, also after failures, and throws if that fails', async (t) => {
   let fail = true
   let count = 0
