@@ -24,10 +24,12 @@
  * queued 8,721 answers in one round at 10,000 nodes: released together, they held the event loop for
  * over 2 s, past an HA leader's lease TTL, and its lease keeper (which renews only while the loop shows
  * life) let the term end. Operators' answers (`urgent`) go first, so a drain is not queued behind a wave.
- * When one waits as a write ends, its round starts at once and that write's answers are sent while the
+ * When one waits as a write ends, its round starts at once (after the re-plan interval if joins wait)
+ * and, with a store that writes asynchronously (etcd), that write's answers are sent while the
  * operator's write is in flight, not before it: sending a thousand check-in answers (signing, TLS) took
  * 0.3-0.75 s of this thread at 10,000 nodes, which a drain waited through before its own write began.
  * The answers were computed before their write and are durable; sending them later shows nothing else.
+ * (A store that writes within the call, the file store, gains nothing: they go out before the next round.)
  *
  * Some durable changes no answer waits for (`backlog`: the generation each node reported, see
  * core/state-tracker.ts) are written in the background: at most `maxBacklogPerWrite` of them per write,
@@ -244,8 +246,8 @@ export class DurableWriter {
         const version = this.opts.version()
         const backlog = this.backlogDue()
         if (version === this.durable) {
+          this.sendHeld() // older than what follows
           this.release(this.takeQueue()) // nothing (more) that an answer waits for: memory is durable
-          this.sendHeld()
           if (backlog > 0) {
             // Background changes only: nobody waits for this write, and answers asked meanwhile need
             // nothing it carries (answer() releases them at once: an etcd election can hold a write for
@@ -287,7 +289,12 @@ export class DurableWriter {
         }
         this.wholeNext = false
         this.durable = version
-        this.sendHeld() // in order (sent already, unless the write was quicker than a turn of the loop)
+        if (this.held !== null) {
+          // A store that wrote within the call (the file store): the held answers first, then a turn of the
+          // loop, so that no more than one round's worth is sent in one go.
+          this.sendHeld()
+          await new Promise<void>((resolve) => setImmediate(resolve))
+        }
         const send = () => batch.forEach((w, i) => deliver(w, answers[i]!))
         if (this.urgent.length > 0 && !this.stopped) {
           this.held = send // an operator's write first: see the module comment

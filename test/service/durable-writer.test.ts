@@ -383,6 +383,29 @@ t.test("an operator's answer waiting as a write ends: its write starts before th
   t.equal(drained, 2)
 })
 
+t.test("with a store that writes within the call, held answers still go first, then the operator's", async (t) => {
+  const state = { version: 0 }
+  const pending: Array<() => void> = []
+  let calls = 0
+  const writer = new DurableWriter({
+    settle: () => {},
+    version: () => state.version,
+    // the first write waits for the test; later ones (the operator's) are done within the call
+    write: () => (++calls === 1 ? new Promise<void>((resolve) => pending.push(resolve)) : Promise.resolve()),
+  })
+  const order: string[] = []
+  state.version = 1
+  const nodes = [0, 1, 2].map((i) => writer.answer(() => state.version).then((v) => (order.push(`node ${i}`), v)))
+  await tick()
+  state.version = 2
+  const drain = writer.answer(() => state.version, false, true).then((v) => (order.push('drain'), v))
+  pending[0]!()
+  t.same(await Promise.all(nodes), [1, 1, 1])
+  t.equal(await drain, 2)
+  t.same(order, ['node 0', 'node 1', 'node 2', 'drain'], 'the older answers first')
+  t.equal(calls, 2)
+})
+
 t.test("answers held for an operator's write are sent even when that write fails", async (t) => {
   const { state, writes, writer, change } = setup({ retryMinMs: 60_000 })
   change(1)
