@@ -278,7 +278,7 @@ export class DurableWriter {
         // (in an async function: a store that throws at the call fails this round like one that rejects)
         const writing = (async () => this.writeCarrying(this.wholeNext, carried))()
         // The last write's answers, held for this one (an operator's): sent once its request is on its way
-        // (after the store's own immediates), while etcd or the disk works.
+        // (after the store's own immediates), while etcd works.
         if (this.held !== null) setImmediate(() => this.sendHeld())
         try {
           await writing
