@@ -29,8 +29,11 @@ export interface MetricSources {
   serverCertExpiry(): Date
   refusedConnections(): Readonly<Record<ConnectionRefusal, number>>
   openConnections(): number
-  /** Admission under a reconnect storm: connections deferred so far, and the cost per connection in use (ms). */
-  admission(): { readonly deferred: number; readonly costMs: number }
+  /**
+   * Admission under a reconnect storm: connections deferred so far, the cost per connection in use (ms),
+   * the handshakes in flight and the event loop's utilization over the last window (0..1).
+   */
+  admission(): AdmissionView
 }
 
 /** Everything one scrape reports, read once so that the gauges agree with each other. */
@@ -42,7 +45,15 @@ interface ScrapeView {
   readonly serverCertExpiry: Date
   readonly refused: Readonly<Record<ConnectionRefusal, number>>
   readonly openConnections: number
-  readonly admission: { readonly deferred: number; readonly costMs: number }
+  readonly admission: AdmissionView
+}
+
+/** What admission (server/admission.ts) shows of its state. */
+export interface AdmissionView {
+  readonly deferred: number
+  readonly costMs: number
+  readonly inFlight: number
+  readonly loopUtilization: number
 }
 
 /** The route label of a request no route matched. */
@@ -219,6 +230,9 @@ export class ControllerMetrics {
     gauge('pxe_ready', '1 while /readyz answers 200', (v) => (v.readiness.ready ? 1 : 0))
     gauge('pxe_tls_connections_open', 'Open mTLS connections (handshake done)', (v) => v.openConnections)
     gauge('pxe_connection_cost_seconds', 'Event-loop time one new connection costs (handshake and request), as admission measures it', (v) => v.admission.costMs / 1000)
+    // With the cost, what admission decides from: in flight x cost is the queue it holds against its budget.
+    gauge('pxe_tls_handshakes_in_flight', 'Admitted connections whose TLS handshake has not ended (the queue admission counts)', (v) => v.admission.inFlight)
+    gauge('pxe_event_loop_utilization', 'Share of the last 250 ms the event loop was busy (0..1), as admission reads it', (v) => v.admission.loopUtilization)
     new Counter({
       name: 'pxe_connections_deferred_total',
       help: 'Connections answered "busy, come back later" at accept time, before any TLS work (a reconnect storm)',

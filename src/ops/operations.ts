@@ -19,7 +19,7 @@ import { installRequestMetrics } from './request-metrics.js'
 /** What the ops side reads from the running controller (read-only). */
 export interface OperationsSources {
   readonly service: Pick<ControllerService, 'figures' | 'durabilityProblem'>
-  readonly tls: Pick<TlsServer, 'caps' | 'openConnections' | 'admission'>
+  readonly tls: Pick<TlsServer, 'caps' | 'openConnections' | 'handshakesInFlight' | 'admission'>
   /** The mTLS fastify app: its requests are counted and its listener is a readiness check. */
   readonly app: FastifyInstance
   /** The CRL in force now (it changes when the watcher loads a new one). */
@@ -69,7 +69,7 @@ export class Operations {
       serverCertExpiry: () => certExpiry,
       refusedConnections: () => tls.caps.refused,
       openConnections: () => tls.openConnections,
-      admission: () => ({ deferred: tls.admission.deferred, costMs: tls.admission.estimatedCostMs }),
+      admission: () => ({ deferred: tls.admission.deferred, costMs: tls.admission.estimatedCostMs, inFlight: tls.handshakesInFlight, loopUtilization: tls.admission.loopUtilization }),
     })
     if (config === null) return
     this.server = await OpsServer.start(config.host, config.port, { metrics: this.metrics, readiness: () => this.readiness(), ...(logger ? { logger } : {}) })

@@ -240,6 +240,11 @@ export class HandshakeAdmission {
     this.costMs = this.opts.initialCostMs
   }
 
+  /** The event loop's utilization (0..1) over the last window ended (endWindow). */
+  get loopUtilization(): number {
+    return this.utilization
+  }
+
   /** The cost per connection in use (ms). */
   get estimatedCostMs(): number {
     return this.costMs

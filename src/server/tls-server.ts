@@ -225,6 +225,11 @@ export class TlsServer {
     return count
   }
 
+  /** Admitted connections whose TLS handshake has not ended yet (what admission counts as its queue). */
+  get handshakesInFlight(): number {
+    return this.handshaking.size
+  }
+
   /** How many TLS connections are open (for tests and the stop log). */
   get openConnections(): number {
     return this.open.size

@@ -43,6 +43,9 @@ t.test('with the budget spent, a new connection is deferred with an appointment,
   t.ok((unreachable.busyRetryAfterMs ?? 0) >= 250, `appointment ${unreachable.busyRetryAfterMs} ms`)
   t.equal(await metric('pxe_connections_deferred_total'), 1)
   t.ok(await metric('pxe_connection_cost_seconds') > 0)
+  t.equal(await metric('pxe_tls_handshakes_in_flight'), 1, 'the stalled connection is the queue admission counts; the deferred one is not in it')
+  const utilization = await metric('pxe_event_loop_utilization')
+  t.ok(utilization >= 0 && utilization <= 1, `event-loop utilization ${utilization}`)
   // A plain TLS client sees a protocol error, nothing worse.
   await t.rejects(request(ctl.port, pki.ca, node, '/v1/plan'), /wrong version number/)
   const audit = readFileSync(join(root, 'audit.log'), 'utf8')
@@ -50,6 +53,7 @@ t.test('with the budget spent, a new connection is deferred with an appointment,
 
   stalled.destroy()
   await new Promise((resolve) => setTimeout(resolve, 100))
+  t.equal(await metric('pxe_tls_handshakes_in_flight'), 0, 'a closed connection leaves the queue')
   const reply = await client.post('/v1/checkin', checkinBody('compaq-01'))
   t.equal(reply.status, 200, 'once the handshake in flight is gone, the next connection is admitted')
   t.equal((reply.body as { generation: number }).generation, 1)

@@ -358,11 +358,12 @@ export function handshakeQuantiles(before: Map<number, number> | null, after: Ma
 /**
  * The serving replica as it stands, from its /metrics: TLS connections open, check-ins answered 200,
  * and admission's state (server/admission.ts: the cost per connection it estimates, the connections it
- * deferred so far); null when /metrics cannot be read (yet). Shown in the progress lines: a restart that
+ * deferred so far, the handshakes it holds in flight and the loop's utilization it decides by); null
+ * when /metrics cannot be read (yet). Shown in the progress lines: a restart that
  * defers thousands while the controller's CPU stays low points at the estimate, one whose CPU is a full
  * core at the machine, and check-ins answered well ahead of the nodes' renewals at the load generators.
  */
-async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: number; open: number; checkins: number } | null> {
+async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: number; open: number; checkins: number; inFlight: number | null; loop: number | null } | null> {
   const text = await metricsText(bench, bench.controller, 1000)
   if (text === null) return null
   const read = (pattern: RegExp) => {
@@ -373,7 +374,10 @@ async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: 
   const deferred = read(/^pxe_connections_deferred_total (\S+)$/m)
   const open = read(/^pxe_tls_connections_open (\S+)$/m)
   const checkins = read(/^pxe_requests_total\{(?=[^}]*route="\/v1\/checkin")(?=[^}]*status="200")[^}]*\} (\S+)$/m) ?? 0
-  return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins }
+  // Newer gauges: a controller without them (an older build compared side by side) still shows the rest.
+  const inFlight = read(/^pxe_tls_handshakes_in_flight (\S+)$/m)
+  const loop = read(/^pxe_event_loop_utilization (\S+)$/m)
+  return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins, inFlight, loop }
 }
 
 function benchConfig(opts: BenchOptions, pki: FleetPki, run: string, suffix: string, ha: Record<string, unknown> | null, opsPort: number): Record<string, unknown> {
@@ -418,7 +422,8 @@ async function pollUntil(bench: Bench, what: string, since: number, timeoutMs: n
       const loadRss = load.reduce((sum, p) => sum + p.rssMiB, 0)
       // The controller's own view beside the generators': a gap between its answers and the nodes' renewals is the generators' lag.
       const a = await controllerNow(bench)
-      const admission = a === null ? '' : `; controller: ${a.open} connections open, ${a.checkins} check-ins answered; admission: cost ${a.costMs.toFixed(2)} ms, deferred ${a.deferred}`
+      const queue = a === null || a.inFlight === null || a.loop === null ? '' : `, ${a.inFlight} handshakes in flight, loop ${(a.loop * 100).toFixed(0)} % busy`
+      const admission = a === null ? '' : `; controller: ${a.open} connections open, ${a.checkins} check-ins answered; admission: cost ${a.costMs.toFixed(2)} ms, deferred ${a.deferred}${queue}`
       bench.progress(`${what} ${((now - since) / 1000).toFixed(0)}s: ${s.answered}/${s.nodes} answered, generation ${s.minGeneration ?? '-'}..${s.maxGeneration ?? '-'} (${s.atMaxGeneration} at the newest), renewed ${s.markRenewed}; controller CPU ${c.cpuSeconds.toFixed(1)} s, RSS ${c.rssMiB.toFixed(0)} MiB; load generators CPU ${loadCpu.toFixed(1)} s, RSS ${loadRss.toFixed(0)} MiB${admission}`)
     }
     await sleep(500)
