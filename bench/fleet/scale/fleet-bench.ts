@@ -101,6 +101,14 @@ export interface RestartBenchFigures {
    */
   readonly answered: { readonly late: AnsweredMedians; readonly onTime: AnsweredMedians }
   readonly controllerCpuS: number
+  /**
+   * The controller's main thread (its event loop: TLS, requests, planning) from serving (restart: listening;
+   * take-over: leading) to the last renewal: CPU seconds of that thread, and the wall time. Near the wall
+   * time the controller set the pace; well under it the loop waited, for nodes to come back (their retries
+   * are spread over their slack) or, with thousands of handshakes in flight, for their bytes: for the load
+   * generators, which share the machine (null: not read).
+   */
+  readonly controllerLoop: { readonly busyS: number; readonly wallS: number } | null
   readonly generatorCpuS: number
   /** The load generators' event-loop delay from the kill to the end of the phase (the worst process's; ms). */
   readonly generatorLoopDelayMs: LoopDelay | null
@@ -490,6 +498,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   await bench.controller.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
   const listeningAt = sharedNow()
   const cpu0 = sample(bench).cpuSeconds
+  const main0 = mainThreadCpuSeconds(bench.controller.pid!)
   let s: LoadStatus
   let allRenewed: number | null = null
   try {
@@ -500,8 +509,9 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     s = await bench.pool.status()
   }
   const end = sample(bench)
+  const loop = loopBusy(main0, mainThreadCpuSeconds(bench.controller.pid!), listeningAt, allRenewed)
   const handshakes = handshakeQuantiles(null, await handshakeBuckets(bench))
-  const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0 }, s0, s, end, handshakes)
+  const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0, loop }, s0, s, end, handshakes)
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
@@ -522,10 +532,18 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   await killed.kill9()
   bench.controller = next
   // watched beside the nodes: handled at once, so a time-out here is reported, not an unhandled rejection
-  const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS).catch((err: unknown) => {
-    bench.log(`  (b) ${(err as Error).message}`)
-    return null
-  })
+  // The main thread's CPU read as soon as it leads: the loop's busy share is taken from then on.
+  let main0: number | null = null
+  const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS).then(
+    (at) => {
+      main0 = mainThreadCpuSeconds(next.pid!)
+      return at
+    },
+    (err: unknown) => {
+      bench.log(`  (b) ${(err as Error).message}`)
+      return null
+    },
+  )
   let s: LoadStatus
   let allRenewed: number | null = null
   try {
@@ -537,20 +555,27 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   }
   const servingAt = (await leading) ?? sharedNow()
   const end = sample(bench)
+  const loop = loopBusy(main0, mainThreadCpuSeconds(next.pid!), servingAt, allRenewed)
   // (no reading at the kill: every handshake the replica ever timed would count, so none is reported)
   const handshakes = buckets0 === null ? null : handshakeQuantiles(buckets0, await handshakeBuckets(bench))
   const prof = bench.opts['cpu-prof']
   // the killed replica comes back as a follower (profiled, if asked: it may lead after a later kill)
   await killed.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
-  const figures = markFigures('takeover', { killedAt, answeringAt: servingAt, allRenewed, cpu0 }, s0, s, end, handshakes)
+  const figures = markFigures('takeover', { killedAt, answeringAt: servingAt, allRenewed, cpu0, loop }, s0, s, end, handshakes)
   bench.log(`  (b) take-over: the other replica led ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
+}
+
+/** The main thread's CPU between two readings against the wall time from `from` to `to` (null: a reading or the end missing). */
+function loopBusy(cpu0: number | null, cpu1: number | null, from: number, to: number | null): RestartBenchFigures['controllerLoop'] {
+  if (cpu0 === null || cpu1 === null || to === null || to <= from) return null
+  return { busyS: cpu1 - cpu0, wallS: (to - from) / 1000 }
 }
 
 /** The figures of a restart or take-over from the statuses at the mark (`s0`) and at the end (`s`). */
 function markFigures(
   kind: RestartBenchFigures['kind'],
-  t: { readonly killedAt: number; readonly answeringAt: number; readonly allRenewed: number | null; readonly cpu0: number },
+  t: { readonly killedAt: number; readonly answeringAt: number; readonly allRenewed: number | null; readonly cpu0: number; readonly loop: RestartBenchFigures['controllerLoop'] },
   s0: LoadStatus,
   s: LoadStatus,
   end: ProcSample,
@@ -569,6 +594,7 @@ function markFigures(
     lateAttempts: s.markLateAttempts,
     answered: { late: answeredMedians(s.markAnswered.late), onTime: answeredMedians(s.markAnswered.onTime) },
     controllerCpuS: end.cpuSeconds - t.cpu0,
+    controllerLoop: t.loop,
     generatorCpuS: s.cpuSeconds - s0.cpuSeconds,
     generatorLoopDelayMs: s.markLoopDelayMs,
     handshakes: since('handshakes'),
