@@ -232,7 +232,7 @@ export class ControllerMetrics {
     gauge('pxe_connection_cost_seconds', 'Event-loop time one new connection costs (handshake and request), as admission measures it', (v) => v.admission.costMs / 1000)
     // With the cost, what admission decides from: in flight x cost is the queue it holds against its budget.
     gauge('pxe_tls_handshakes_in_flight', 'Admitted connections whose TLS handshake has not ended (the queue admission counts)', (v) => v.admission.inFlight)
-    gauge('pxe_event_loop_utilization', 'Share of the last 250 ms the event loop was busy (0..1), as admission reads it', (v) => v.admission.loopUtilization)
+    gauge('pxe_event_loop_utilization_ratio', "Share of admission's last window (nominally 250 ms, longer when the loop runs late) the event loop was busy (0..1); 0 until the first window ends", (v) => v.admission.loopUtilization)
     new Counter({
       name: 'pxe_connections_deferred_total',
       help: 'Connections answered "busy, come back later" at accept time, before any TLS work (a reconnect storm)',

@@ -44,7 +44,7 @@ t.test('with the budget spent, a new connection is deferred with an appointment,
   t.equal(await metric('pxe_connections_deferred_total'), 1)
   t.ok(await metric('pxe_connection_cost_seconds') > 0)
   t.equal(await metric('pxe_tls_handshakes_in_flight'), 1, 'the stalled connection is the queue admission counts; the deferred one is not in it')
-  const utilization = await metric('pxe_event_loop_utilization')
+  const utilization = await metric('pxe_event_loop_utilization_ratio')
   t.ok(utilization >= 0 && utilization <= 1, `event-loop utilization ${utilization}`)
   // A plain TLS client sees a protocol error, nothing worse.
   await t.rejects(request(ctl.port, pki.ca, node, '/v1/plan'), /wrong version number/)

@@ -248,3 +248,12 @@ t.test("a fresh controller's defaults: a burst of resumptions is admitted at a r
   t.equal(admitted, Math.floor(DEFAULT_ADMISSION.budgetMs / 1.5) + 1, 'the 2 s budget at 1.5 ms a connection, before any measurement')
   t.equal(a.estimatedCostMs, 1.5)
 })
+
+t.test("the loop's utilization it decides by is the last window's (the pxe_event_loop_utilization_ratio gauge)", async (t) => {
+  const { a } = admission()
+  t.equal(a.loopUtilization, 0, 'before the first window ends')
+  a.endWindow(250, 0.6)
+  t.equal(a.loopUtilization, 0.6)
+  a.endWindow(250, 0.15, false)
+  t.equal(a.loopUtilization, 0.15, 'read while the replica does not serve, too')
+})

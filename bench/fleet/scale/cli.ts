@@ -64,11 +64,12 @@ function report(f: BenchFigures): void {
   }
   const lag = r.generatorLoopDelayMs === null ? '' : ` (event-loop delay p50 ${r.generatorLoopDelayMs.p50.toFixed(0)} ms, p99 ${r.generatorLoopDelayMs.p99.toFixed(0)} ms, max ${r.generatorLoopDelayMs.max.toFixed(0)} ms)`
   if (r.controllerLoop !== null) {
-    const { busyS, wallS } = r.controllerLoop
-    const from = takeover ? 'leading' : 'listening'
-    out(`                     the controller's event loop (main thread) was busy ${s(busyS)} of the ${s(wallS)} from ${from} to the last renewal (${((100 * busyS) / wallS).toFixed(0)} %; near 100 % the controller set the pace, well under it the loop waited for nodes to come back or for their bytes: with thousands in flight, for the load generators)`)
+    const { busyS, runQueueS, wallS } = r.controllerLoop
+    const from = takeover ? 'its first answer as leader' : 'listening'
+    const pct = (v: number) => `${((100 * v) / wallS).toFixed(0)} %`
+    out(`                     the controller's event loop (main thread), ${s(wallS)} from ${from} to the end: on a CPU ${s(busyS)} (${pct(busyS)}), ready but waiting for a core ${s(runQueueS)} (${pct(runQueueS)}), waiting for work the rest (nodes to come back, or their bytes: with thousands of handshakes in flight, the load generators)`)
   }
-  out(`                     controller CPU ${s(r.controllerCpuS)} from listening to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}${lag}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
+  out(`                     controller CPU ${s(r.controllerCpuS)} from ${takeover ? 'the kill' : 'listening'} to the last renewal (peak RSS ${r.peakRssMiB.toFixed(0)} MiB); load generator ${s(r.generatorCpuS)}${lag}; ${r.handshakes} handshakes, ${r.resumedHandshakes} of them resumed; failed attempts ${r.failedAttempts}, deferred by admission ${r.deferred}`)
   out(costLine(r.controllerCpuS, r.handshakes, f.ceiling === null ? null : atCeiling(f.ceiling, r.handshakes - r.resumedHandshakes, r.resumedHandshakes), 'as they came'))
   if (takeover) out(`  take-over: every node renewed ${s(r.allRenewedS)} after the kill; shards moved ${r.movedShards}; full handshakes ${r.handshakes - r.resumedHandshakes}, resumed ${r.resumedHandshakes}`)
   if (f.drain !== null) reportDrain(f.drain, o.planner)

@@ -26,7 +26,7 @@ import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
 import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus, type LoopDelay } from './load-protocol.js'
-import { loadAverage, mainThreadCpuSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
+import { loadAverage, mainThreadCpuSeconds, mainThreadSchedSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
 /** Every figure of a run. */
@@ -103,12 +103,13 @@ export interface RestartBenchFigures {
   readonly controllerCpuS: number
   /**
    * The controller's main thread (its event loop: TLS, requests, planning) from serving (restart: listening;
-   * take-over: leading) to the last renewal: CPU seconds of that thread, and the wall time. Near the wall
-   * time the controller set the pace; well under it the loop waited, for nodes to come back (their retries
-   * are spread over their slack) or, with thousands of handshakes in flight, for their bytes: for the load
-   * generators, which share the machine (null: not read).
+   * take-over: its first answer as leader) until the phase's end was read (the last renewal, up to a
+   * second before): seconds on a CPU, seconds ready to run but waiting for a core, and the wall time. The
+   * rest is the loop waiting for work: for nodes to come back (their retries are spread over their slack)
+   * or, with thousands of handshakes in flight, for their bytes, that is for the load generators, which
+   * share the machine (null: not read).
    */
-  readonly controllerLoop: { readonly busyS: number; readonly wallS: number } | null
+  readonly controllerLoop: { readonly busyS: number; readonly runQueueS: number; readonly wallS: number } | null
   readonly generatorCpuS: number
   /** The load generators' event-loop delay from the kill to the end of the phase (the worst process's; ms). */
   readonly generatorLoopDelayMs: LoopDelay | null
@@ -384,7 +385,7 @@ async function controllerNow(bench: Bench): Promise<{ costMs: number; deferred: 
   const checkins = read(/^pxe_requests_total\{(?=[^}]*route="\/v1\/checkin")(?=[^}]*status="200")[^}]*\} (\S+)$/m) ?? 0
   // Newer gauges: a controller without them (an older build compared side by side) still shows the rest.
   const inFlight = read(/^pxe_tls_handshakes_in_flight (\S+)$/m)
-  const loop = read(/^pxe_event_loop_utilization (\S+)$/m)
+  const loop = read(/^pxe_event_loop_utilization_ratio (\S+)$/m)
   return cost === null || deferred === null || open === null ? null : { costMs: cost * 1000, deferred, open, checkins, inFlight, loop }
 }
 
@@ -498,7 +499,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   await bench.controller.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
   const listeningAt = sharedNow()
   const cpu0 = sample(bench).cpuSeconds
-  const main0 = mainThreadCpuSeconds(bench.controller.pid!)
+  const main0 = mainThreadSchedSeconds(bench.controller.pid!)
   let s: LoadStatus
   let allRenewed: number | null = null
   try {
@@ -509,7 +510,7 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
     s = await bench.pool.status()
   }
   const end = sample(bench)
-  const loop = loopBusy(main0, mainThreadCpuSeconds(bench.controller.pid!), listeningAt, allRenewed)
+  const loop = loopBusy(main0, listeningAt, bench.controller.pid!, allRenewed)
   const handshakes = handshakeQuantiles(null, await handshakeBuckets(bench))
   const figures = markFigures('restart', { killedAt, answeringAt: listeningAt, allRenewed, cpu0, loop }, s0, s, end, handshakes)
   bench.log(`  (b) restart: listening ${figures.listeningAfterS.toFixed(1)} s after the kill, every node renewed after ${figures.allRenewedS?.toFixed(1) ?? '-'} s, shards moved ${figures.movedShards}`)
@@ -532,13 +533,9 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   await killed.kill9()
   bench.controller = next
   // watched beside the nodes: handled at once, so a time-out here is reported, not an unhandled rejection
-  // The main thread's CPU read as soon as it leads: the loop's busy share is taken from then on.
-  let main0: number | null = null
+  // The main thread's figures read as soon as it answers as leader: the loop's busy share is taken from then on.
   const leading = waitLeading(next, bench.operatorId, RESTART_TIMEOUT_MS).then(
-    (at) => {
-      main0 = mainThreadCpuSeconds(next.pid!)
-      return at
-    },
+    (at) => ({ at, main0: mainThreadSchedSeconds(next.pid!) }),
     (err: unknown) => {
       bench.log(`  (b) ${(err as Error).message}`)
       return null
@@ -553,9 +550,10 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
     bench.log(`  (b) ${(err as Error).message}`)
     s = await bench.pool.status()
   }
-  const servingAt = (await leading) ?? sharedNow()
+  const led = await leading
+  const servingAt = led?.at ?? sharedNow()
   const end = sample(bench)
-  const loop = loopBusy(main0, mainThreadCpuSeconds(next.pid!), servingAt, allRenewed)
+  const loop = loopBusy(led?.main0 ?? null, servingAt, next.pid!, allRenewed)
   // (no reading at the kill: every handshake the replica ever timed would count, so none is reported)
   const handshakes = buckets0 === null ? null : handshakeQuantiles(buckets0, await handshakeBuckets(bench))
   const prof = bench.opts['cpu-prof']
@@ -566,10 +564,16 @@ async function takeoverPhase(bench: Bench): Promise<Window & { figures: RestartB
   return { figures, from: killedAt, to: allRenewed ?? sharedNow() }
 }
 
-/** The main thread's CPU between two readings against the wall time from `from` to `to` (null: a reading or the end missing). */
-function loopBusy(cpu0: number | null, cpu1: number | null, from: number, to: number | null): RestartBenchFigures['controllerLoop'] {
-  if (cpu0 === null || cpu1 === null || to === null || to <= from) return null
-  return { busyS: cpu1 - cpu0, wallS: (to - from) / 1000 }
+/**
+ * The main thread's figures from `start` (read at `from`) to now, against the wall time to now: both windows
+ * end at this reading, so no CPU falls outside the wall time. Null when a reading is missing or the phase
+ * did not end (`allRenewed` null).
+ */
+function loopBusy(start: { readonly cpuS: number; readonly runQueueS: number } | null, from: number, pid: number, allRenewed: number | null): RestartBenchFigures['controllerLoop'] {
+  const end = mainThreadSchedSeconds(pid)
+  const to = sharedNow()
+  if (start === null || end === null || allRenewed === null || to <= from) return null
+  return { busyS: end.cpuS - start.cpuS, runQueueS: end.runQueueS - start.runQueueS, wallS: (to - from) / 1000 }
 }
 
 /** The figures of a restart or take-over from the statuses at the mark (`s0`) and at the end (`s`). */

@@ -63,3 +63,19 @@ export function mainThreadCpuSeconds(pid: number): number | null {
     return null
   }
 }
+
+/**
+ * The main thread's scheduler figures (/proc/<pid>/task/<pid>/schedstat, in ns): seconds on a CPU, and
+ * seconds it was ready to run but waited for a core (the run queue). On a shared machine the second tells
+ * a loop that waited for work from one that waited for the CPU. Null once the process is gone (or the
+ * kernel keeps no schedstat).
+ */
+export function mainThreadSchedSeconds(pid: number): { readonly cpuS: number; readonly runQueueS: number } | null {
+  try {
+    const [onCpu, waiting] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').trim().split(' ').map(Number)
+    if (onCpu === undefined || waiting === undefined || !Number.isFinite(onCpu) || !Number.isFinite(waiting)) return null
+    return { cpuS: onCpu / 1e9, runQueueS: waiting / 1e9 }
+  } catch {
+    return null
+  }
+}
