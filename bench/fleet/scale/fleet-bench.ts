@@ -26,7 +26,7 @@ import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
 import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus, type LoopDelay } from './load-protocol.js'
-import { loadAverage, mainThreadCpuSeconds, mainThreadSchedSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
+import { loadAverage, mainThreadSchedSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
 /** Every figure of a run. */
@@ -631,10 +631,10 @@ async function timedDrain(bench: Bench, names: readonly string[]): Promise<Windo
     aroundRequests: {
       before: async () => {
         c0 = (await ha?.counters()) ?? null
-        m0 = mainThreadCpuSeconds(pid)
+        m0 = mainThreadSchedSeconds(pid)?.cpuS ?? null
       },
       after: async () => {
-        m1 = mainThreadCpuSeconds(pid)
+        m1 = mainThreadSchedSeconds(pid)?.cpuS ?? null
         c1 = (await ha?.counters()) ?? null
       },
     },

@@ -50,22 +50,8 @@ export function loadAverage(): number {
 }
 
 /**
- * User + system CPU seconds of the process's main thread only (/proc/<pid>/task/<pid>/stat): the
- * event loop, where a controller's re-plans and write preparation run (TLS and GC threads excluded).
- * Null once the process is gone.
- */
-export function mainThreadCpuSeconds(pid: number): number | null {
-  try {
-    const stat = readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks()
-  } catch {
-    return null
-  }
-}
-
-/**
- * The main thread's scheduler figures (/proc/<pid>/task/<pid>/schedstat, in ns): seconds on a CPU, and
+ * The main thread's scheduler figures (/proc/<pid>/task/<pid>/schedstat, in ns): seconds on a CPU (the
+ * event loop: TLS, requests, re-plans, write preparation; V8's helper threads excluded), and
  * seconds it was ready to run but waited for a core (the run queue). On a shared machine the second tells
  * a loop that waited for work from one that waited for the CPU. Null once the process is gone (or the
  * kernel keeps no schedstat).
