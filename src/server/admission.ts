@@ -16,8 +16,12 @@
  *   many per `budgetMs` as the budget covers. A handshake admitted moments ago has not stalled, it has
  *   not started: after a restart 7,500 were admitted into an idle-looking loop while their clients were
  *   still writing their ClientHellos, then all arrived at once (one 14 s turn of the loop, every client
- *   timed out). So the connections admitted during the last `budgetMs` count as queued work whatever the
- *   load, and an attacker's idle connections count only while they are new;
+ *   timed out). So the connections admitted during the last `budgetMs` whose client has not sent a byte
+ *   yet count as queued work whatever the load, and an attacker's idle connections count only while they
+ *   are new. One whose ClientHello has arrived has had it answered (the loop handles what it reads at
+ *   once) and waits for its client: counting it too deferred nodes by the thousand in take-overs whose
+ *   loop waited for work a third of the time, each deferral one more connection for a client already
+ *   behind (endWindow's `silent`);
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
  *
  * Appointments are kept per source address, and a client that holds one goes ahead of newcomers: it is
@@ -97,7 +101,10 @@ export class HandshakeAdmission {
   private finishedInWindow = 0
   private deferredInWindow = 0
   private deferredCount = 0
-  /** Admissions in the current window, and in the windows before it that fall within budgetMs (newest first). */
+  /**
+   * Admissions in the current window, and in the windows before it that fall within budgetMs (newest
+   * first) whose clients were still silent at the last count (see endWindow).
+   */
   private admittedNow = 0
   private admittedBefore: number[] = []
   /** Source address → the moment (opts.now) of its appointment, oldest first. */
@@ -120,7 +127,8 @@ export class HandshakeAdmission {
     const booked = address === undefined ? undefined : this.appointments.get(address)
     const returning = booked !== undefined && booked >= now - APPOINTMENT_GRACE_MS
     if (returning && queueMs <= 2 * this.opts.budgetMs) return this.admit(address)
-    // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer), the new ones queued.
+    // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer) and the ones
+    // answered wait for their clients; the new ones still silent are queued.
     const recentMs = this.admittedRecently() * this.costMs
     if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit(address)
     this.deferredCount += 1
@@ -185,7 +193,9 @@ export class HandshakeAdmission {
    * Ends a measuring window of `windowMs` during which the event loop was busy for `utilization`
    * (0..1) of the time, with `serving` telling whether the replica serves requests now (HA: leads with
    * its state loaded; a window not served throughout is no measurement, and the first one served
-   * restarts the estimate, see startServing()): the cost is the busy time per finished handshake (check-ins included, as they
+   * restarts the estimate, see startServing()), and `silent` the connections admitted during the last
+   * `budgetMs` whose client has sent nothing yet (counted by the caller at this moment; without it every
+   * connection admitted during the last `budgetMs` is taken to be silent): the cost is the busy time per finished handshake (check-ins included, as they
    * are what a connection costs), taken from windows that are a measurement: busy enough, or ones in
    * which admission deferred connections. The second matters: admission caps the rate at one handshake
    * per estimated cost, so an estimate above the real cost holds the loop below `busyUtilization`, and
@@ -205,7 +215,7 @@ export class HandshakeAdmission {
    * one ratio over the last 2 s, tried side by side in three restarts each, did worse: nodes late 1,829,
    * 789, 147 against 1, 557, 24; README "Measured figures".)
    */
-  endWindow(windowMs: number, utilization: number, serving = true): void {
+  endWindow(windowMs: number, utilization: number, serving = true, silent?: number): void {
     // A window is a measurement only if the replica served from its start to its end: the one in which
     // it began to serve holds the state load (a busy loop, a few cheap 503 answers) as well.
     const servedThroughout = serving && this.served
@@ -213,9 +223,13 @@ export class HandshakeAdmission {
     this.served = serving
     this.utilization = utilization
     // A loop too busy to end its windows keeps counting admissions in the current one: it errs on the safe side.
-    this.admittedBefore.unshift(this.admittedNow)
+    if (silent === undefined) {
+      this.admittedBefore.unshift(this.admittedNow)
+      this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
+    } else {
+      this.admittedBefore = [Math.max(0, Math.floor(silent))]
+    }
     this.admittedNow = 0
-    this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
     const measured = servedThroughout && (utilization >= this.opts.busyUtilization || this.deferredInWindow > 0)
     if (this.finishedInWindow >= MIN_SAMPLE && measured) {
       const sample = Math.min((utilization * windowMs) / this.finishedInWindow, MAX_SAMPLE_RISE * this.costMs)
@@ -243,6 +257,11 @@ export class HandshakeAdmission {
   /** The event loop's utilization (0..1) over the last window ended (endWindow). */
   get loopUtilization(): number {
     return this.utilization
+  }
+
+  /** How long the admitted handshakes may take to finish (ms of the event loop). */
+  get budgetMs(): number {
+    return this.opts.budgetMs
   }
 
   /** The cost per connection in use (ms). */

@@ -178,11 +178,24 @@ export class TlsServer {
     let last = performance.eventLoopUtilization()
     const window = setInterval(() => {
       const now = performance.eventLoopUtilization()
-      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, this.deps.isServing?.() ?? true)
+      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, this.deps.isServing?.() ?? true, this.silentSince(performance.now() - this.admission.budgetMs))
       last = now
     }, ADMISSION_WINDOW_MS)
     window.unref()
     server.once('close', () => clearInterval(window))
+  }
+
+  /**
+   * Admitted connections still in their handshake, admitted at `since` or later, whose client has not
+   * sent a byte (no ClientHello yet: the work they will bring is still to come). One whose first bytes
+   * arrived has had them handled: TLS reads what arrives in the turn it arrives, so such a handshake
+   * waits for its client. Counted once a window (250 ms), over the handshakes in flight, which the
+   * connection caps bound.
+   */
+  private silentSince(since: number): number {
+    let silent = 0
+    for (const [raw, admittedAt] of this.handshaking) if (admittedAt >= since && raw.bytesRead === 0) silent += 1
+    return silent
   }
 
   /**
