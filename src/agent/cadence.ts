@@ -42,7 +42,7 @@ export const MAX_APPOINTMENT_MS = 30_000
  * What a node keeps in reserve, on top of the agent's attempt reserve, when a busy controller's
  * appointment falls beyond its slack. Such a node comes back before its appointment, into a controller
  * that said it would still be saturated then: admitted ahead of newcomers, it waits in a queue of up to
- * twice admission's budget (server/admission.ts), and an attempt there takes longer than the reserve
+ * 4 s (server/admission.ts returningBudgetMs), and an attempt there takes longer than the reserve
  * of a plain retry. In 10,000-node restarts every node whose fail-safe fired first had been deferred once
  * and came back at the end of its slack: its attempt began a median 3.9–4.1 s before its fail-safe and
  * took 4.4–5.4 s. With this reserve, side by side in one hour, fewer nodes were late in 5 of 6 pairs

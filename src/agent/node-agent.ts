@@ -32,8 +32,8 @@ import { keyShard, keyTotal } from './shard-key.js'
 const SILENT = pino({ enabled: false })
 /**
  * How long a retry is assumed to take to be answered: a controller admits a node that comes back from a
- * deferral while its queue of handshakes is within twice its 2 s budget (server/admission.ts: such nodes
- * go ahead of newcomers), so an admitted attempt can wait about 4 s; half a second more covers the
+ * deferral while its queue of handshakes is within 4 s (server/admission.ts returningBudgetMs: such nodes
+ * go ahead of newcomers, whose budget is 3 s), so an admitted attempt can wait about 4 s; half a second more covers the
  * handshake and the answer. A dead controller fails the attempt at connect. (With 2 s, the nodes that
  * came back last were admitted into a 4 s queue and answered after their fail-safe had begun.)
  */

@@ -25,10 +25,11 @@
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
  *
  * Appointments are kept per source address, and a client that holds one goes ahead of newcomers: it is
- * admitted while the queue is within twice the budget (still well inside a client's timeout), newcomers
- * only within the budget. It comes back either at its appointment (a moment promised to it) or before
- * it, which the agent does only when its fail-safe is nearer than the appointment: the most urgent
- * nodes get the reserved half of the queue. Past twice the budget it is told the same moment again and
+ * admitted while the queue is within `returningBudgetMs` (4 s: well inside a client's timeout, and what
+ * the agent keeps for its last attempt, agent/node-agent.ts ATTEMPT_RESERVE_MS), newcomers only within
+ * `budgetMs` (3 s). It comes back either at its appointment (a moment promised to it) or before it,
+ * which the agent does only when its fail-safe is nearer than the appointment: the most urgent nodes get
+ * the reserved end of the queue. Past `returningBudgetMs` it is told the same moment again and
  * takes no second slot: otherwise every early return pushed all later appointments out by one more
  * handshake, and in a 10,000-node restart with 9,500 deferrals the slots drifted ~20 s ahead of the
  * real queue (the controller stood idle while the last nodes waited out appointments, and their leases
@@ -40,6 +41,8 @@
 export interface AdmissionOptions {
   /** What the admitted handshakes may take to finish, in ms of the event loop (well below any client timeout). */
   readonly budgetMs: number
+  /** The same for a client back with its appointment (it goes ahead of newcomers; below budgetMs, budgetMs). */
+  readonly returningBudgetMs: number
   /** Per-connection cost assumed until one is measured (ms of event loop per finished handshake). */
   readonly initialCostMs: number
   /** Handshakes in flight that are always admitted. */
@@ -57,7 +60,16 @@ export interface AdmissionOptions {
 }
 
 export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
-  budgetMs: 2000,
+  // A restart's or take-over's resumed connections come in a burst: 1,300-1,800 handshakes in flight in
+  // the first seconds. The first to come are the nodes whose fail-safes are nearest (the agent sends
+  // those first), and at 2 s (1,333 handshakes at 1.5 ms) admission deferred them by the thousand: the
+  // nodes late were the ones deferred. At 3 s, five pairs side by side (10,000 nodes, README "Measured
+  // figures"), three HA take-overs and two restarts left 0, 13, 0 and 0, 55 nodes late (deferred at
+  // most 541), against 129, 3,569, 4 and 964, 1,498 at 2 s; a cold join's full handshakes, 3-6 ms each,
+  // still queue for no more than 3 s.
+  budgetMs: 3000,
+  // As before the newcomers' budget was raised (twice 2 s): the agent's last attempt is sized for it.
+  returningBudgetMs: 4000,
   // The storm that matters most comes right after a start: a restart or take-over, whose nodes resume
   // their sessions (~1-1.5 ms each, less once warm) with seconds of slack. Starting at a full
   // handshake's 3 ms, admission deferred 3,096-7,165 of them while its estimate came down, and 657-3,999
@@ -126,7 +138,7 @@ export class HandshakeAdmission {
     const now = this.opts.now()
     const booked = address === undefined ? undefined : this.appointments.get(address)
     const returning = booked !== undefined && booked >= now - APPOINTMENT_GRACE_MS
-    if (returning && queueMs <= 2 * this.opts.budgetMs) return this.admit(address)
+    if (returning && queueMs <= Math.max(this.opts.budgetMs, this.opts.returningBudgetMs)) return this.admit(address)
     // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer) and the ones
     // answered wait for their clients; the new ones still silent are queued.
     const recentMs = this.admittedRecently() * this.costMs

@@ -13,9 +13,9 @@ const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'compaq-01', 'node')
 // The loop always counts as idle (utilization never reaches 1.01), and one handshake in flight at the
-// assumed 5 s is past twice the 2 s budget: whether a new connection is admitted depends only on the
+// assumed 5 s is past the 4 s a returning client may queue for: whether a new connection is admitted depends only on the
 // silent ones among the connections admitted during the last 2 s.
-const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 2000, initialCostMs: 5000, busyUtilization: 1.01, minDeferMs: 250 } })
+const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 2000, returningBudgetMs: 4000, initialCostMs: 5000, busyUtilization: 1.01, minDeferMs: 250 } })
 t.teardown(() => ctl.running.stop())
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -14,7 +14,7 @@ const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'compaq-01', 'node')
 // Every loop counts as saturated and one handshake in flight is the most it can finish in time.
-const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 0, busyUtilization: 0, minDeferMs: 250 } })
+const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 0, returningBudgetMs: 0, busyUtilization: 0, minDeferMs: 250 } })
 t.teardown(() => ctl.running.stop())
 
 const client = new ControllerClient({ urls: [`https://127.0.0.1:${ctl.port}`], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })

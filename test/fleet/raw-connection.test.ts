@@ -13,7 +13,7 @@ const root = testDir(t)
 const pki = await makePki(root)
 const node = await bundle(pki, 'compaq-01', 'node')
 // One handshake in flight is the most this controller finishes in time (every loop counts as saturated).
-const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 0, busyUtilization: 0, minDeferMs: 250 } })
+const ctl = await startTestController(pki, root, {}, { admission: { minInFlight: 1, budgetMs: 0, returningBudgetMs: 0, busyUtilization: 0, minDeferMs: 250 } })
 t.teardown(() => ctl.running.stop())
 const context = createSecureContext({ ca: pki.ca, cert: node.cert, key: node.key, minVersion: 'TLSv1.2' })
 

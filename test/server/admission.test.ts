@@ -6,7 +6,9 @@ import { busyNotice, looksLikeBusyNotice, parseBusyNotice } from '../../src/net/
 
 function admission(overrides: Partial<typeof DEFAULT_ADMISSION> = {}) {
   let now = 1000
-  const a = new HandshakeAdmission({ ...DEFAULT_ADMISSION, ...overrides, now: () => now })
+  // A test that sets its own budget reserves returners twice as much unless it says otherwise.
+  const returning = overrides.budgetMs === undefined ? {} : { returningBudgetMs: 2 * overrides.budgetMs }
+  const a = new HandshakeAdmission({ ...DEFAULT_ADMISSION, ...returning, ...overrides, now: () => now })
   return { a, advance: (ms: number) => (now += ms) }
 }
 
@@ -266,8 +268,23 @@ t.test("a fresh controller's defaults: a burst of resumptions is admitted at a r
   const { a } = admission({ minInFlight: 1 })
   let admitted = 0
   for (let i = 0; i < 5000; i++) if (a.decide(i).admit) admitted += 1
-  t.equal(admitted, Math.floor(DEFAULT_ADMISSION.budgetMs / 1.5) + 1, 'the 2 s budget at 1.5 ms a connection, before any measurement')
+  t.equal(admitted, Math.floor(DEFAULT_ADMISSION.budgetMs / 1.5) + 1, 'the 3 s budget at 1.5 ms a connection, before any measurement')
   t.equal(a.estimatedCostMs, 1.5)
+})
+
+t.test("a fresh controller's defaults: newcomers queue for 3 s, a client back with its appointment for 4 s", async (t) => {
+  const { a, advance } = admission({ minInFlight: 1 })
+  a.endWindow(250, 1) // saturated: no idle-loop admissions
+  t.equal(DEFAULT_ADMISSION.budgetMs, 3000)
+  t.equal(DEFAULT_ADMISSION.returningBudgetMs, 4000)
+  t.same(a.decide(2000, '10.0.0.1'), { admit: true }, '2,000 handshakes at 1.5 ms: 3 s, within a newcomer\'s budget')
+  const deferred = a.decide(2001, '10.0.0.1')
+  t.equal(deferred.admit, false, 'one more is past it')
+  advance(deferred.admit ? 0 : deferred.retryAfterMs)
+  t.same(a.decide(2600, '10.0.0.1'), { admit: true }, 'back at its appointment into 3.9 s: ahead of newcomers')
+  t.equal(a.decide(2600, '10.0.0.2').admit, false, 'a newcomer into the same queue is deferred')
+  const back = a.decide(2700, '10.0.0.2')
+  t.equal(back.admit, false, 'past 4 s even a returning client waits')
 })
 
 t.test("the loop's utilization it decides by is the last window's (the pxe_event_loop_utilization_ratio gauge)", async (t) => {
