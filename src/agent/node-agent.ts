@@ -46,6 +46,8 @@ const MIN_ATTEMPT_RESERVE_MS = 2000
  * slack to spread its retries over (the fail-safe comes lease/3 after a check-in is due; with the whole
  * 4.5 s reserved, a lease under about 15 s would have none and every node would retry at once, 0.25-0.75 s
  * apart) and the reserve stays within an attempt's own timeout (lease/3); never below the 2 s it was.
+ * (Such a short reserve is below what a busy controller may queue a returning node for, 4 s: a fleet on
+ * leases under 27 s trades some of a storm's late answers for retries spread over its slack.)
  */
 export function attemptReserveMs(leaseMs: number): number {
   return Math.max(MIN_ATTEMPT_RESERVE_MS, Math.min(ATTEMPT_RESERVE_MS, Math.floor(leaseMs / 6)))

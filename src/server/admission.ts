@@ -16,12 +16,13 @@
  *   many per `budgetMs` as the budget covers. A handshake admitted moments ago has not stalled, it has
  *   not started: after a restart 7,500 were admitted into an idle-looking loop while their clients were
  *   still writing their ClientHellos, then all arrived at once (one 14 s turn of the loop, every client
- *   timed out). So the connections admitted during the last `budgetMs` whose client has not sent a byte
- *   yet count as queued work whatever the load, and an attacker's idle connections count only while they
- *   are new. One whose ClientHello has arrived has had it answered (the loop handles what it reads at
- *   once) and waits for its client: counting it too deferred nodes by the thousand in take-overs whose
- *   loop waited for work a third of the time, each deferral one more connection for a client already
- *   behind (endWindow's `silent`);
+ *   timed out). So the connections admitted during the last `budgetMs` that the controller has not
+ *   answered yet (no whole ClientHello: nothing written back) count as queued work whatever the load,
+ *   and an attacker's idle or trickling connections count only while they are new. One whose
+ *   ClientHello arrived has had it answered (the loop handles what it reads at once) and waits for its
+ *   client: counting it too deferred nodes by the thousand in take-overs whose loop waited for work a
+ *   third of the time, each deferral one more connection for a client already behind (endWindow's
+ *   `unanswered`);
  * - a few connections are always admitted (`minInFlight`), so an estimate gone wrong cannot stop service.
  *
  * Appointments are kept per source address, and a client that holds one goes ahead of newcomers: it is
@@ -41,7 +42,7 @@
 export interface AdmissionOptions {
   /** What the admitted handshakes may take to finish, in ms of the event loop (well below any client timeout). */
   readonly budgetMs: number
-  /** The same for a client back with its appointment (it goes ahead of newcomers; below budgetMs, budgetMs). */
+  /** The same for a client back with its appointment, who goes ahead of newcomers (below budgetMs it changes nothing). */
   readonly returningBudgetMs: number
   /** Per-connection cost assumed until one is measured (ms of event loop per finished handshake). */
   readonly initialCostMs: number
@@ -76,7 +77,7 @@ export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
   // nodes were late; starting at 1.5 ms it deferred 190-1,684 and 8-104 were late (10,000 nodes, three
   // pairs side by side, README "Measured figures"). A cold join's full handshakes raise the estimate
   // within a few windows (its stable time did not suffer), and a queue admitted at half the real cost
-  // still ends within 4 s, well inside a client's timeout.
+  // still ends within 6 s (8 s for returning clients), inside a client's 10 s timeout.
   initialCostMs: 1.5,
   minInFlight: 64,
   busyUtilization: 0.75,
@@ -115,7 +116,7 @@ export class HandshakeAdmission {
   private deferredCount = 0
   /**
    * Admissions in the current window, and in the windows before it that fall within budgetMs (newest
-   * first) whose clients were still silent at the last count (see endWindow).
+   * first) that were still unanswered at the last count (see endWindow).
    */
   private admittedNow = 0
   private admittedBefore: number[] = []
@@ -138,9 +139,9 @@ export class HandshakeAdmission {
     const now = this.opts.now()
     const booked = address === undefined ? undefined : this.appointments.get(address)
     const returning = booked !== undefined && booked >= now - APPOINTMENT_GRACE_MS
-    if (returning && queueMs <= Math.max(this.opts.budgetMs, this.opts.returningBudgetMs)) return this.admit(address)
+    if (returning && queueMs <= this.opts.returningBudgetMs) return this.admit(address)
     // Many in flight but the loop is idle: the older ones are stalled (a slow or hostile peer) and the ones
-    // answered wait for their clients; the new ones still silent are queued.
+    // answered wait for their clients; the new ones still unanswered are queued.
     const recentMs = this.admittedRecently() * this.costMs
     if (this.utilization < this.opts.busyUtilization && recentMs < this.opts.budgetMs) return this.admit(address)
     this.deferredCount += 1
@@ -205,9 +206,9 @@ export class HandshakeAdmission {
    * Ends a measuring window of `windowMs` during which the event loop was busy for `utilization`
    * (0..1) of the time, with `serving` telling whether the replica serves requests now (HA: leads with
    * its state loaded; a window not served throughout is no measurement, and the first one served
-   * restarts the estimate, see startServing()), and `silent` the connections admitted during the last
-   * `budgetMs` whose client has sent nothing yet (counted by the caller at this moment; without it every
-   * connection admitted during the last `budgetMs` is taken to be silent): the cost is the busy time per finished handshake (check-ins included, as they
+   * restarts the estimate, see startServing()), and `unanswered` the connections admitted during the
+   * last `budgetMs` that have not been answered yet (counted by the caller at this moment; without it
+   * every connection admitted during the last `budgetMs` is taken to be unanswered): the cost is the busy time per finished handshake (check-ins included, as they
    * are what a connection costs), taken from windows that are a measurement: busy enough, or ones in
    * which admission deferred connections. The second matters: admission caps the rate at one handshake
    * per estimated cost, so an estimate above the real cost holds the loop below `busyUtilization`, and
@@ -227,7 +228,7 @@ export class HandshakeAdmission {
    * one ratio over the last 2 s, tried side by side in three restarts each, did worse: nodes late 1,829,
    * 789, 147 against 1, 557, 24; README "Measured figures".)
    */
-  endWindow(windowMs: number, utilization: number, serving = true, silent?: number): void {
+  endWindow(windowMs: number, utilization: number, serving = true, unanswered?: number): void {
     // A window is a measurement only if the replica served from its start to its end: the one in which
     // it began to serve holds the state load (a busy loop, a few cheap 503 answers) as well.
     const servedThroughout = serving && this.served
@@ -235,11 +236,11 @@ export class HandshakeAdmission {
     this.served = serving
     this.utilization = utilization
     // A loop too busy to end its windows keeps counting admissions in the current one: it errs on the safe side.
-    if (silent === undefined) {
+    if (unanswered === undefined) {
       this.admittedBefore.unshift(this.admittedNow)
       this.admittedBefore.length = Math.min(this.admittedBefore.length, Math.max(0, Math.ceil(this.opts.budgetMs / windowMs) - 1))
     } else {
-      this.admittedBefore = [Math.max(0, Math.floor(silent))]
+      this.admittedBefore = [Math.max(0, Math.floor(unanswered))]
     }
     this.admittedNow = 0
     const measured = servedThroughout && (utilization >= this.opts.busyUtilization || this.deferredInWindow > 0)

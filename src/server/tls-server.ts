@@ -178,7 +178,7 @@ export class TlsServer {
     let last = performance.eventLoopUtilization()
     const window = setInterval(() => {
       const now = performance.eventLoopUtilization()
-      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, this.deps.isServing?.() ?? true, this.silentSince(performance.now() - this.admission.budgetMs))
+      this.admission.endWindow(ADMISSION_WINDOW_MS, performance.eventLoopUtilization(now, last).utilization, this.deps.isServing?.() ?? true, this.unansweredSince(performance.now() - this.admission.budgetMs))
       last = now
     }, ADMISSION_WINDOW_MS)
     window.unref()
@@ -186,16 +186,17 @@ export class TlsServer {
   }
 
   /**
-   * Admitted connections still in their handshake, admitted at `since` or later, whose client has not
-   * sent a byte (no ClientHello yet: the work they will bring is still to come). One whose first bytes
-   * arrived has had them handled: TLS reads what arrives in the turn it arrives, so such a handshake
-   * waits for its client. Counted once a window (250 ms), over the handshakes in flight, which the
-   * connection caps bound.
+   * Admitted connections still in their handshake, admitted at `since` or later, that the controller
+   * has not answered: nothing written back, so no whole ClientHello has arrived and the work it brings
+   * is still to come (a client that sent part of one and stopped counts here too). One that was
+   * answered waits for its client: TLS handles what arrives in the turn it arrives, and the answer to a
+   * ClientHello is written at once. Counted once a window (250 ms), over the handshakes in flight,
+   * which the connection caps bound.
    */
-  private silentSince(since: number): number {
-    let silent = 0
-    for (const [raw, admittedAt] of this.handshaking) if (admittedAt >= since && raw.bytesRead === 0) silent += 1
-    return silent
+  private unansweredSince(since: number): number {
+    let unanswered = 0
+    for (const [raw, admittedAt] of this.handshaking) if (admittedAt >= since && raw.bytesWritten === 0) unanswered += 1
+    return unanswered
   }
 
   /**

@@ -2,7 +2,7 @@
  * Small crash-safe file steps used by the file state store and the PKI toolkit (Linux/macOS semantics).
  *
  * They are synchronous on purpose. The controller has one thread, and under a reconnect storm one turn of
- * its event loop lasts as long as the handshakes admission lets in (up to ~2 s of work): an asynchronous
+ * its event loop lasts as long as the handshakes admission lets in (up to ~3 s of work): an asynchronous
  * file step waits a whole turn for its callback, and a durable write is 2–15 such steps: in a 10,000-node
  * cold join the round that first appended to the journal (open, stat, write, fdatasync of a 630-byte line)
  * held every answer waiting for it 16 s, the write alone 3 s. Done synchronously the

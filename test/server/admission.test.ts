@@ -50,25 +50,25 @@ t.test('an idle loop admits only as many new handshakes per budget as the budget
   t.same(busyLoop.a.decide(50), { admit: true }, 'few in flight: admitted whatever was admitted before')
 })
 
-t.test('with the silent ones counted: new connections whose clients have sent nothing are queued work, answered ones wait for their clients', async (t) => {
+t.test('with the unanswered ones counted: new connections not yet answered are queued work, answered ones wait for their clients', async (t) => {
   const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
   a.endWindow(250, 0.05, true, 0)
   let admitted = 0
   for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) admitted += 1
-  t.equal(admitted, 100, 'admitted since the count are taken to be silent: a burst into an idle-looking loop still stops at the budget')
+  t.equal(admitted, 100, 'admitted since the count are taken to be unanswered: a burst into an idle-looking loop still stops at the budget')
   a.endWindow(250, 0.05, true, 100)
-  t.equal(a.decide(10_000).admit, false, 'all 100 still silent at the next count: still queued')
+  t.equal(a.decide(10_000).admit, false, 'all 100 still unanswered at the next count: still queued')
   a.endWindow(250, 0.05, true, 40)
   let more = 0
   for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) more += 1
   t.equal(more, 60, '60 of them sent their ClientHello and were answered: 60 places free while the loop is idle')
   a.endWindow(250, 0.95, true, 0)
-  t.equal(a.decide(10_000).admit, false, 'none silent, but a saturated loop: the handshakes in flight are a queue')
+  t.equal(a.decide(10_000).admit, false, 'none unanswered, but a saturated loop: the handshakes in flight are a queue')
   const deferred = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
   deferred.a.endWindow(250, 0.05, true, 100)
   const decision = deferred.a.decide(10_000)
-  t.equal(decision.admit, false, '100 silent fill the budget')
-  t.ok(!decision.admit && decision.retryAfterMs >= 300, `the appointment comes after the silent ones in front (${decision.admit ? '' : decision.retryAfterMs} ms)`)
+  t.equal(decision.admit, false, '100 unanswered fill the budget')
+  t.ok(!decision.admit && decision.retryAfterMs >= 300, `the appointment comes after the unanswered ones in front (${decision.admit ? '' : decision.retryAfterMs} ms)`)
 })
 
 t.test('appointments: after the queue drains, one handshake apart, bounded', async (t) => {
