@@ -24,7 +24,7 @@ t.teardown(() => ctl.running.stop())
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** Long enough for the controller to accept, read what was sent, answer it, and count at the end of a 250 ms window. */
-const SETTLE_MS = 400
+const SETTLE_MS = 600
 
 async function metric(name: string): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)
