@@ -7,7 +7,7 @@ import net from 'node:net'
 import tls from 'node:tls'
 import { once } from 'node:events'
 import { Duplex } from 'node:stream'
-import { bundle, checkinBody, makePki, startTestController } from './harness.js'
+import { bundle, checkinBody, makePki, opsMetric, startTestController } from './harness.js'
 import { testDir } from '../support/test-dir.js'
 import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
 import { systemClock } from '../../src/agent/clock.js'
@@ -26,11 +26,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 /** Long enough for the controller to accept, read what was sent, answer it, and count at the end of a 250 ms window. */
 const SETTLE_MS = 600
 
-async function metric(name: string): Promise<number> {
-  const res = await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)
-  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name} `))
-  return line === undefined ? NaN : Number(line.split(' ')[1])
-}
+const metric = (name: string): Promise<number> => opsMetric(ctl, name)
 
 async function inFlightBecomes(n: number): Promise<void> {
   for (let i = 0; (await metric('pxe_tls_handshakes_in_flight')) !== n; i++) {

@@ -5,7 +5,7 @@ import t from 'tap'
 import net from 'node:net'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { bundle, checkinBody, makePki, opsMetric, request, startTestController } from './harness.js'
 import { testDir } from '../support/test-dir.js'
 import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
 import { systemClock } from '../../src/agent/clock.js'
@@ -20,11 +20,7 @@ t.teardown(() => ctl.running.stop())
 const client = new ControllerClient({ urls: [`https://127.0.0.1:${ctl.port}`], ca: pki.ca, cert: node.cert, key: node.key, clock: systemClock, requestTimeoutMs: () => 5000 })
 t.teardown(() => client.close())
 
-async function metric(name: string): Promise<number> {
-  const res = await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)
-  const line = (await res.text()).split('\n').find((l) => l.startsWith(`${name} `))
-  return line === undefined ? NaN : Number(line.split(' ')[1])
-}
+const metric = (name: string): Promise<number> => opsMetric(ctl, name)
 
 /** A TCP connection that never sends its ClientHello: a handshake in flight. */
 async function stalledConnection(): Promise<net.Socket> {

@@ -158,6 +158,15 @@ export function request(port: number, ca: string, id: Identity | null, path: str
 }
 
 /** A valid check-in body for `nodeId`. */
+/** One unlabelled series from a controller's ops endpoint (/metrics); throws when it or the endpoint is missing. */
+export async function opsMetric(ctl: Pick<TestController, 'opsPort'>, name: string): Promise<number> {
+  if (ctl.opsPort === null) throw new Error('the controller runs no ops endpoint')
+  const text = await (await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)).text()
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `))
+  if (line === undefined) throw new Error(`metric ${name} missing`)
+  return Number(line.split(' ')[1])
+}
+
 export function checkinBody(nodeId: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { node_id: nodeId, capacity: 16, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...extra }
 }

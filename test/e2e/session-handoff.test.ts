@@ -9,7 +9,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
-import { bundle, checkinBody, makePki, request, startTestController, type Identity, type Reply, type RequestOptions } from './harness.js'
+import { bundle, checkinBody, makePki, opsMetric, request, startTestController, type Identity, type Reply, type RequestOptions } from './harness.js'
 import { testDir } from '../support/test-dir.js'
 
 const root = testDir(t)
@@ -41,12 +41,7 @@ const send = (id: Identity, path: string, opts: RequestOptions = {}): Promise<Re
 const post = (id: Identity, path: string, body: unknown) => send(id, path, { body })
 const claim = (id: Identity, nodeId: string, shardId: number, extra: Record<string, unknown> = {}) => post(id, '/v1/identify', { node_id: nodeId, shard_id: shardId, ...extra })
 const plan = async () => (await send(op, '/v1/plan')).json
-async function metric(name: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${ctl.opsPort}/metrics`)).text()
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `))
-  if (line === undefined) throw new Error(`metric ${name} missing`)
-  return Number(line.split(' ')[1])
-}
+const metric = (name: string): Promise<number> => opsMetric(ctl, name)
 const auditEvents = () =>
   readFileSync(join(root, 'audit.log'), 'utf8')
     .trim()

@@ -4,6 +4,13 @@ import { DEFAULT_ADMISSION, HandshakeAdmission, type AdmissionDecision } from '.
 import { MAX_APPOINTMENT_MS } from '../../src/agent/cadence.js'
 import { busyNotice, looksLikeBusyNotice, parseBusyNotice } from '../../src/net/busy-notice.js'
 
+/** How many of `n` new connections are admitted one after another, with `inFlight` handshakes in flight. */
+function admittedOf(a: HandshakeAdmission, n = 1000, inFlight = 10_000): number {
+  let admitted = 0
+  for (let i = 0; i < n; i++) if (a.decide(inFlight).admit) admitted += 1
+  return admitted
+}
+
 function admission(overrides: Partial<typeof DEFAULT_ADMISSION> = {}) {
   let now = 1000
   // A test that sets its own budget reserves returners twice as much unless it says otherwise.
@@ -34,9 +41,7 @@ t.test('stalled handshakes cost nothing: an idle loop admits however many are in
 t.test('an idle loop admits only as many new handshakes per budget as the budget covers: new ones have not stalled yet', async (t) => {
   const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
   a.endWindow(250, 0.05)
-  let admitted = 0
-  for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) admitted += 1
-  t.equal(admitted, 100, '100 × 3 ms fill the 300 ms budget; the rest of a burst into an idle-looking loop is deferred')
+  t.equal(admittedOf(a), 100, '100 × 3 ms fill the 300 ms budget; the rest of a burst into an idle-looking loop is deferred')
   const deferred = a.decide(10_000)
   t.equal(deferred.admit, false)
   t.ok(!deferred.admit && deferred.retryAfterMs >= 300, 'the appointment comes after the new work in front of it')
@@ -53,15 +58,11 @@ t.test('an idle loop admits only as many new handshakes per budget as the budget
 t.test('with the unanswered ones counted: new connections not yet answered are queued work, answered ones wait for their clients', async (t) => {
   const { a } = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
   a.endWindow(250, 0.05, true, 0)
-  let admitted = 0
-  for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) admitted += 1
-  t.equal(admitted, 100, 'admitted since the count are taken to be unanswered: a burst into an idle-looking loop still stops at the budget')
+  t.equal(admittedOf(a), 100, 'admitted since the count are taken to be unanswered: a burst into an idle-looking loop still stops at the budget')
   a.endWindow(250, 0.05, true, 100)
   t.equal(a.decide(10_000).admit, false, 'all 100 still unanswered at the next count: still queued')
   a.endWindow(250, 0.05, true, 40)
-  let more = 0
-  for (let i = 0; i < 1000; i++) if (a.decide(10_000).admit) more += 1
-  t.equal(more, 60, '60 of them sent their ClientHello and were answered: 60 places free while the loop is idle')
+  t.equal(admittedOf(a), 60, '60 of them sent their ClientHello and were answered: 60 places free while the loop is idle')
   a.endWindow(250, 0.95, true, 0)
   t.equal(a.decide(10_000).admit, false, 'none unanswered, but a saturated loop: the handshakes in flight are a queue')
   const deferred = admission({ budgetMs: 300, initialCostMs: 3, minInFlight: 1 })
