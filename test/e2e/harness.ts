@@ -157,7 +157,6 @@ export function request(port: number, ca: string, id: Identity | null, path: str
   })
 }
 
-/** A valid check-in body for `nodeId`. */
 /** One unlabelled series from a controller's ops endpoint (/metrics); throws when it or the endpoint is missing. */
 export async function opsMetric(ctl: Pick<TestController, 'opsPort'>, name: string): Promise<number> {
   if (ctl.opsPort === null) throw new Error('the controller runs no ops endpoint')
@@ -167,6 +166,7 @@ export async function opsMetric(ctl: Pick<TestController, 'opsPort'>, name: stri
   return Number(line.split(' ')[1])
 }
 
+/** A valid check-in body for `nodeId`. */
 export function checkinBody(nodeId: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
   return { node_id: nodeId, capacity: 16, ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0, ...extra }
 }
