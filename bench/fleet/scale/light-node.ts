@@ -13,8 +13,9 @@
  *
  * With several controller ports (HA replicas) it fails over as the agent's ControllerClient does: the
  * ports in order from the last one that answered, the next on a connection error or a 503 (a busy
- * notice ends the attempt, and the next starts at that port), and one TLS session for all of them (the
- * agent's SharedSessions: replicas share ticket keys).
+ * notice ends the attempt, and the next starts at that port), a keep-alive connection per port (the
+ * agent's https.Agent per URL) and one TLS session for all of them (the agent's SharedSessions: replicas
+ * share ticket keys).
  */
 import type { SecureContext } from 'node:tls'
 import { defaultStopMarginMs, defaultStopTimeoutMs } from '../../../src/agent/agent-options.js'
@@ -83,9 +84,14 @@ export class LightNode {
   private lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
-  private conn: RawConnection | null = null
-  /** The port `conn` goes to. */
-  private connPort = 0
+  /**
+   * A keep-alive connection per port, as the agent's ControllerClient keeps an https.Agent (one socket)
+   * per URL: a replica that answered 503 keeps its connection while the node tries the next one, so the
+   * node's next attempt there needs no new handshake. (One connection for all ports, closed on every
+   * switch, made each node that met a follower's or a loading leader's 503 in a take-over open a second
+   * connection to it when it led: a TCP connect and a handshake more, in the storm's first seconds.)
+   */
+  private readonly conns: Array<RawConnection | null>
   /** Which port an exchange tries first, as the agent's ControllerClient (failover-order.ts). */
   private readonly order: FailoverOrder
   /** The last session ticket the controller gave this node (kept across the controller's restarts, as the agent's https.Agent keeps its session cache). */
@@ -95,7 +101,7 @@ export class LightNode {
   private stopped = false
   private checkinInFlight = false
   private checkinAgain = false
-  /** Requests go one at a time over the one connection (check-ins and claims alike). */
+  /** Requests go one at a time (check-ins and claims alike), as the agent's one socket per URL sends them. */
   private chain: Promise<unknown> = Promise.resolve()
   private tracking = false
   private readonly book: ShardBook
@@ -112,6 +118,7 @@ export class LightNode {
   ) {
     this.book = new ShardBook(name.replace(/[^A-Za-z0-9]/g, ''))
     this.order = new FailoverOrder(shared.ports.length)
+    this.conns = shared.ports.map(() => null)
   }
 
   /** Starts checking in after `delayMs`. */
@@ -119,12 +126,13 @@ export class LightNode {
     this.schedule(delayMs)
   }
 
-  /** Stops for good and closes the connection. */
+  /** Stops for good and closes its connections. */
   stop(): void {
     this.stopped = true
     if (this.timer !== null) clearTimeout(this.timer)
     if (this.claimTimer !== null) clearTimeout(this.claimTimer)
-    this.conn?.close()
+    for (const conn of this.conns) conn?.close()
+    this.conns.fill(null)
   }
 
   /** Notes the plan and the fail-safe deadline now (just before the controller is killed). */
@@ -179,9 +187,9 @@ export class LightNode {
       let unavailable: RawReply | null = null
       for (const index of this.order.attempt()) {
         try {
-          const reply = await this.exchangeWith(ports[index]!, build)
+          const reply = await this.exchangeWith(index, build)
           if (reply.status === 503 && ports.length > 1) {
-            unavailable = reply // (its connection stays open: the next round starts at the next port)
+            unavailable = reply // (its connection stays open for the next attempt there)
             continue
           }
           this.order.answered(index)
@@ -204,19 +212,19 @@ export class LightNode {
     return reply
   }
 
-  /** One request to `port`, on the connection if it goes there, else on a new one. */
-  private async exchangeWith(port: number, build: () => Buffer): Promise<RawReply> {
+  /** One request to the port at `index`, on its open connection, else on a new one. */
+  private async exchangeWith(index: number, build: () => Buffer): Promise<RawReply> {
     const timeoutMs = this.timeoutMs()
+    let conn: RawConnection | null = this.conns[index] ?? null
     try {
-      if (this.conn !== null && (this.conn.dead || this.connPort !== port)) {
-        this.conn.close()
-        this.conn = null
+      if (conn !== null && conn.dead) {
+        conn.close()
+        conn = this.conns[index] = null
       }
       this.lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
-      if (this.conn === null) {
-        this.connPort = port
-        this.conn = await RawConnection.open({
-          port,
+      if (conn === null) {
+        conn = this.conns[index] = await RawConnection.open({
+          port: this.shared.ports[index]!,
           context: this.context,
           localAddress: this.localAddress,
           timeoutMs,
@@ -224,17 +232,17 @@ export class LightNode {
           onSession: (session) => void (this.session = session),
         })
         this.shared.count('handshakes')
-        if (this.conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
-        this.lastSplit.tcpMs = this.conn.tcpMs
-        this.lastSplit.tlsMs = this.conn.tlsMs
+        if (conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
+        this.lastSplit.tcpMs = conn.tcpMs
+        this.lastSplit.tlsMs = conn.tlsMs
       }
       const sentAt = performance.now()
-      const reply = await this.conn.send(build(), timeoutMs)
+      const reply = await conn.send(build(), timeoutMs)
       this.lastSplit.replyMs = performance.now() - sentAt
       return reply
     } catch (err) {
-      this.conn?.close()
-      this.conn = null
+      conn?.close()
+      this.conns[index] = null
       throw err
     }
   }
