@@ -3,9 +3,9 @@
  * prom-client's global one). Names carry their unit; label values come from fixed sets (route
  * patterns, HTTP statuses, error codes, normalized TLS reasons, roles), never a node ID or serial.
  *
- * On the hot path counters are plain tallies held per route and status (tally-counter.ts) and the
- * duration histogram's child is cached per route; gauges of the controller's state are read once per
- * scrape, from the sources given to `bind`.
+ * On the hot path counters are plain tallies held per route and status (tally-counter.ts), and the
+ * request and handshake durations go to plain histogram series (tally-histogram.ts); gauges of the
+ * controller's state are read once per scrape, from the sources given to `bind`.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { RequestOutcome } from '../http/request-outcome.js'
@@ -15,6 +15,7 @@ import type { ControllerService } from '../service/controller-service.js'
 import { HANDSHAKE_FAILURE_REASONS, handshakeFailureReason } from './handshake-failure-reason.js'
 import type { Readiness } from './readiness.js'
 import { KeyedTally, TallyCounter, type Tally } from './tally-counter.js'
+import { TallyHistogram, type HistogramSeries } from './tally-histogram.js'
 
 /** The controller's state as the gauges read it. */
 export type StateFigures = ReturnType<ControllerService['figures']>
@@ -69,7 +70,7 @@ const REPLAN_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.0
 
 /** What a request to one route touches, made once per route. */
 interface RouteSeries {
-  readonly duration: Histogram.Internal<'route'>
+  readonly duration: HistogramSeries
   readonly byStatus: Map<number, Tally>
   /** Check-ins or Identify claims by result, for those two routes. */
   readonly results: KeyedTally<'result'> | null
@@ -83,7 +84,7 @@ export class ControllerMetrics {
   private sources: MetricSources | null = null
   private readonly routes = new Map<string, RouteSeries>()
   private readonly requests: TallyCounter<'route' | 'status'>
-  private readonly requestDuration: Histogram<'route'>
+  private readonly requestDuration: TallyHistogram<'route'>
   private readonly checkins: KeyedTally<'result'>
   private readonly identifyClaims: KeyedTally<'result'>
   private readonly handshakeFailures: KeyedTally<'reason'>
@@ -91,14 +92,14 @@ export class ControllerMetrics {
   private readonly stateWriteDuration: Histogram
   private readonly stateWriteFailures: Counter
   private readonly replanDuration: Histogram
-  private readonly handshakeDuration: Histogram
+  private readonly handshakeDuration: HistogramSeries
 
   /** The deployment's fixed settings: total shards, and the daily Identify budget (its gauges exist only with one). */
   constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
     const registers = [this.registry]
     collectDefaultMetrics({ register: this.registry })
     this.requests = new TallyCounter({ name: 'pxe_requests_total', help: 'mTLS API requests answered, by route pattern and HTTP status', labelNames: ['route', 'status'], registers })
-    this.requestDuration = new Histogram({ name: 'pxe_request_duration_seconds', help: 'Time from request start to the answer, by route pattern', labelNames: ['route'], buckets: REQUEST_BUCKETS, registers })
+    this.requestDuration = new TallyHistogram({ name: 'pxe_request_duration_seconds', help: 'Time from request start to the answer, by route pattern', labelNames: ['route'], buckets: REQUEST_BUCKETS, registers })
     const keyed = <L extends string>(name: string, help: string, label: L, initial: readonly string[]) =>
       new KeyedTally(new TallyCounter({ name, help, labelNames: [label], registers }), label, initial)
     this.checkins = keyed('pxe_checkins_total', 'Check-ins answered, by result (ok or the error code)', 'result', ['ok'])
@@ -108,7 +109,7 @@ export class ControllerMetrics {
     this.stateWriteDuration = new Histogram({ name: 'pxe_state_write_duration_seconds', help: 'Duration of durable state writes (successful or not)', buckets: WRITE_BUCKETS, registers })
     this.stateWriteFailures = new Counter({ name: 'pxe_state_write_failures_total', help: 'State writes that failed (answers get 503 until a retry succeeds)', registers })
     this.replanDuration = new Histogram({ name: 'pxe_replan_duration_seconds', help: 'Main-thread time of each controller operation that re-planned (a batch of joins, an expiry, a drain, a revocation)', buckets: REPLAN_BUCKETS, registers })
-    this.handshakeDuration = new Histogram({ name: 'pxe_tls_handshake_duration_seconds', help: 'Time from accepting a connection (admitted, not deferred) to its completed TLS handshake', buckets: HANDSHAKE_BUCKETS, registers })
+    this.handshakeDuration = new TallyHistogram({ name: 'pxe_tls_handshake_duration_seconds', help: 'Time from accepting a connection (admitted, not deferred) to its completed TLS handshake', buckets: HANDSHAKE_BUCKETS, labelNames: [], registers }).series({})
     this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit)
   }
 
@@ -189,7 +190,7 @@ export class ControllerMetrics {
     let series = this.routes.get(route)
     if (series === undefined) {
       const results = route === '/v1/checkin' ? this.checkins : route === '/v1/identify' ? this.identifyClaims : null
-      series = { duration: this.requestDuration.labels(route), byStatus: new Map(), results }
+      series = { duration: this.requestDuration.series({ route }), byStatus: new Map(), results }
       this.routes.set(route, series)
     }
     return series
