@@ -95,6 +95,8 @@ export interface RestartBenchFigures {
   /** The late nodes by the second after the kill their fail-safe was due in, and their attempts before the late answer. */
   readonly lateByFailSafeS: Readonly<Record<string, number>>
   readonly lateAttempts: Readonly<Record<string, number>>
+  /** Of the late nodes, those answered after their fail-safe by less than their own check-in timer fired late (the load generator's lag). */
+  readonly lateWithinLag: number
   /**
    * Medians over the late nodes and over the ones on time (s; null: none): how long before its fail-safe
    * moment the attempt that got the answer began, and how long it took from sending to the answer.
@@ -137,11 +139,13 @@ export interface AnsweredMedians {
   readonly tcpS: number | null
   readonly tlsS: number | null
   readonly replyS: number | null
+  /** How late the check-in timer that started it fired (s): the load generator's own lag. */
+  readonly lagS: number | null
 }
 
 function answeredMedians(t: AnsweredTally): AnsweredMedians {
   const s = (ms: number | null) => (ms === null ? null : ms / 1000)
-  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)), tcpS: s(medianOfBuckets(t.tcpMs)), tlsS: s(medianOfBuckets(t.tlsMs)), replyS: s(medianOfBuckets(t.replyMs)) }
+  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)), tcpS: s(medianOfBuckets(t.tcpMs)), tlsS: s(medianOfBuckets(t.tlsMs)), replyS: s(medianOfBuckets(t.replyMs)), lagS: s(medianOfBuckets(t.lagMs)) }
 }
 
 /** Attempts that failed (time-outs, resets, error answers), from the load generator's counters. */
@@ -596,6 +600,7 @@ function markFigures(
     failSafeLate: s.markLate,
     lateByFailSafeS: s.markLateByFailSafe,
     lateAttempts: s.markLateAttempts,
+    lateWithinLag: s.markLateWithinLag,
     answered: { late: answeredMedians(s.markAnswered.late), onTime: answeredMedians(s.markAnswered.onTime) },
     controllerCpuS: end.cpuSeconds - t.cpu0,
     controllerLoop: t.loop,

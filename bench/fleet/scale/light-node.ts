@@ -57,6 +57,19 @@ export interface MarkOutcome {
   readonly answeredTcpMs: number
   readonly answeredTlsMs: number
   readonly answeredReplyMs: number
+  /**
+   * How late the timer that started the answered check-in fired (ms): this generator's own event-loop lag.
+   * An agent on a machine of its own would have sent it that much sooner.
+   */
+  readonly answeredTimerLagMs: number
+}
+
+/**
+ * A late node whose lateness is within its own load generator's lag: answered after its fail-safe by
+ * less than its check-in timer fired late (after the fail-safe by took − lead).
+ */
+export function lateWithinOwnLag(o: MarkOutcome): boolean {
+  return o.late && o.answeredTimerLagMs >= o.answeredTookMs - o.answeredLeadMs
 }
 
 /** An Identify claim's 200 answer (SPEC "Identify claims", "Session handoff"). */
@@ -80,6 +93,8 @@ export class LightNode {
   private maxConcurrency = 1
   private leaseMs: number | null = null
   private lastRenewalSentAt: number | null = null
+  /** How late the check-in timer fired last (see MarkOutcome.answeredTimerLagMs). */
+  private timerLagMs = 0
   /** The last exchange's split (see MarkOutcome.answeredTcpMs). */
   private lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
   private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
@@ -161,7 +176,11 @@ export class LightNode {
   private schedule(ms: number): void {
     if (this.stopped) return
     if (this.timer !== null) clearTimeout(this.timer)
-    this.timer = setTimeout(() => void this.checkIn(), ms)
+    const dueAt = sharedNow() + ms
+    this.timer = setTimeout(() => {
+      this.timerLagMs = Math.max(0, sharedNow() - dueAt)
+      void this.checkIn()
+    }, ms)
   }
 
   /** Checks in now, or right after the check-in in flight. */
@@ -420,6 +439,6 @@ export class LightNode {
     const same = m.generation === this.generation && m.rangeStart === this.rangeStart && m.rangeCount === this.rangeCount
     const keptFrom = Math.max(m.rangeStart, this.rangeStart)
     const keptTo = Math.min(m.rangeStart + m.rangeCount, this.rangeStart + this.rangeCount)
-    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt, answeredTcpMs: this.lastSplit.tcpMs, answeredTlsMs: this.lastSplit.tlsMs, answeredReplyMs: this.lastSplit.replyMs }
+    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt, answeredTcpMs: this.lastSplit.tcpMs, answeredTlsMs: this.lastSplit.tlsMs, answeredReplyMs: this.lastSplit.replyMs, answeredTimerLagMs: this.timerLagMs }
   }
 }

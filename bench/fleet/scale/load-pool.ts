@@ -117,6 +117,7 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLate: sum(all.map((s) => s.markLate)),
     markLateByFailSafe: tally(all.map((s) => s.markLateByFailSafe)),
     markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
+    markLateWithinLag: sum(all.map((s) => s.markLateWithinLag)),
     markLoopDelayMs: worstDelay(all.map((s) => s.markLoopDelayMs)),
     markAnswered: {
       late: answeredOf(all.map((s) => s.markAnswered.late)),
@@ -135,7 +136,7 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
 /** The generators' tallies of one group of answered attempts, added up. */
 function answeredOf(all: readonly AnsweredTally[]): AnsweredTally {
   const of = (key: keyof AnsweredTally) => tally(all.map((t) => t[key]))
-  return { leadMs: of('leadMs'), tookMs: of('tookMs'), tcpMs: of('tcpMs'), tlsMs: of('tlsMs'), replyMs: of('replyMs') }
+  return { leadMs: of('leadMs'), tookMs: of('tookMs'), tcpMs: of('tcpMs'), tlsMs: of('tlsMs'), replyMs: of('replyMs'), lagMs: of('lagMs') }
 }
 
 /** The worst of several processes' event-loop delays, percentile by percentile. */

@@ -42,6 +42,11 @@ export interface LoadStatus {
   readonly markLateByFailSafe: Readonly<Record<string, number>>
   readonly markLateAttempts: Readonly<Record<string, number>>
   /**
+   * The late ones whose check-in timer fired later than they were answered after their fail-safe: their
+   * lateness is within this generator's own lag (an agent on a machine of its own sends on time).
+   */
+  readonly markLateWithinLag: number
+  /**
    * The attempt each node got its first answer after the mark with, for the late nodes and the ones on
    * time: how long before the node's fail-safe moment it began, and how long it took until the answer
    * (handshake and check-in), both as counts by quarter-second bucket ("-250": -250..-1 ms). Tells a
@@ -70,6 +75,8 @@ export interface AnsweredTally {
   readonly tcpMs: Readonly<Record<string, number>>
   readonly tlsMs: Readonly<Record<string, number>>
   readonly replyMs: Readonly<Record<string, number>>
+  /** How late the node's check-in timer fired (its generator's event-loop lag). */
+  readonly lagMs: Readonly<Record<string, number>>
 }
 
 /** The width of an AnsweredTally's buckets (ms). */

@@ -8,7 +8,7 @@ import { createSecureContext } from 'node:tls'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { tuneGarbageCollection } from '../../../src/gc-tuning.js'
 import { mapChunked } from '../chunked.js'
-import { LightNode, type MarkOutcome } from './light-node.js'
+import { LightNode, lateWithinOwnLag, type MarkOutcome } from './light-node.js'
 import { answerBucket, tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 // Thousands of TLS connections here too, opened in bursts: the controller's V8 setting (src/gc-tuning.ts)
@@ -56,7 +56,7 @@ function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered
   const of = (late: boolean) => {
     const group = marked.filter((o) => o.late === late)
     const by = (ms: (o: MarkOutcome) => number) => tally(group.map((o) => ({ [answerBucket(ms(o))]: 1 })))
-    return { leadMs: by((o) => o.answeredLeadMs), tookMs: by((o) => o.answeredTookMs), tcpMs: by((o) => o.answeredTcpMs), tlsMs: by((o) => o.answeredTlsMs), replyMs: by((o) => o.answeredReplyMs) }
+    return { leadMs: by((o) => o.answeredLeadMs), tookMs: by((o) => o.answeredTookMs), tcpMs: by((o) => o.answeredTcpMs), tlsMs: by((o) => o.answeredTlsMs), replyMs: by((o) => o.answeredReplyMs), lagMs: by((o) => o.answeredTimerLagMs) }
   }
   return { late: of(true), onTime: of(false) }
 }
@@ -82,6 +82,7 @@ function status(): LoadStatus {
     markLate: marked.filter((o) => o.late).length,
     markLateByFailSafe: tally(marked.filter((o) => o.late).map((o) => ({ [String(Math.floor(o.failSafeAfterMarkMs / 1000))]: 1 }))),
     markLateAttempts: tally(marked.filter((o) => o.late).map((o) => o.attempts)),
+    markLateWithinLag: marked.filter(lateWithinOwnLag).length,
     markAnswered: answeredTally(marked),
     markLoopDelayMs: loopDelay.count === 0 ? null : { p50: loopDelay.percentile(50) / 1e6, p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
     markLastAt: maxOf(marked.map((o) => o.at)),
