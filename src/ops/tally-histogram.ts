@@ -23,14 +23,26 @@ export class HistogramSeries {
     this.counts = new Float64Array(bounds.length)
   }
 
-  /** One observation (a value above the last bound counts only toward `+Inf`, `_sum` and `_count`). */
+  /**
+   * One observation (a value above the last bound counts only toward `+Inf`, `_sum` and `_count`). A
+   * value that is not finite is not counted: prom-client throws on it, and here it would make `_sum` NaN
+   * or infinite for good (the durations observed are differences of performance.now(), always finite).
+   */
   observe(value: number): void {
+    if (!Number.isFinite(value)) return
     const bounds = this.bounds
     let i = 0
     while (i < bounds.length && value > bounds[i]!) i++
     if (i < bounds.length) this.counts[i]! += 1
     this.sum += value
     this.count += 1
+  }
+
+  /** Back to no observations (the registry's resetMetrics()). */
+  reset(): void {
+    this.counts.fill(0)
+    this.sum = 0
+    this.count = 0
   }
 
   /** The cumulative count of observations at or below each bound. */
@@ -74,8 +86,12 @@ export class TallyHistogram<L extends string> {
         }
         return { name, help, type: 'histogram', aggregator: 'sum', values }
       },
+      reset: () => {
+        for (const series of all) series.reset()
+      },
     }
-    // The registry needs only name, help, type, aggregator and get(); its types name prom-client's own classes.
+    // What the registry calls: get() (metrics(), getMetricsAsJSON()) and reset() (resetMetrics()); its
+    // types admit prom-client's own classes only (and type `type` as a numeric enum it never uses).
     for (const registry of config.registers) registry.registerMetric(metric as unknown as Histogram)
   }
 

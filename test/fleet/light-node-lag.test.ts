@@ -34,7 +34,7 @@ t.test('the answer after a mark carries the lag of the timer that began its chec
   while (performance.now() < blockedUntil); // ... while this process's loop is busy for 500 ms
   await until('the answer after the mark', () => light.markOutcome !== null)
   const lag = light.markOutcome!.answeredTimerLagMs
-  t.ok(lag >= 300 && lag < 3000, `the timer fired ${lag.toFixed(0)} ms late`)
+  t.ok(lag >= 300, `the timer fired ${lag.toFixed(0)} ms late`)
   t.notOk(light.markOutcome!.late, 'answered long before its fail-safe')
 })
 

@@ -37,6 +37,21 @@ t.test('an unlabelled histogram shows its zeros from the start, as prom-client d
   t.match(await ours.metrics(), /^y_seconds_sum 0\.003$/m)
 })
 
+t.test("the registry's resetMetrics() empties the series; a value that is not finite is not counted", async (t) => {
+  const registry = new Registry()
+  const series = new TallyHistogram({ name: 'w_seconds', help: 'h', labelNames: [], buckets: BUCKETS, registers: [registry] }).series({})
+  series.observe(0.5)
+  series.observe(Number.NaN)
+  series.observe(Number.POSITIVE_INFINITY)
+  t.match(await registry.metrics(), /^w_seconds_count 1$/m)
+  t.match(await registry.metrics(), /^w_seconds_sum 0\.5$/m)
+  registry.resetMetrics()
+  t.match(await registry.metrics(), /^w_seconds_count 0$/m)
+  t.match(await registry.metrics(), /^w_seconds_bucket\{le="1"\} 0$/m)
+  const json = await registry.getMetricsAsJSON()
+  t.equal(json[0]?.type, 'histogram', 'getMetricsAsJSON reads it too')
+})
+
 t.test('buckets must be finite and increasing; a name is registered once', async (t) => {
   const registers = [new Registry()]
   t.throws(() => new TallyHistogram({ name: 'z1', help: 'h', labelNames: [], buckets: [], registers }), RangeError)

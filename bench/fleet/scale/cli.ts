@@ -60,7 +60,7 @@ function report(f: BenchFigures): void {
     const split = (m: AnsweredMedians) => [m.tcpS, m.tlsS, m.replyS].map((v) => (v === null ? '-' : v.toFixed(2))).join(' / ')
     out(`                     of it, at the port that answered (medians, s): TCP connect / TLS handshake / request to answer: late ${split(late)}; on time ${split(onTime)}`)
     const lagOf = (m: AnsweredMedians) => (m.lagS === null ? '-' : `${m.lagS.toFixed(2)} s`)
-    out(`                     the load generator's own lag: the check-in timer that began that attempt fired a median ${lagOf(late)} late (on time: ${lagOf(onTime)}); ${r.lateWithinLag} of the ${r.failSafeLate} late nodes were answered after their fail-safe by less than that lag (an agent on a machine of its own sends on time)`)
+    out(`                     the load generator's own lag: the check-in timer that began that attempt fired a median ${lagOf(late)} late (on time: ${lagOf(onTime)}); ${r.lateWithinLag} of the ${r.failSafeLate} late nodes were answered after their fail-safe by no more than their own timer's lag (an agent on a machine of its own sends on time)`)
     const h = r.controllerHandshakes
     if (h !== null) out(`                     the controller's view of its ${h.count} handshakes, from accept to established (pxe_tls_handshake_duration_seconds): median under ${h.p50} s, 90th percentile under ${h.p90} s`)
   }

@@ -25,7 +25,7 @@ import { ceilingCosts, type CeilingCosts } from './ceiling-costs.js'
 import { drainPhase, type DrainFigures } from './drain-phase.js'
 import { countersSince, openHaSide, type EtcdCounters, type HaSide } from './ha-side.js'
 import { LoadPool } from './load-pool.js'
-import { medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus, type LoopDelay } from './load-protocol.js'
+import { LAG_BUCKET_MS, medianOfBuckets, type AnsweredTally, type LoadNodeSpec, type LoadStatus, type LoopDelay } from './load-protocol.js'
 import { loadAverage, mainThreadSchedSeconds, sampleProcess, type ProcSample } from './proc-stats.js'
 import { summarizeProfile, type ProfileSummary } from './profile-summary.js'
 
@@ -95,7 +95,7 @@ export interface RestartBenchFigures {
   /** The late nodes by the second after the kill their fail-safe was due in, and their attempts before the late answer. */
   readonly lateByFailSafeS: Readonly<Record<string, number>>
   readonly lateAttempts: Readonly<Record<string, number>>
-  /** Of the late nodes, those answered after their fail-safe by less than their own check-in timer fired late (the load generator's lag). */
+  /** Of the late nodes, those answered after their fail-safe by no more than their own check-in timer fired late (the load generator's lag). */
   readonly lateWithinLag: number
   /**
    * Medians over the late nodes and over the ones on time (s; null: none): how long before its fail-safe
@@ -145,7 +145,7 @@ export interface AnsweredMedians {
 
 function answeredMedians(t: AnsweredTally): AnsweredMedians {
   const s = (ms: number | null) => (ms === null ? null : ms / 1000)
-  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)), tcpS: s(medianOfBuckets(t.tcpMs)), tlsS: s(medianOfBuckets(t.tlsMs)), replyS: s(medianOfBuckets(t.replyMs)), lagS: s(medianOfBuckets(t.lagMs)) }
+  return { leadS: s(medianOfBuckets(t.leadMs)), tookS: s(medianOfBuckets(t.tookMs)), tcpS: s(medianOfBuckets(t.tcpMs)), tlsS: s(medianOfBuckets(t.tlsMs)), replyS: s(medianOfBuckets(t.replyMs)), lagS: s(medianOfBuckets(t.lagMs, LAG_BUCKET_MS)) }
 }
 
 /** Attempts that failed (time-outs, resets, error answers), from the load generator's counters. */

@@ -65,8 +65,8 @@ export interface MarkOutcome {
 }
 
 /**
- * A late node whose lateness is within its own load generator's lag: answered after its fail-safe by
- * less than its check-in timer fired late (after the fail-safe by took − lead).
+ * A late node whose lateness is within its own load generator's lag: answered after its fail-safe (by
+ * took − lead) by no more than its check-in timer fired late.
  */
 export function lateWithinOwnLag(o: MarkOutcome): boolean {
   return o.late && o.answeredTimerLagMs >= o.answeredTookMs - o.answeredLeadMs
@@ -116,7 +116,7 @@ export class LightNode {
   private stopped = false
   private checkinInFlight = false
   private checkinAgain = false
-  /** Requests go one at a time (check-ins and claims alike), as the agent's one socket per URL sends them. */
+  /** Requests go one at a time (check-ins and claims alike): a RawConnection carries one request at a time, as the agent's one socket per URL does. */
   private chain: Promise<unknown> = Promise.resolve()
   private tracking = false
   private readonly book: ShardBook
@@ -250,6 +250,8 @@ export class LightNode {
           session: this.session,
           onSession: (session) => void (this.session = session),
         })
+        // stopped while it opened: stop() closed the others already
+        if (this.stopped) throw new Error('the node stopped')
         this.shared.count('handshakes')
         if (conn.socket.isSessionReused()) this.shared.count('handshakes_resumed')
         this.lastSplit.tcpMs = conn.tcpMs

@@ -42,8 +42,8 @@ export interface LoadStatus {
   readonly markLateByFailSafe: Readonly<Record<string, number>>
   readonly markLateAttempts: Readonly<Record<string, number>>
   /**
-   * The late ones whose check-in timer fired later than they were answered after their fail-safe: their
-   * lateness is within this generator's own lag (an agent on a machine of its own sends on time).
+   * The late ones answered after their fail-safe by no more than their own check-in timer fired late:
+   * their lateness is within this generator's own lag (an agent on a machine of its own sends on time).
    */
   readonly markLateWithinLag: number
   /**
@@ -75,16 +75,22 @@ export interface AnsweredTally {
   readonly tcpMs: Readonly<Record<string, number>>
   readonly tlsMs: Readonly<Record<string, number>>
   readonly replyMs: Readonly<Record<string, number>>
-  /** How late the node's check-in timer fired (its generator's event-loop lag). */
+  /** How late the node's check-in timer fired (its generator's event-loop lag), by LAG_BUCKET_MS bucket. */
   readonly lagMs: Readonly<Record<string, number>>
 }
 
 /** The width of an AnsweredTally's buckets (ms). */
 export const ANSWER_BUCKET_MS = 250
 
-/** The bucket `ms` falls in, as an AnsweredTally key: its start, a multiple of ANSWER_BUCKET_MS. */
-export function answerBucket(ms: number): string {
-  return String(Math.floor(ms / ANSWER_BUCKET_MS) * ANSWER_BUCKET_MS)
+/**
+ * The width of the timer-lag buckets (ms): a lag is mostly tens of ms, and a median read in 250 ms
+ * buckets would say 0.13 s for none at all.
+ */
+export const LAG_BUCKET_MS = 10
+
+/** The bucket `ms` falls in, as an AnsweredTally key: its start, a multiple of `bucketMs`. */
+export function answerBucket(ms: number, bucketMs = ANSWER_BUCKET_MS): string {
+  return String(Math.floor(ms / bucketMs) * bucketMs)
 }
 
 /** The median of counts by bucket (the bucket's start plus half a bucket), or null when there are none. */

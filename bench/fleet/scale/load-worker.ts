@@ -9,7 +9,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { tuneGarbageCollection } from '../../../src/gc-tuning.js'
 import { mapChunked } from '../chunked.js'
 import { LightNode, lateWithinOwnLag, type MarkOutcome } from './light-node.js'
-import { answerBucket, tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
+import { LAG_BUCKET_MS, answerBucket, tally, type FromLoad, type LoadStatus, type ToLoad } from './load-protocol.js'
 
 // Thousands of TLS connections here too, opened in bursts: the controller's V8 setting (src/gc-tuning.ts)
 // applies to the load generator as much (the same connections, the client's side of them). It stands in
@@ -55,8 +55,8 @@ const maxOf = (values: Iterable<number | null>): number | null => {
 function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered'] {
   const of = (late: boolean) => {
     const group = marked.filter((o) => o.late === late)
-    const by = (ms: (o: MarkOutcome) => number) => tally(group.map((o) => ({ [answerBucket(ms(o))]: 1 })))
-    return { leadMs: by((o) => o.answeredLeadMs), tookMs: by((o) => o.answeredTookMs), tcpMs: by((o) => o.answeredTcpMs), tlsMs: by((o) => o.answeredTlsMs), replyMs: by((o) => o.answeredReplyMs), lagMs: by((o) => o.answeredTimerLagMs) }
+    const by = (ms: (o: MarkOutcome) => number, bucketMs?: number) => tally(group.map((o) => ({ [answerBucket(ms(o), bucketMs)]: 1 })))
+    return { leadMs: by((o) => o.answeredLeadMs), tookMs: by((o) => o.answeredTookMs), tcpMs: by((o) => o.answeredTcpMs), tlsMs: by((o) => o.answeredTlsMs), replyMs: by((o) => o.answeredReplyMs), lagMs: by((o) => o.answeredTimerLagMs, LAG_BUCKET_MS) }
   }
   return { late: of(true), onTime: of(false) }
 }
