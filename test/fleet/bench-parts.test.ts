@@ -4,7 +4,7 @@ import t from 'tap'
 import { BenchUsageError, parseBenchArgs } from '../../bench/fleet/scale/bench-options.js'
 import { changedOwners, drainedNodes, rangeFill } from '../../bench/fleet/scale/drain-phase.js'
 import { handshakeQuantiles, sourceAddress } from '../../bench/fleet/scale/fleet-bench.js'
-import { answerBucket, medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
+import { LAG_BUCKET_MS, answerBucket, medianOfBuckets, tally } from '../../bench/fleet/scale/load-protocol.js'
 import { summarizeProfile } from '../../bench/fleet/scale/profile-summary.js'
 import { joinBreakdown } from '../../bench/fleet/scale/ceiling-costs.js'
 import { BENCH_RESUME_URL, IDENTIFY_INTERVAL_MS, ShardBook } from '../../bench/fleet/scale/shard-book.js'
@@ -166,6 +166,8 @@ t.test('the answered attempts after a kill: medians of quarter-second buckets ad
   t.equal(medianOfBuckets(merged), 625, 'buckets ordered by number, not as strings ("-250" < "500" < "2000")')
   t.equal(medianOfBuckets({ '-500': 3, '250': 1 }), -375, 'a negative median: began after the fail-safe moment')
   t.same([answerBucket(0), answerBucket(249), answerBucket(250), answerBucket(-1), answerBucket(-250), answerBucket(-251)], ['0', '0', '250', '-250', '-250', '-500'], 'buckets start at multiples of 250 ms, below zero too')
+  t.same([answerBucket(7, LAG_BUCKET_MS), answerBucket(1234, LAG_BUCKET_MS)], ['0', '1230'], 'timer lags in 10 ms buckets')
+  t.equal(medianOfBuckets({ '0': 3, '1230': 1 }, LAG_BUCKET_MS), 5, 'no lag to speak of reads as 5 ms, not 125')
 })
 
 t.test("the controller's handshakes over a phase: histogram buckets read twice, the bounds its median and 90th percentile fall under", async (t) => {
