@@ -49,7 +49,7 @@ t.test('the start logs what V8 runs with and who decided', async (t) => {
 })
 
 const BUILT = fileURLToPath(new URL('../dist/src/gc-tuning.js', import.meta.url))
-const CONNECTIONS = 600
+const CONNECTIONS = 1000
 
 /**
  * A child that serves mutual TLS and opens CONNECTIONS resumed connections to itself (one request
@@ -138,7 +138,16 @@ t.test(`tuned, a burst of ${CONNECTIONS} mTLS connections held open runs far few
   t.same([plain.applied, tuned.applied], [false, true], 'the tuned child applied the flag')
   for (const { stderr } of [plain, tuned]) t.notMatch(stderr, /unrecognized flag|illegal value/, 'and V8 refused no flag (an unknown one prints an error line)')
   t.same([plain.held, tuned.held], [CONNECTIONS, CONNECTIONS], 'every connection opened and held')
-  t.comment(`full collections during ${CONNECTIONS} connections: ${plain.major} at V8's defaults, ${tuned.major} tuned`)
-  t.ok(plain.major >= 3, `at V8's defaults the burst ran full collections (${plain.major}): the case the tuning is for still happens`)
-  t.ok(tuned.major * 2 <= plain.major, `tuned, at most half as many (${tuned.major} against ${plain.major})`)
+  let [plainMajor, tunedMajor] = [plain.major, tuned.major]
+  t.comment(`full collections during ${CONNECTIONS} connections: ${plainMajor} at V8's defaults, ${tunedMajor} tuned`)
+  // When a collection falls is timing: on a CI machine running other test files at once, a tuned burst
+  // of 600 connections once ran 4 against 6 (1-2 against 5-10 otherwise; 1,000 give 2 against 8-14).
+  // One more pair then decides, on the sums.
+  if (tunedMajor * 2 > plainMajor) {
+    const [again, againTuned] = [await runChild(script, args('plain')), await runChild(script, args('tuned'))]
+    ;[plainMajor, tunedMajor] = [plainMajor + again.major, tunedMajor + againTuned.major]
+    t.comment(`a second pair: ${again.major} at V8's defaults, ${againTuned.major} tuned`)
+  }
+  t.ok(plainMajor >= 3, `at V8's defaults the burst ran full collections (${plainMajor}): the case the tuning is for still happens`)
+  t.ok(tunedMajor * 2 <= plainMajor, `tuned, at most half as many (${tunedMajor} against ${plainMajor})`)
 })
