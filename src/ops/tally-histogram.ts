@@ -13,8 +13,8 @@ import type { Histogram, Registry } from 'prom-client'
 export class HistogramSeries {
   /** Observations per bucket (not cumulative): `counts[i]` holds those in (bounds[i-1], bounds[i]]. */
   private readonly counts: Float64Array
-  sum = 0
-  count = 0
+  private total = 0
+  private observed = 0
 
   constructor(
     private readonly bounds: readonly number[],
@@ -34,15 +34,25 @@ export class HistogramSeries {
     let i = 0
     while (i < bounds.length && value > bounds[i]!) i++
     if (i < bounds.length) this.counts[i]! += 1
-    this.sum += value
-    this.count += 1
+    this.total += value
+    this.observed += 1
+  }
+
+  /** The sum of the values observed (`_sum`). */
+  get sum(): number {
+    return this.total
+  }
+
+  /** How many values were observed (`_count`, and the `+Inf` bucket). */
+  get count(): number {
+    return this.observed
   }
 
   /** Back to no observations (the registry's resetMetrics()). */
   reset(): void {
     this.counts.fill(0)
-    this.sum = 0
-    this.count = 0
+    this.total = 0
+    this.observed = 0
   }
 
   /** The cumulative count of observations at or below each bound. */

@@ -12,6 +12,7 @@ import { join } from 'node:path'
 import { createSecureContext } from 'node:tls'
 import { bundle, makePki } from '../e2e/harness.js'
 import { testDir } from '../support/test-dir.js'
+import { closedPort } from '../support/closed-port.js'
 import { LightNode } from '../../bench/fleet/scale/light-node.js'
 
 const root = testDir(t)
@@ -40,18 +41,9 @@ t.teardown(() => new Promise<void>((resolve) => {
   follower.close(() => resolve())
 }))
 
-/** A port nothing listens on: a killed leader. */
-async function deadPort(): Promise<number> {
-  const spare = net.createServer()
-  await new Promise<void>((resolve) => spare.listen(0, '127.0.0.1', resolve))
-  const port = (spare.address() as net.AddressInfo).port
-  await new Promise((resolve) => spare.close(resolve))
-  return port
-}
-
 t.test('a replica that answered 503 keeps its connection while the node tries the dead leader', async (t) => {
   const counts = new Map<string, number>()
-  const ports = [await deadPort(), (follower.address() as net.AddressInfo).port]
+  const ports = [await closedPort(), (follower.address() as net.AddressInfo).port]
   const light = new LightNode('compaq-01', 8, context, '127.0.0.1', { ports, count: (name, _sample, by = 1) => void counts.set(name, (counts.get(name) ?? 0) + by) })
   t.teardown(() => light.stop())
   light.start(0)

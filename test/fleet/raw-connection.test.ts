@@ -6,6 +6,7 @@ import net from 'node:net'
 import { createSecureContext } from 'node:tls'
 import { bundle, checkinBody, makePki, startTestController } from '../e2e/harness.js'
 import { testDir } from '../support/test-dir.js'
+import { closedPort } from '../support/closed-port.js'
 import { ControllerBusyError } from '../../src/agent/busy-aware-agent.js'
 import { RawConnection } from '../../bench/fleet/scale/raw-connection.js'
 
@@ -53,10 +54,7 @@ t.test('admitted: a check-in is answered; the next connection resumes the sessio
 })
 
 t.test('a refused connection (nothing listening) rejects with its error code', async (t) => {
-  const spare = net.createServer()
-  await new Promise<void>((resolve) => spare.listen(0, '127.0.0.1', resolve))
-  const port = (spare.address() as net.AddressInfo).port
-  await new Promise((resolve) => spare.close(resolve))
+  const port = await closedPort()
   const err = await RawConnection.open({ port, context, localAddress: '127.0.0.1', timeoutMs: 2000 }).then(() => null, (e: unknown) => e)
   t.equal((err as NodeJS.ErrnoException).code, 'ECONNREFUSED')
 })
