@@ -51,6 +51,12 @@ function report(f: BenchFigures): void {
     out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   }
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
+  // A steady state renews every node within one check-in interval (lease/3 + 10 %) and a second for its
+  // answer; a node whose last renewal was older at the kill was behind before the storm began (a slow
+  // answer in the cold join's last seconds, a check-in still waiting), with less slack than the others.
+  const behindS = Math.ceil((o.lease / 3) * 1.1) + 1
+  const behind = (ages: Readonly<Record<string, number>>) => Object.entries(ages).reduce((sum, [sec, n]) => sum + (Number(sec) >= behindS ? n : 0), 0)
+  out(`                     the age of each node's last renewal at the kill, by second: ${byNumber(r.renewalAgeAtKillS)}; ${behind(r.renewalAgeAtKillS)} nodes older than ${behindS} s (a check-in interval and a second: behind before the kill), ${behind(r.lateRenewalAgeAtKillS)} of them late`)
   if (r.failSafeLate > 0) {
     out(`                     those by their fail-safe's second after the kill: ${byNumber(r.lateByFailSafeS)}; their attempts before the late answer: ${byName(r.lateAttempts)}`)
     const { late, onTime } = r.answered

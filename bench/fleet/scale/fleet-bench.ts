@@ -97,6 +97,9 @@ export interface RestartBenchFigures {
   readonly lateAttempts: Readonly<Record<string, number>>
   /** Of the late nodes, those answered after their fail-safe by no more than their own check-in timer fired late (the load generator's lag). */
   readonly lateWithinLag: number
+  /** How long before the kill each node's last renewal had been sent, by second, of every node and of the late ones (LoadStatus.markRenewalAgeBySecond). */
+  readonly renewalAgeAtKillS: Readonly<Record<string, number>>
+  readonly lateRenewalAgeAtKillS: Readonly<Record<string, number>>
   /**
    * Medians over the late nodes and over the ones on time (s; null: none): how long before its fail-safe
    * moment the attempt that got the answer began, and how long it took from sending to the answer.
@@ -601,6 +604,8 @@ function markFigures(
     lateByFailSafeS: s.markLateByFailSafe,
     lateAttempts: s.markLateAttempts,
     lateWithinLag: s.markLateWithinLag,
+    renewalAgeAtKillS: s.markRenewalAgeBySecond,
+    lateRenewalAgeAtKillS: s.markLateRenewalAgeBySecond,
     answered: { late: answeredMedians(s.markAnswered.late), onTime: answeredMedians(s.markAnswered.onTime) },
     controllerCpuS: end.cpuSeconds - t.cpu0,
     controllerLoop: t.loop,

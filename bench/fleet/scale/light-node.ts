@@ -62,6 +62,12 @@ export interface MarkOutcome {
    * An agent on a machine of its own would have sent it that much sooner.
    */
   readonly answeredTimerLagMs: number
+  /**
+   * How long before the mark its last renewal had been sent (ms; null: none yet): in a steady state at most
+   * one check-in interval (lease/3 + 10 %). More: the node was behind before the kill (its last answer
+   * had been slow, as in a cold join's last seconds, or a check-in was still waiting), with less slack.
+   */
+  readonly renewalAgeAtMarkMs: number | null
 }
 
 /**
@@ -97,7 +103,7 @@ export class LightNode {
   private timerLagMs = 0
   /** The last exchange's split (see MarkOutcome.answeredTcpMs). */
   private lastSplit = { tcpMs: 0, tlsMs: 0, replyMs: 0 }
-  private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; attempts: Record<string, number> } | null = null
+  private mark: { generation: number | null; rangeStart: number; rangeCount: number; failSafeAt: number; at: number; renewalAgeMs: number | null; attempts: Record<string, number> } | null = null
   markOutcome: MarkOutcome | null = null
   /**
    * A keep-alive connection per port, as the agent's ControllerClient keeps an https.Agent (one socket)
@@ -155,8 +161,15 @@ export class LightNode {
     const lease = this.leaseMs ?? 30_000
     // The agent's own defaults: the fail-safe begins stop timeout + margin before authority ends.
     const failSafeAt = (this.lastRenewalSentAt ?? sharedNow()) + lease - defaultStopTimeoutMs(lease) - defaultStopMarginMs(lease)
-    this.mark = { generation: this.generation, rangeStart: this.rangeStart, rangeCount: this.rangeCount, failSafeAt, at: sharedNow(), attempts: {} }
+    const at = sharedNow()
+    const renewalAgeMs = this.lastRenewalSentAt === null ? null : at - this.lastRenewalSentAt
+    this.mark = { generation: this.generation, rangeStart: this.rangeStart, rangeCount: this.rangeCount, failSafeAt, at, renewalAgeMs, attempts: {} }
     this.markOutcome = null
+  }
+
+  /** How long before the mark its last renewal had been sent (ms; null: no mark, or no renewal before it). */
+  get renewalAgeAtMarkMs(): number | null {
+    return this.mark?.renewalAgeMs ?? null
   }
 
   /** Tracks moves from now, with every shard of the current range running (true), or forgets them (false). */
@@ -441,6 +454,6 @@ export class LightNode {
     const same = m.generation === this.generation && m.rangeStart === this.rangeStart && m.rangeCount === this.rangeCount
     const keptFrom = Math.max(m.rangeStart, this.rangeStart)
     const keptTo = Math.min(m.rangeStart + m.rangeCount, this.rangeStart + this.rangeCount)
-    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt, answeredTcpMs: this.lastSplit.tcpMs, answeredTlsMs: this.lastSplit.tlsMs, answeredReplyMs: this.lastSplit.replyMs, answeredTimerLagMs: this.timerLagMs }
+    return { at: now, same, lostShards: m.rangeCount - Math.max(0, keptTo - keptFrom), late: now > m.failSafeAt, failSafeAfterMarkMs: m.failSafeAt - m.at, attempts: m.attempts, answeredLeadMs: m.failSafeAt - sentAt, answeredTookMs: now - sentAt, answeredTcpMs: this.lastSplit.tcpMs, answeredTlsMs: this.lastSplit.tlsMs, answeredReplyMs: this.lastSplit.replyMs, answeredTimerLagMs: this.timerLagMs, renewalAgeAtMarkMs: m.renewalAgeMs }
   }
 }

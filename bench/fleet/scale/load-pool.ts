@@ -118,6 +118,8 @@ export function combine(all: readonly LoadStatus[]): LoadStatus {
     markLateByFailSafe: tally(all.map((s) => s.markLateByFailSafe)),
     markLateAttempts: tally(all.map((s) => s.markLateAttempts)),
     markLateWithinLag: sum(all.map((s) => s.markLateWithinLag)),
+    markRenewalAgeBySecond: tally(all.map((s) => s.markRenewalAgeBySecond)),
+    markLateRenewalAgeBySecond: tally(all.map((s) => s.markLateRenewalAgeBySecond)),
     markLoopDelayMs: worstDelay(all.map((s) => s.markLoopDelayMs)),
     markAnswered: {
       late: answeredOf(all.map((s) => s.markAnswered.late)),

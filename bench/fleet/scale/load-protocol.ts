@@ -47,6 +47,13 @@ export interface LoadStatus {
    */
   readonly markLateWithinLag: number
   /**
+   * How long before the mark each node's last renewal had been sent, by second ("12": 12.0-12.9 s), of
+   * every node and of the late ones (MarkOutcome.renewalAgeAtMarkMs): beyond one check-in interval, a
+   * node was behind before the storm began.
+   */
+  readonly markRenewalAgeBySecond: Readonly<Record<string, number>>
+  readonly markLateRenewalAgeBySecond: Readonly<Record<string, number>>
+  /**
    * The attempt each node got its first answer after the mark with, for the late nodes and the ones on
    * time: how long before the node's fail-safe moment it began, and how long it took until the answer
    * (handshake and check-in), both as counts by quarter-second bucket ("-250": -250..-1 ms). Tells a

@@ -51,6 +51,11 @@ const maxOf = (values: Iterable<number | null>): number | null => {
   return max
 }
 
+/** Durations (ms; null: none) as counts by whole second. */
+function bySecond(durations: readonly (number | null)[]): Record<string, number> {
+  return tally(durations.filter((ms) => ms !== null).map((ms) => ({ [String(Math.floor(Math.max(0, ms) / 1000))]: 1 })))
+}
+
 /** The answered attempts after the mark, by group (late, on time) and quarter-second bucket of lead and duration. */
 function answeredTally(marked: readonly MarkOutcome[]): LoadStatus['markAnswered'] {
   const of = (late: boolean) => {
@@ -83,6 +88,8 @@ function status(): LoadStatus {
     markLateByFailSafe: tally(marked.filter((o) => o.late).map((o) => ({ [String(Math.floor(o.failSafeAfterMarkMs / 1000))]: 1 }))),
     markLateAttempts: tally(marked.filter((o) => o.late).map((o) => o.attempts)),
     markLateWithinLag: marked.filter(lateWithinOwnLag).length,
+    markRenewalAgeBySecond: bySecond(nodes.map((n) => n.renewalAgeAtMarkMs)),
+    markLateRenewalAgeBySecond: bySecond(marked.filter((o) => o.late).map((o) => o.renewalAgeAtMarkMs)),
     markAnswered: answeredTally(marked),
     markLoopDelayMs: loopDelay.count === 0 ? null : { p50: loopDelay.percentile(50) / 1e6, p99: loopDelay.percentile(99) / 1e6, max: loopDelay.max / 1e6 },
     markLastAt: maxOf(marked.map((o) => o.at)),
