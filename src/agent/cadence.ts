@@ -64,8 +64,13 @@ export interface RetryContext {
 
 const NO_CONTEXT: RetryContext = { slackMs: null, busyRetryAfterMs: null }
 
-/** The most a regular delay moves a node toward its slot: the SPEC's ±10 % of lease/3. */
+/** The most a regular delay moves a node toward its slot, and its jitter without a clock: the SPEC's ±10 % of lease/3. */
 const STEER = 0.1
+
+/** The longest regular delay between two check-ins (lease/3 + 10 %): a node in a steady state renews at least this often. */
+export function longestRegularDelayMs(leaseMs: number): number {
+  return (leaseMs / 3) * (1 + STEER)
+}
 
 /**
  * Tracks the lease in force and consecutive failures; `random` gives [0, 1), `now` (ms, monotonic)
@@ -135,6 +140,6 @@ export class CheckinCadence {
   }
 
   private jittered(): number {
-    return Math.round(((this.leaseMs ?? DEFAULT_LEASE_MS) / 3) * (0.9 + 0.2 * this.random()))
+    return Math.round(((this.leaseMs ?? DEFAULT_LEASE_MS) / 3) * (1 - STEER + 2 * STEER * this.random()))
   }
 }

@@ -1,6 +1,6 @@
 // Check-in cadence: lease/3 within ±10 %, quick retries after a failure that never exceed it.
 import t from 'tap'
-import { CheckinCadence } from '../../src/agent/cadence.js'
+import { CheckinCadence, longestRegularDelayMs } from '../../src/agent/cadence.js'
 
 t.test('every lease/3 with at most ±10 % jitter', async (t) => {
   for (const r of [0, 0.5, 0.999]) {
@@ -10,6 +10,21 @@ t.test('every lease/3 with at most ±10 % jitter', async (t) => {
     t.ok(next >= 9000 && next <= 11_000, `random ${r}: ${next} ms`)
   }
   t.equal(new CheckinCadence(() => 0.5).next(), 10_000, 'before the first answer the SPEC default lease (30 s) is assumed')
+})
+
+t.test('no regular delay is longer than longestRegularDelayMs, jittered or steered', async (t) => {
+  t.equal(longestRegularDelayMs(30_000), 11_000)
+  let now = 0
+  for (const r of [0, 0.999]) {
+    t.ok(new CheckinCadence(() => r).next() <= longestRegularDelayMs(30_000), `jittered, random ${r}`)
+    const steered = new CheckinCadence(() => r, () => now)
+    steered.setLease(30_000)
+    for (let i = 0; i < 5; i++) {
+      const delay = steered.next()
+      t.ok(delay <= longestRegularDelayMs(30_000), `steered, random ${r}: ${delay} ms`)
+      now += delay + 1_700 // answered late each time: pushed off its slot
+    }
+  }
 })
 
 /** A small deterministic PRNG (mulberry32): the fleet tests below must not depend on luck. */

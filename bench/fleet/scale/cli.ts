@@ -3,6 +3,7 @@
  * (issuing 10,000 bundles alone does, unless --pki reuses them), so it is not part of `npm run bench`.
  */
 import { writeFile } from 'node:fs/promises'
+import { longestRegularDelayMs } from '../../../src/agent/cadence.js'
 import { handleInterrupts } from '../interrupt.js'
 import { BENCH_HELP, BenchUsageError, parseBenchArgs } from './bench-options.js'
 import type { DrainFigures } from './drain-phase.js'
@@ -51,10 +52,10 @@ function report(f: BenchFigures): void {
     out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   }
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
-  // A steady state renews every node within one check-in interval (lease/3 + 10 %) and a second for its
-  // answer; a node whose last renewal was older at the kill was behind before the storm began (a slow
-  // answer in the cold join's last seconds, a check-in still waiting), with less slack than the others.
-  const behindS = Math.ceil((o.lease / 3) * 1.1) + 1
+  // A steady state renews every node within one check-in interval (the agent's longest regular delay)
+  // and a second for its answer; a node whose last renewal was older at the kill was behind before the
+  // storm began (a slow answer in the cold join's last seconds, a check-in still waiting).
+  const behindS = Math.ceil(longestRegularDelayMs(o.lease * 1000) / 1000) + 1
   const behind = (ages: Readonly<Record<string, number>>) => Object.entries(ages).reduce((sum, [sec, n]) => sum + (Number(sec) >= behindS ? n : 0), 0)
   out(`                     the age of each node's last renewal at the kill, by second: ${byNumber(r.renewalAgeAtKillS)}; ${behind(r.renewalAgeAtKillS)} nodes older than ${behindS} s (a check-in interval and a second: behind before the kill), ${behind(r.lateRenewalAgeAtKillS)} of them late`)
   if (r.failSafeLate > 0) {
