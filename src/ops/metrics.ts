@@ -7,11 +7,12 @@
  * request and handshake durations go to plain histogram series (tally-histogram.ts); gauges of the
  * controller's state are read once per scrape, from the sources given to `bind`.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { RequestOutcome } from '../http/request-outcome.js'
 import type { Role } from '../identity/principal.js'
 import type { ConnectionRefusal } from '../server/connection-caps.js'
 import type { ControllerService } from '../service/controller-service.js'
+import { collectProcessMetrics } from './process-metrics.js'
 import { HANDSHAKE_FAILURE_REASONS, handshakeFailureReason } from './handshake-failure-reason.js'
 import type { Readiness } from './readiness.js'
 import { KeyedTally, TallyCounter, type Tally } from './tally-counter.js'
@@ -97,7 +98,7 @@ export class ControllerMetrics {
   /** The deployment's fixed settings: total shards, and the daily Identify budget (its gauges exist only with one). */
   constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
     const registers = [this.registry]
-    collectDefaultMetrics({ register: this.registry })
+    collectProcessMetrics(this.registry)
     this.requests = new TallyCounter({ name: 'pxe_requests_total', help: 'mTLS API requests answered, by route pattern and HTTP status', labelNames: ['route', 'status'], registers })
     this.requestDuration = new TallyHistogram({ name: 'pxe_request_duration_seconds', help: 'Time from request start to the answer, by route pattern', labelNames: ['route'], buckets: REQUEST_BUCKETS, registers })
     const keyed = <L extends string>(name: string, help: string, label: L, initial: readonly string[]) =>

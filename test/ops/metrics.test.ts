@@ -51,6 +51,10 @@ t.test('a fresh controller: state gauges, certificate and CRL timestamps, leader
   t.equal(s.value('pxe_crl_next_update_timestamp_seconds'), Date.parse(nextUpdate.replace(/^nextUpdate=/, '')) / 1000)
   t.ok((s.value('process_cpu_seconds_total') ?? -1) >= 0, 'default process metrics are there')
   t.ok(s.value('nodejs_eventloop_lag_seconds') !== undefined)
+  // Not the gauges that walk every open handle at each scrape (src/ops/process-metrics.ts); open descriptors still counted.
+  t.equal(s.value('nodejs_active_handles_total'), undefined)
+  t.equal(s.value('nodejs_active_resources_total'), undefined)
+  if (process.platform === 'linux') t.ok((s.value('process_open_fds') ?? 0) > 0, 'open descriptors counted')
 })
 
 t.test('check-ins: generation, live nodes, unassigned shards, results, requests, durations, state writes', async (t) => {
