@@ -5,8 +5,11 @@
  * that what the controller does beyond the ceiling stands out.
  *
  *   npm run build && node dist/bench/profile-connections.js [seconds] [rsa|ec] [full|resumed] [function regex]
+ *
+ * With PXE_PROFILE_KEEP=DIR the two .cpuprofile files are copied into DIR (controller-*, ceiling-*), to
+ * be read further or opened in Chrome DevTools.
  */
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
+import { copyFile, mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { initPki } from '../pki/init-pki.js'
@@ -54,6 +57,11 @@ async function main(): Promise<void> {
       const cpuMs = (await target.cpuMicros() - cpu0) / 1000 / count
       await stopTarget(target)
       const file = (await readdir(dir)).find((f) => f.endsWith('.cpuprofile'))!
+      const keep = process.env['PXE_PROFILE_KEEP']
+      if (keep !== undefined) {
+        await mkdir(keep, { recursive: true })
+        await copyFile(join(dir, file), join(keep, `${kind}-${file}`))
+      }
       const summary = summarizeProfile(JSON.parse(await readFile(join(dir, file), 'utf8')), null, null, 400)
       // the whole profile includes start-up and the joins: small next to seconds of connections
       results.push({ kind, cpuMs, perConn: new Map(summary.topFunctions.map(([n, ms]) => [n, (ms / count) * 1000])), byCategory: new Map(summary.byCategory.map(([n, ms]) => [n, (ms / count) * 1000])) })
