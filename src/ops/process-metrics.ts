@@ -29,17 +29,23 @@ export function collectProcessMetrics(registry: Registry): void {
   // prom-client registers it on Linux only (there is no /proc elsewhere); replaced in the same case.
   if (registry.getSingleMetric(OPEN_FDS) === undefined) return
   registry.removeSingleMetric(OPEN_FDS)
+  // Scrapes at the same moment share one reading: the ops port's 16 connections must not queue 16
+  // directory reads on the thread pool the journal's writes use too.
+  let reading: Promise<number | null> | null = null
+  const openFds = (): Promise<number | null> =>
+    (reading ??= readdir(FD_DIR).then(
+      // Minus the descriptor the read itself holds open (as prom-client's own gauge does).
+      (entries) => entries.length - 1,
+      () => null,
+    ).finally(() => (reading = null)))
   new Gauge({
     name: OPEN_FDS,
     help: 'Number of open file descriptors.',
     registers: [registry],
     async collect() {
-      try {
-        // Minus the descriptor the read itself holds open (as prom-client's own gauge does).
-        this.set((await readdir(FD_DIR)).length - 1)
-      } catch {
-        // no reading this time: the gauge keeps its last value (prom-client's does the same)
-      }
+      const count = await openFds()
+      // null: no reading this time; the gauge keeps its last value (prom-client's does the same)
+      if (count !== null) this.set(count)
     },
   })
 }

@@ -42,3 +42,12 @@ t.test('process_open_fds counts the descriptors the process holds', { skip: proc
   const after = (await read(registry)).value('process_open_fds')!
   t.ok(Math.abs(after - before) <= 2, `and fewer once closed (${after} against ${before})`)
 })
+
+t.test('scrapes at the same moment share one reading of the descriptors', { skip: process.platform !== 'linux' && 'Linux only (/proc/self/fd)' }, async (t) => {
+  const registry = new Registry()
+  collectProcessMetrics(registry)
+  const texts = await Promise.all(Array.from({ length: 8 }, () => registry.metrics()))
+  const counts = texts.map((text) => new Scrape(text, parseMetrics(text)).value('process_open_fds'))
+  t.equal(new Set(counts).size, 1, `every scrape the same count (${counts.join(', ')})`)
+  t.ok(counts[0]! > 0)
+})

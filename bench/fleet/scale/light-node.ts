@@ -64,7 +64,7 @@ export interface MarkOutcome {
   readonly answeredTimerLagMs: number
   /**
    * How long before the mark its last renewal had been sent (ms; null: none yet): in a steady state at most
-   * one check-in interval (lease/3 + 10 %). More: the node was behind before the kill (its last answer
+   * one check-in interval (agent/cadence.ts longestRegularDelayMs). More: the node was behind before the kill (its last answer
    * had been slow, as in a cold join's last seconds, or a check-in was still waiting), with less slack.
    */
   readonly renewalAgeAtMarkMs: number | null
