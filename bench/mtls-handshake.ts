@@ -8,6 +8,7 @@
 import { Connection, type Identity } from './mtls-client.js'
 import { KEY_LABEL, type ServerKey, type Target } from './mtls-process.js'
 import { measureWindow } from './mtls-checkin.js'
+import { measureRenewalCost } from './renewal-cost.js'
 
 /** Clients connecting at once (each its own node certificate, one connection at a time). */
 const CLIENTS = 16
@@ -180,6 +181,8 @@ function row(cell: Cell, f: CellFigures, versus: PairedRatio | null): string {
 export interface CeilingCosts {
   readonly fullMs: number
   readonly resumedMs: number
+  /** A check-in on an open connection, arriving alone at a fleet's pace (bench/renewal-cost.ts). */
+  readonly renewalMs: number
 }
 
 /**
@@ -194,7 +197,8 @@ export async function measureCeilingCosts(ceiling: Target, ids: readonly Identit
   const cells: Cell[] = (['full', 'resumed'] as const).map((mode) => ({ fleet, target: ceiling, mode, sessions, rounds: [] }))
   for (const cell of cells) await runRound(cell, ca, false, WARMUP_MS)
   for (let round = 0; round < ROUNDS; round++) for (const cell of round % 2 === 0 ? cells : [...cells].reverse()) await runRound(cell, ca, true, MEASURE_MS)
-  return { fullMs: figures(cells[0]!).cpuMs, resumedMs: figures(cells[1]!).cpuMs }
+  const renewalMs = await measureRenewalCost(ceiling, ca, ids.slice(0, CLIENTS), requests.slice(0, CLIENTS), { warmupMs: WARMUP_MS, rounds: ROUNDS, ms: MEASURE_MS })
+  return { fullMs: figures(cells[0]!).cpuMs, resumedMs: figures(cells[1]!).cpuMs, renewalMs }
 }
 
 /** Runs every cell (server key × target × full/resumed) in rotating order and prints the table. */

@@ -136,6 +136,8 @@ t.test('bench:fleet --ha, --ha-etcd FILE and --ha-ttl', async (t) => {
   t.throws(() => parseBenchArgs(['--ha-etcd', 'x.json']), /--ha-etcd needs --ha/)
   t.throws(() => parseBenchArgs(['--ha-ttl', '10']), /--ha-ttl needs --ha/)
   t.throws(() => parseBenchArgs(['--ha', '--ha-ttl', '1']), /ha-ttl/, 'below etcd’s minimum')
+  t.match(parseBenchArgs(['--cpu-prof-join', 'prof']), { 'cpu-prof-join': 'prof', ha: false })
+  t.throws(() => parseBenchArgs(['--ha', '--cpu-prof-join', 'prof']), /--cpu-prof-join does not go with --ha/, 'a take-over kills with -9: no profile')
   const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs')
   const { tmpdir } = await import('node:os')
   const { join } = await import('node:path')
@@ -189,7 +191,7 @@ t.test("the cold join's CPU is taken apart: renewals at the steady cost, the joi
     handshakes: 10_000,
     steadyCpuPerS: 0.44,
     steadyCheckinsPerS: 1_000,
-    ceiling: { fullMs: 1.5, resumedMs: 0.75 },
+    ceiling: { fullMs: 1.5, resumedMs: 0.75, renewalMs: 0.25 },
   })
   t.ok(parts)
   t.equal(parts!.renewals, 23_000, 'check-ins less handshakes: those on connections already open')
@@ -197,6 +199,9 @@ t.test("the cold join's CPU is taken apart: renewals at the steady cost, the joi
   t.ok(Math.abs(parts!.renewalsS - 10.12) < 1e-9, '23,000 at 0.44 ms')
   t.ok(Math.abs(parts!.joinsS - (33 - 0.5 - 10.12)) < 1e-9, 'the rest, less the re-plans')
   t.ok(Math.abs(parts!.ratio! - (33 - 0.5 - 10.12) / 15) < 1e-9, 'against 10,000 full connections at the ceiling')
+  t.ok(Math.abs(parts!.atCeilingS! - (15 + 23_000 * 0.25 / 1000)) < 1e-9, 'the whole phase at the ceiling: its connections full, its renewals at the paced cost')
+  t.ok(Math.abs(parts!.ceilingOwnRatio! - 20.75 / 15) < 1e-9, 'what the ceiling itself would read on the measure')
+  t.ok(Math.abs(parts!.vsCeilingPhase! - 32.5 / 20.75) < 1e-9, 'the phase less re-plans against the ceiling doing the same')
   t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0.4, steadyCheckinsPerS: 1_000, ceiling: null })!.renewals, 0, 'never negative')
   t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0.4, steadyCheckinsPerS: 1_000, ceiling: null })!.ratio, null, 'no ceiling, no ratio')
   t.equal(joinBreakdown({ controllerCpuS: 1, replanS: null, checkins: 5, handshakes: 10, steadyCpuPerS: 0, steadyCheckinsPerS: 0, ceiling: null }), null, 'no steady window measured: nothing to price with')

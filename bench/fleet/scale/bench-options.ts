@@ -32,6 +32,10 @@ sessions, nodes that gain shards claim them (counted: resumes against Identify g
                        first measures what a full and a resumed connection cost at the least this machine can
                        do now, and prints beside each phase the CPU the phase would need at that cost
   --cpu-prof DIR       profile the restarted controller (node --cpu-prof): restart, steady window, drain
+  --cpu-prof-join DIR  profile the first controller (node --cpu-prof): the cold join and the steady window
+                       after it. V8 writes a profile only at a clean exit, so phase (b) then stops that
+                       controller with SIGTERM instead of kill -9: that run's restart is not a crash's
+                       (said beside its figures). Not with --ha.
   --controller-node-args=ARGS  node flags for every controller process (any: this is a developer's
                        tool), space-separated, each --name or --name=value, no positional arguments (note
                        the "=": the value starts with a dash), to compare V8 settings side by side:
@@ -72,6 +76,7 @@ const schema = z
     'no-ceiling': z.boolean().default(false),
     pki: z.string().min(1).optional(),
     'cpu-prof': z.string().min(1).optional(),
+    'cpu-prof-join': z.string().min(1).optional(),
     'controller-node-args': z
       .string()
       .transform((v) => v.split(/\s+/).filter((a) => a !== ''))
@@ -88,7 +93,7 @@ const schema = z
 /** The validated flags (`drain` resolved to a count). */
 export type BenchOptions = Omit<z.infer<typeof schema>, 'drain'> & { readonly drain: number }
 
-const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'controller-node-args', 'generator-prof', 'json', 'ha-etcd', 'ha-ttl'] as const
+const STRINGS = ['nodes', 'shards', 'capacity', 'max-concurrency', 'lease', 'planner', 'drain', 'workers', 'nodes-per-address', 'generator-nice', 'join-spread', 'steady', 'repeat', 'pki', 'cpu-prof', 'cpu-prof-join', 'controller-node-args', 'generator-prof', 'json', 'ha-etcd', 'ha-ttl'] as const
 
 /** Parses argv; null for --help. */
 export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
@@ -110,6 +115,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchOptions | null {
   if (o['max-concurrency'] > 1 && o.shards % o['max-concurrency'] !== 0) throw new BenchUsageError('--shards must be a multiple of --max-concurrency')
   if (o['ha-etcd'] !== undefined && !o.ha) throw new BenchUsageError('--ha-etcd needs --ha')
   if (values['ha-ttl'] !== undefined && !o.ha) throw new BenchUsageError('--ha-ttl needs --ha')
+  // a take-over must kill its leader with -9; the profile needs a clean exit
+  if (o['cpu-prof-join'] !== undefined && o.ha) throw new BenchUsageError('--cpu-prof-join does not go with --ha (a take-over is a kill -9, and V8 writes a profile only at a clean exit)')
   const drain = o.drain ?? Math.max(1, Math.round(o.nodes / 100))
   if (drain >= o.nodes) throw new BenchUsageError(`--drain must leave at least one node undrained (below --nodes ${o.nodes})`)
   return { ...o, drain }

@@ -39,7 +39,7 @@ export async function ceilingCosts(pki: FleetPki): Promise<CeilingCosts> {
   }
 }
 
-/** The CPU (s) `full` full and `resumed` resumed connections cost at the ceiling. */
+/** The CPU (s) `full` full and `resumed` resumed connections cost at the ceiling (`renewalMs` prices check-ins on open connections: joinBreakdown). */
 export function atCeiling(costs: CeilingCosts, full: number, resumed: number): number {
   return (full * costs.fullMs + resumed * costs.resumedMs) / 1000
 }
@@ -63,6 +63,15 @@ export interface JoinBreakdown {
   readonly joinsS: number
   /** joinsS against the ceiling's cost of the phase's connections (null without a ceiling). */
   readonly ratio: number | null
+  /**
+   * The whole phase at the ceiling's costs (s): its connections as full ones and its renewals as check-ins
+   * arriving alone at a fleet's pace (null without a ceiling). The least this phase could cost here.
+   */
+  readonly atCeilingS: number | null
+  /** atCeilingS against the ceiling's cost of the connections alone: what the ceiling itself would read on the issue's measure. */
+  readonly ceilingOwnRatio: number | null
+  /** The phase less its re-plans against atCeilingS. */
+  readonly vsCeilingPhase: number | null
 }
 
 export function joinBreakdown(input: {
@@ -80,7 +89,18 @@ export function joinBreakdown(input: {
   const renewalsS = (renewals * steadyMsPerCheckin) / 1000
   const joinsS = input.controllerCpuS - (input.replanS ?? 0) - renewalsS
   const at = input.ceiling === null ? null : atCeiling(input.ceiling, input.handshakes, 0)
-  return { renewals, steadyMsPerCheckin, renewalsS, joinsS, ratio: at === null ? null : joinsS / Math.max(at, 1e-9) }
+  const atCeilingS = input.ceiling === null || at === null ? null : at + (renewals * input.ceiling.renewalMs) / 1000
+  const apart = input.controllerCpuS - (input.replanS ?? 0)
+  return {
+    renewals,
+    steadyMsPerCheckin,
+    renewalsS,
+    joinsS,
+    ratio: at === null ? null : joinsS / Math.max(at, 1e-9),
+    atCeilingS,
+    ceilingOwnRatio: at === null || atCeilingS === null ? null : atCeilingS / Math.max(at, 1e-9),
+    vsCeilingPhase: atCeilingS === null ? null : apart / Math.max(atCeilingS, 1e-9),
+  }
 }
 
 /** joinBreakdown of one run's cold join, priced at that run's first steady window. */

@@ -35,6 +35,9 @@ function report(f: BenchFigures): void {
     const ratio = parts.ratio === null ? 'ceiling not measured' : `${parts.ratio.toFixed(2)}× the ceiling's cost of those connections`
     out(`                     of that, ${parts.renewals} check-ins on connections already open (earlier nodes renewing, and every node taking the last generation), at the steady state's ${parts.steadyMsPerCheckin.toFixed(2)} ms each: ${s(parts.renewalsS)}; the joins themselves (handshake and first check-in, deferrals, bookkeeping): ${s(parts.joinsS)}, ${ratio}`)
   }
+  if (parts?.atCeilingS != null && f.ceiling !== null) {
+    out(`                     the whole phase at the ceiling's costs (its ${joined} connections full, its ${parts.renewals} renewals at ${f.ceiling.renewalMs.toFixed(2)} ms each, a check-in arriving alone as a fleet's do): ${s(parts.atCeilingS)}, so the ceiling itself would read ${parts.ceilingOwnRatio!.toFixed(2)}× on the measure above; the controller's phase less re-plans: ${parts.vsCeilingPhase!.toFixed(2)}× that`)
+  }
   const takeover = f.restart.kind === 'takeover'
   const windows = [
     ['(c) steady state', f.steady, f.ha?.etcdCpuPerS.steady ?? null],
@@ -49,7 +52,8 @@ function report(f: BenchFigures): void {
   if (takeover) {
     out(`  (b) take-over      kill -9 of the leader → the other replica led ${s(r.listeningAfterS)} after; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   } else {
-    out(`  (b) restart        kill -9 → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
+    const how = o['cpu-prof-join'] === undefined ? 'kill -9' : 'SIGTERM (--cpu-prof-join: not a crash)'
+    out(`  (b) restart        ${how} → listening ${s(r.listeningAfterS)}; every node renewed ${s(r.allRenewedS)} after the kill (${verdict} the goal: within one ${o.lease} s lease); ${r.renewed}/${o.nodes} renewed`)
   }
   out(`                     shards moved ${r.movedShards}; nodes given another plan ${r.changedPlans}; nodes whose agent fail-safe would have fired first ${r.failSafeLate}`)
   // A steady state renews every node within one check-in interval (the agent's longest regular delay)
@@ -98,6 +102,11 @@ function report(f: BenchFigures): void {
       out(`                     of each request: connecting (TCP, a full TLS handshake with the busy leader) slowest ${Math.max(...d.connectMs).toFixed(0)} ms, median ${quantile(d.connectMs, 0.5)} ms; the request on the open connection until its answer (the write in flight, the drain's own write) slowest ${Math.max(...d.answerMs).toFixed(0)} ms, median ${quantile(d.answerMs, 0.5)} ms, 90th percentile ${quantile(d.answerMs, 0.9)} ms; the slowest request: ${d.connectMs[worst]?.toFixed(0) ?? '-'} + ${d.answerMs[worst]?.toFixed(0) ?? '-'} ms (the rest of a request's time: the replica that does not lead, asked first, and retries)`)
     }
     out(`                     etcd over the whole phase (the nodes' reports, deposits and claims too): ${p.puts} puts, ${p.deletes} deletes in ${p.txns} transactions`)
+  }
+  if (f.joinProfile !== null) {
+    out(`  profile of the first controller ${f.joinProfile.file}`)
+    for (const line of formatProfile('cold join (start to plan stable)', f.joinProfile.join)) out(line)
+    for (const line of formatProfile('steady state after the cold join', f.joinProfile.steady)) out(line)
   }
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)

@@ -54,6 +54,8 @@ export interface BenchFigures {
   /** With --ha: where etcd was, its CPU in the steady windows, and the drain's writes. */
   readonly ha: HaFigures | null
   readonly profile: { readonly file: string; readonly restart: ProfileSummary; readonly steady: ProfileSummary; readonly drain: ProfileSummary | null } | null
+  /** With --cpu-prof-join: the first controller's profile over the cold join and the steady window after it. */
+  readonly joinProfile: { readonly file: string; readonly join: ProfileSummary; readonly steady: ProfileSummary } | null
 }
 
 /** The HA side of a run. */
@@ -227,7 +229,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   let ceiling: CeilingCosts | null = null
   if (!opts['no-ceiling']) {
     ceiling = await ceilingCosts(pki)
-    log(`  ceiling (raw node:https, P-256, measured now): a full connection ${ceiling.fullMs.toFixed(2)} ms of server CPU, a resumed one ${ceiling.resumedMs.toFixed(2)} ms`)
+    log(`  ceiling (raw node:https, P-256, measured now): a full connection ${ceiling.fullMs.toFixed(2)} ms of server CPU, a resumed one ${ceiling.resumedMs.toFixed(2)} ms, a renewal arriving alone ${ceiling.renewalMs.toFixed(2)} ms`)
   }
   const run = await mkdtemp(join(tmpdir(), 'pxe-fleet-bench-run-'))
   // a prefix of its own per run: an existing etcd (--ha-etcd) may hold other deployments
@@ -242,7 +244,9 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
   const unregister = onInterrupt(() => rmSync(run, { recursive: true, force: true }))
   const operatorId = { ...pki.operator, ca: pki.ca }
   try {
-    await replicas[0]!.start()
+    const joinProf = opts['cpu-prof-join']
+    await replicas[0]!.start(joinProf === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(joinProf)])
+    const firstPid = replicas[0]!.pid
     if (ha !== null) {
       // the first replica leads (the nodes try it first), the second follows
       await waitLeading(replicas[0]!, operatorId, 60_000)
@@ -254,7 +258,9 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     const specs: LoadNodeSpec[] = names.map((name, i) => ({ name, capacity: opts.capacity, bundleDir: join(pki.bundles, name), localAddress: sourceAddress(i, opts['nodes-per-address']) }))
     await pool.init(replicas.map((r) => r.port), pki.ca, specs)
     const bench: Bench = { opts, log, progress, controller: replicas[0]!, replicas, opsPorts, pool, ha, operatorId }
+    const joinFrom = sharedNow()
     const coldJoin = await coldJoinPhase(bench)
+    const joinTo = sharedNow()
     log(`  (a) cold join: every node joined after ${coldJoin.allJoinedS.toFixed(1)} s; plan stable, every node holding its range after ${coldJoin.stableS.toFixed(1)} s`)
     await followLeader(bench, 'cold join')
     const steady = await steadyPhase(bench)
@@ -266,6 +272,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
     const profiled = bench.controller
     await Promise.all(replicas.map((r) => r.stop())) // SIGTERM: a profiled controller writes its profile now
     const profile = opts['cpu-prof'] === undefined ? null : await readProfile(opts['cpu-prof'], restart, after, drain, profiled)
+    const joinProfile = joinProf === undefined ? null : await readJoinProfile(joinProf, firstPid, { from: joinFrom, to: joinTo }, steady)
     const figures = { coldJoin, steady: steady.figures, restart: restart.figures, steadyAfterRestart: after.figures, drain: drain?.figures ?? null }
     const haFigures: HaFigures | null =
       ha === null
@@ -278,7 +285,7 @@ async function runOnce(opts: BenchOptions, names: readonly string[], pki: FleetP
             drainPhase: drain?.etcd?.phase ?? null,
             drainMainThreadS: drain?.mainThreadS ?? null,
           }
-    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ceiling, ...figures, ha: haFigures, profile }
+    return { options: opts, loadAverage: { start: loadStart, end: loadAverage() }, ceiling, ...figures, ha: haFigures, profile, joinProfile }
   } finally {
     unregister()
     pool.kill()
@@ -501,7 +508,9 @@ async function restartPhase(bench: Bench): Promise<Window & { figures: RestartBe
   await bench.pool.mark()
   const s0 = await bench.pool.status()
   const killedAt = sharedNow()
-  await bench.controller.kill9()
+  // --cpu-prof-join: the first controller must exit cleanly to write its profile (said beside the figures)
+  if (bench.opts['cpu-prof-join'] === undefined) await bench.controller.kill9()
+  else await bench.controller.stop()
   const prof = bench.opts['cpu-prof']
   await bench.controller.start(prof === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', resolve(prof)])
   const listeningAt = sharedNow()
@@ -655,6 +664,15 @@ async function timedDrain(bench: Bench, names: readonly string[]): Promise<Windo
   const etcd = c0 === null || c1 === null || c2 === null ? null : { requests: countersSince(c0, c1), phase: countersSince(c0, c2) }
   const mainThreadS = m0 === null || m1 === null ? null : (m1 as number) - (m0 as number)
   return { figures, etcd, mainThreadS, from, to: sharedNow() }
+}
+
+/** The profile the first controller (pid `pid`) wrote into `dir`, summarized over the cold join and the steady window after it. */
+async function readJoinProfile(dir: string, pid: number | null, join_: Window, steady: Window): Promise<BenchFigures['joinProfile']> {
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile') && pid !== null && f.includes(`.${pid}.0.`)).sort()
+  if (files.length === 0) throw new Error(`no .cpuprofile of the first controller (pid ${pid}) in ${dir}`)
+  const file = join(resolve(dir), files[files.length - 1]!)
+  const raw = JSON.parse(await readFile(file, 'utf8')) as unknown
+  return { file, join: summarizeProfile(raw, join_.from, join_.to), steady: summarizeProfile(raw, steady.from, steady.to) }
 }
 
 /** The newest profile in `dir`, summarized over the restart (kill to every node renewed), the steady window after it and the drain. */

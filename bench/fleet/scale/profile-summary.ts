@@ -89,7 +89,8 @@ export function formatProfile(title: string, s: ProfileSummary): string[] {
   const busy = s.totalMs - idle
   const pct = (ms: number) => `${((100 * ms) / Math.max(busy, 1)).toFixed(1).padStart(5)} %`
   return [
-    `  ${title}: ${(busy / 1000).toFixed(1)} s busy of ${(s.totalMs / 1000).toFixed(1)} s sampled`,
+    // V8 counts native work run outside JavaScript (OpenSSL's part of a handshake, TLS reads) as idle
+    `  ${title}: ${(busy / 1000).toFixed(1)} s busy of ${(s.totalMs / 1000).toFixed(1)} s sampled (V8's view: native work outside JavaScript, such as OpenSSL's, counts as idle)`,
     ...s.byCategory.filter(([name]) => name !== 'idle').map(([name, ms]) => `    ${pct(ms)}  ${name}`),
     '    top functions (self time):',
     ...s.topFunctions.map(([label, ms]) => `    ${pct(ms)}  ${label}`),
