@@ -6,16 +6,38 @@
  * shares those among many requests per turn and measures a third of that. The fleet bench prices its
  * cold join's renewals with this, measured on the ceiling in the same run.
  */
-import { Connection, type Identity } from './mtls-client.js'
+import { Connection, type Identity, type Reply } from './mtls-client.js'
 import { measureWindow } from './mtls-checkin.js'
 import type { Target } from './mtls-process.js'
+
+/** A renewal not answered in this time means a stalled target: the measurement stops. */
+const ANSWER_TIMEOUT_MS = 10_000
+
+/** Sends one check-in; a target that does not answer in time fails the measurement instead of hanging it. */
+async function answeredWithin(connection: Connection, request: Buffer, what: string, timeoutMs: number): Promise<Reply> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: a renewal got no answer within ${timeoutMs} ms`)), timeoutMs)
+  })
+  try {
+    return await Promise.race([connection.send(request), late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
 
 /** Check-ins per second across all connections: a 10,000-node fleet at lease/3 = 10 s. */
 export const RENEWAL_PACE_PER_S = 1000
 
 /** Server CPU (ms) per check-in over `rounds` windows of `ms`, each connection checking in at its share of the pace. */
-export async function measureRenewalCost(target: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[], opts: { readonly warmupMs: number; readonly rounds: number; readonly ms: number }): Promise<number> {
-  const connections = await Promise.all(ids.map((id) => Connection.open(target.port, ca, id)))
+export async function measureRenewalCost(target: Target, ca: Buffer, ids: readonly Identity[], requests: readonly Buffer[], opts: { readonly warmupMs: number; readonly rounds: number; readonly ms: number; readonly answerTimeoutMs?: number }): Promise<number> {
+  const opened = await Promise.allSettled(ids.map((id) => Connection.open(target.port, ca, id)))
+  const refused = opened.find((o): o is PromiseRejectedResult => o.status === 'rejected')
+  if (refused !== undefined) {
+    for (const o of opened) if (o.status === 'fulfilled') o.value.socket.destroy()
+    throw refused.reason
+  }
+  const connections = opened.map((o) => (o as PromiseFulfilledResult<Connection>).value)
   const gapMs = (ids.length * 1000) / RENEWAL_PACE_PER_S
   let running = true
   let recording = false
@@ -26,7 +48,7 @@ export async function measureRenewalCost(target: Target, ca: Buffer, ids: readon
     await new Promise((r) => setTimeout(r, (i * gapMs) / ids.length))
     while (running) {
       const next = performance.now() + gapMs
-      const reply = await connections[i]!.send(requests[i]!)
+      const reply = await answeredWithin(connections[i]!, requests[i]!, `${target.kind} (${target.key})`, opts.answerTimeoutMs ?? ANSWER_TIMEOUT_MS)
       if (reply.status !== 200) throw new Error(`${target.kind} (${target.key}) answered a renewal with ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
       if (recording) checkins++
       const wait = next - performance.now()

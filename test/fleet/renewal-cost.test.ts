@@ -3,6 +3,9 @@
 // stops the measurement with the status instead of being priced.
 import t from 'tap'
 import type { ChildProcess } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import tls from 'node:tls'
 import { bundle, checkinBody, makePki, startTestController } from '../e2e/harness.js'
 import { testDir } from '../support/test-dir.js'
 import { measureRenewalCost, RENEWAL_PACE_PER_S } from '../../bench/renewal-cost.js'
@@ -43,4 +46,16 @@ t.test('a renewal the target refuses ends the measurement with its status', asyn
   // compaq-02's certificate checking in as compaq-01: refused, never priced
   const requests = ids.map(() => request('compaq-01'))
   await t.rejects(measureRenewalCost(wallClockTarget(), ca, ids, requests, { warmupMs: 100, rounds: 1, ms: 200 }), /answered a renewal with 403/)
+})
+
+t.test('a target that stops answering fails the measurement instead of hanging it', async (t) => {
+  // completes the handshake with a client certificate, reads the request, never answers
+  const silent = tls.createServer({ ca: pki.ca, cert: readFileSync(join(pki.dir, 'server.pem')), key: readFileSync(join(pki.dir, 'server-key.pem')), requestCert: true, rejectUnauthorized: true }, (socket) => socket.resume())
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => silent.close(() => resolve())))
+  const port = (silent.address() as { port: number }).port
+  const target: Target = { kind: 'ceiling', key: 'ec', port, child: null as unknown as ChildProcess, cpuMicros: async () => performance.now() * 1000 }
+  const started = performance.now()
+  await t.rejects(measureRenewalCost(target, ca, ids, ids.map((id) => request(id.name)), { warmupMs: 100, rounds: 1, ms: 200, answerTimeoutMs: 400 }), /ceiling \(ec\): a renewal got no answer within 400 ms/)
+  t.ok(performance.now() - started < 5000, 'stopped at the timeout')
 })
