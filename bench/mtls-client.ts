@@ -14,6 +14,15 @@ export interface Identity {
   readonly key: Buffer
 }
 
+/** `promise`, or a rejection with `message` once `ms` pass without it settling: a stalled target stops a bench instead of hanging it. */
+export function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
 /** A reply: status, body and the latency in ms. */
 export interface Reply {
   readonly status: number

@@ -5,7 +5,7 @@
  * connection, as a node does after a controller restart. Prints connections per second and the server
  * CPU per connection (the whole target process over the window, divided by the connections completed).
  */
-import { Connection, type Identity } from './mtls-client.js'
+import { Connection, withTimeout, type Identity } from './mtls-client.js'
 import { KEY_LABEL, type ServerKey, type Target } from './mtls-process.js'
 import { measureWindow } from './mtls-checkin.js'
 import { measureRenewalCost } from './renewal-cost.js'
@@ -47,14 +47,6 @@ interface Cell {
   readonly rounds: Array<{ connections: number; seconds: number; serverCpuMicros: number; generatorCpu: number }>
 }
 
-function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no progress for ${VISIT_TIMEOUT_MS} ms`)), VISIT_TIMEOUT_MS)
-  })
-  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
-}
-
 /** One connection: handshake (resuming `session` if given), one check-in, close. */
 export async function visit(target: Target, ca: Buffer, id: Identity, request: Buffer, session: Buffer | undefined): Promise<{ reused: boolean; session: Buffer | undefined }> {
   const connection = await Connection.open(target.port, ca, id, session)
@@ -74,7 +66,7 @@ async function runRound(cell: Cell, ca: Buffer, measure: boolean, ms: number): P
   const loop = async (i: number) => {
     while (running) {
       const offered = mode === 'resumed' ? cell.sessions[i] : undefined
-      const outcome = await withTimeout(visit(target, ca, fleet.ids[i]!, fleet.requests[i]!, offered), `${target.kind} (${target.key})`)
+      const outcome = await withTimeout(visit(target, ca, fleet.ids[i]!, fleet.requests[i]!, offered), VISIT_TIMEOUT_MS, `${target.kind} (${target.key}): no progress for ${VISIT_TIMEOUT_MS} ms`)
       if (outcome.reused !== (mode === 'resumed')) throw new Error(`${target.kind} (${target.key}): a ${mode} handshake was expected, got ${outcome.reused ? 'a resumed' : 'a full'} one`)
       if (outcome.session) cell.sessions[i] = outcome.session
       if (recording) connections++

@@ -18,7 +18,7 @@ import { joinAll } from './mtls-checkin.js'
 import { visit } from './mtls-handshake.js'
 import { makeNodes, makeServerCert } from './mtls-bench.js'
 import { startTarget, stopTarget, type ServerKey } from './mtls-process.js'
-import { summarizeProfile } from './fleet/scale/profile-summary.js'
+import { IDLE_MEANS, summarizeProfile } from './fleet/scale/profile-summary.js'
 
 async function main(): Promise<void> {
   const seconds = Number(process.argv[2] ?? '10')
@@ -70,9 +70,7 @@ async function main(): Promise<void> {
     const [ctl, ceil] = results as [typeof results[0], typeof results[0]]
     const rowOf = (name: string, a: number, b: number) => `  ${name.slice(0, 90).padEnd(90)} ${a.toFixed(0).padStart(6)} ${b.toFixed(0).padStart(6)} ${(a - b).toFixed(0).padStart(6)}\n`
     process.stdout.write(`${'  by category (µs per connection)'.padEnd(92)} ${'ctl'.padStart(6)} ${'ceil'.padStart(6)} ${'diff'.padStart(6)}\n`)
-    // V8 marks the thread idle while libuv polls, and native work run from there before any JavaScript
-    // (OpenSSL's part of a handshake, TLS reads) stays counted as idle: measured, most of this row is CPU.
-    const shownName = (name: string) => (name === 'idle' ? 'idle in V8\'s view: waiting, or native work outside JavaScript (OpenSSL)' : name)
+    const shownName = (name: string) => (name === 'idle' ? IDLE_MEANS : name)
     for (const name of new Set([...ctl.byCategory.keys(), ...ceil.byCategory.keys()])) process.stdout.write(rowOf(shownName(name), ctl.byCategory.get(name) ?? 0, ceil.byCategory.get(name) ?? 0))
     process.stdout.write('  by function, largest difference first\n')
     const names = [...new Set([...ctl.perConn.keys(), ...ceil.perConn.keys()])]

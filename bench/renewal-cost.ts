@@ -6,25 +6,12 @@
  * shares those among many requests per turn and measures a third of that. The fleet bench prices its
  * cold join's renewals with this, measured on the ceiling in the same run.
  */
-import { Connection, type Identity, type Reply } from './mtls-client.js'
+import { Connection, withTimeout, type Identity } from './mtls-client.js'
 import { measureWindow } from './mtls-checkin.js'
 import type { Target } from './mtls-process.js'
 
 /** A renewal not answered in this time means a stalled target: the measurement stops. */
 const ANSWER_TIMEOUT_MS = 10_000
-
-/** Sends one check-in; a target that does not answer in time fails the measurement instead of hanging it. */
-async function answeredWithin(connection: Connection, request: Buffer, what: string, timeoutMs: number): Promise<Reply> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: a renewal got no answer within ${timeoutMs} ms`)), timeoutMs)
-  })
-  try {
-    return await Promise.race([connection.send(request), late])
-  } finally {
-    clearTimeout(timer)
-  }
-}
 
 /** Check-ins per second across all connections: a 10,000-node fleet at lease/3 = 10 s. */
 export const RENEWAL_PACE_PER_S = 1000
@@ -48,7 +35,8 @@ export async function measureRenewalCost(target: Target, ca: Buffer, ids: readon
     await new Promise((r) => setTimeout(r, (i * gapMs) / ids.length))
     while (running) {
       const next = performance.now() + gapMs
-      const reply = await answeredWithin(connections[i]!, requests[i]!, `${target.kind} (${target.key})`, opts.answerTimeoutMs ?? ANSWER_TIMEOUT_MS)
+      const timeoutMs = opts.answerTimeoutMs ?? ANSWER_TIMEOUT_MS
+      const reply = await withTimeout(connections[i]!.send(requests[i]!), timeoutMs, `${target.kind} (${target.key}): a renewal got no answer within ${timeoutMs} ms`)
       if (reply.status !== 200) throw new Error(`${target.kind} (${target.key}) answered a renewal with ${reply.status}: ${reply.body.toString('utf8').slice(0, 200)}`)
       if (recording) checkins++
       const wait = next - performance.now()

@@ -110,7 +110,8 @@ function report(f: BenchFigures): void {
   }
   if (f.profile !== null) {
     out(`  profile ${f.profile.file}`)
-    for (const line of formatProfile('restart (kill -9 to the last renewal)', f.profile.restart)) out(line)
+    const stopped = f.options['cpu-prof-join'] === undefined ? 'kill -9' : 'SIGTERM'
+    for (const line of formatProfile(`restart (${stopped} to the last renewal)`, f.profile.restart)) out(line)
     for (const line of formatProfile('steady state after the restart', f.profile.steady)) out(line)
     if (f.profile.drain !== null) for (const line of formatProfile('drain (first drain request to every moved shard running)', f.profile.drain)) out(line)
   }

@@ -666,25 +666,30 @@ async function timedDrain(bench: Bench, names: readonly string[]): Promise<Windo
   return { figures, etcd, mainThreadS, from, to: sharedNow() }
 }
 
+/**
+ * The main-thread profile process `pid` wrote into `dir` (node names a profile
+ * CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile; thread 0 is the main thread: the lease keeper, a worker
+ * thread, writes a profile of its own), or with `anyIfNone` the newest profile there.
+ */
+async function loadProfile(dir: string, pid: number | null, anyIfNone: boolean): Promise<{ file: string; raw: unknown }> {
+  const all = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
+  const own = all.filter((f) => pid !== null && f.includes(`.${pid}.0.`))
+  const files = own.length > 0 || !anyIfNone ? own : all
+  if (files.length === 0) throw new Error(anyIfNone ? `no .cpuprofile in ${dir}` : `no .cpuprofile of process ${pid} in ${dir}`)
+  const file = join(resolve(dir), files[files.length - 1]!)
+  return { file, raw: JSON.parse(await readFile(file, 'utf8')) as unknown }
+}
+
 /** The profile the first controller (pid `pid`) wrote into `dir`, summarized over the cold join and the steady window after it. */
 async function readJoinProfile(dir: string, pid: number | null, join_: Window, steady: Window): Promise<BenchFigures['joinProfile']> {
-  const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile') && pid !== null && f.includes(`.${pid}.0.`)).sort()
-  if (files.length === 0) throw new Error(`no .cpuprofile of the first controller (pid ${pid}) in ${dir}`)
-  const file = join(resolve(dir), files[files.length - 1]!)
-  const raw = JSON.parse(await readFile(file, 'utf8')) as unknown
+  const { file, raw } = await loadProfile(dir, pid, false)
   return { file, join: summarizeProfile(raw, join_.from, join_.to), steady: summarizeProfile(raw, steady.from, steady.to) }
 }
 
 /** The newest profile in `dir`, summarized over the restart (kill to every node renewed), the steady window after it and the drain. */
 async function readProfile(dir: string, restart: Window, steady: Window, drain: Window | null, serving: ControllerChild): Promise<BenchFigures['profile']> {
-  // node names a profile CPU.<date>.<time>.<pid>.<tid>.<seq>.cpuprofile: the serving replica's, if it wrote one
-  const all = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile')).sort()
-  // its main thread (thread 0): the lease keeper, a worker thread, writes a profile of its own
-  const own = all.filter((f) => serving.lastPid !== null && f.includes(`.${serving.lastPid}.0.`))
-  const files = own.length > 0 ? own : all
-  if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`)
-  const file = join(resolve(dir), files[files.length - 1]!)
-  const raw = JSON.parse(await readFile(file, 'utf8')) as unknown
+  // the serving replica's, if it wrote one
+  const { file, raw } = await loadProfile(dir, serving.lastPid, true)
   return {
     file,
     restart: summarizeProfile(raw, restart.from, restart.to),
