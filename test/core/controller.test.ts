@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0 } from './fixtures.js'
 
 const ranges = (c: Controller, now = T0) =>
   Object.fromEntries(c.plan(now).nodes.map((n) => [n.nodeId, [n.rangeStart, n.rangeCount]]))
@@ -78,6 +78,49 @@ t.test('leases: a renewal moves the node to the back of the expiry order', async
   t.same(c.expireStaleNodes(T0 + LEASE_MS + 100), [])
   t.same(c.expireStaleNodes(T0 + LEASE_MS + 101), ['a'])
   t.equal(c.plan(T0 + LEASE_MS + 101).nodes.length, 0)
+})
+
+t.test('leases: expiry matches a model of the lastSeen order through renewals, revocations and a clock that steps back', async (t) => {
+  // The controller skips reading its live set while the head it found last is still the head and within
+  // its lease (controller.ts expiryHead): a head renewed, revoked or expired must be found again.
+  const random = seededRandom(24)
+  const ids = Array.from({ length: 12 }, (_, i) => `n${i}`)
+  const c = new Controller(SETTINGS)
+  let order: Array<{ id: string; lastSeen: number }> = [] // the model: insertion order, oldest renewal first
+  const expireModel = (now: number) => {
+    const expired: string[] = []
+    while (order.length > 0 && now - order[0]!.lastSeen > LEASE_MS) expired.push(order.shift()!.id)
+    return expired
+  }
+  let now = T0
+  const revoked = new Set<string>()
+  for (let step = 0; step < 4000; step++) {
+    const r = random()
+    // mostly forward in small steps, now and then a jump past a lease, rarely a step back (a wall clock set back)
+    now += r < 0.03 ? -Math.floor(random() * 5_000) : r < 0.08 ? LEASE_MS + Math.floor(random() * 2_000) : Math.floor(random() * 3_000)
+    const pick = ids[Math.floor(random() * ids.length)]!
+    const action = random()
+    if (action < 0.55) {
+      if (revoked.has(pick)) continue
+      c.drainEvents()
+      checkIn(c, now, body(pick, 8), cert(`${pick}-serial`))
+      const expiredByCheckin = c.drainEvents().filter((e) => e.kind === 'node_expired').map((e) => (e as { nodeId: string }).nodeId)
+      t.same(expiredByCheckin, expireModel(now), `step ${step}: the check-in's expiry`)
+      order = order.filter((n) => n.id !== pick)
+      order.push({ id: pick, lastSeen: now })
+    } else if (action < 0.6) {
+      // a revocation drops the node wherever it is in the order (the head, often: the oldest renewal)
+      const victim = order[0]?.id ?? pick
+      revoked.add(victim)
+      c.removeRevoked(now, (serial) => serial === `${victim}-serial`)
+      expireModel(now) // removeRevoked expires first, as every operation but a check-in does
+      order = order.filter((n) => n.id !== victim)
+      revoked.delete(victim) // its node may come back with its certificate (the test's stand-in for a new one)
+    } else {
+      t.same(c.expireStaleNodes(now), expireModel(now), `step ${step}: expiry`)
+    }
+    if (step % 500 === 0) t.same(c.plan(now).nodes.map((n) => n.nodeId).sort(), order.map((n) => n.id).sort(), `step ${step}: the live set`)
+  }
 })
 
 t.test('rotation: a newer certificate replaces the recorded one; an older or equal one conflicts', async (t) => {
