@@ -166,10 +166,10 @@ export async function serviceMoves(
     const drainee = (round: number) => nodeId(((round * 997) % nodes) * 2)
     const joiner = (round: number) => nodeId(((round * 1009) % nodes) * 2 + 1)
     for (let k = 0; k < WARM_UP; k++) {
-      await measured(r, () => r.service.setDraining(drainee(rounds + k), true, 'bench'))
+      await measured(r, () => r.service.setDraining(drainee(rounds + k), true, 'bench', true))
       await measured(r, () => checkIn(r, joiner(rounds + k)))
     }
-    const drain = await series(r, rounds, (round) => r.service.setDraining(drainee(round), true, 'bench'))
+    const drain = await series(r, rounds, (round) => r.service.setDraining(drainee(round), true, 'bench', true))
     const join = await series(r, rounds, (round) => checkIn(r, joiner(round)))
     await r.service.flushFinal()
     return { drain, join }

@@ -77,7 +77,7 @@ export async function runPlannerBench(log: (line: string) => void): Promise<void
     for (const planner of ['contiguous', 'stable'] as const) {
       const controller = loaded(planner, fleet)
       // Drains spread over the fleet; joins between existing nodes (odd numbers), so they carve from neighbours.
-      const drain = timed(controller, totalShards, (round) => void controller.setDraining(1, nodeId(((round * 997) % nodes) * 2), true))
+      const drain = timed(controller, totalShards, (round) => void controller.setDraining(1, nodeId(((round * 997) % nodes) * 2), true, true))
       const join = timed(controller, totalShards, (round) => {
         const body = { node_id: nodeId(((round * 1009) % nodes) * 2 + 1), capacity, ...HEALTH }
         controller.register(1, body, CERT)

@@ -62,12 +62,12 @@ async function benchOneChange(log: (line: string) => void): Promise<void> {
   const generation = r.controller.generation
   // Warm-up: the first changes after the joins pay one-off costs (JIT compilation of the loops at this
   // size, the handoff ledger's first per-node lists, a major GC after the joins). Shown, then excluded.
-  const first = await mainThread(() => r.service.setDraining(id(NODES - 2), true, 'ops'))
+  const first = await mainThread(() => r.service.setDraining(id(NODES - 2), true, 'ops', true))
   await r.service.setDraining(id(NODES - 2), false, 'ops')
   for (let k = 0; k < 3; k++) {
     r.clock += 10
     await r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k))
-    await r.service.setDraining(id(NODES - 2), true, 'ops')
+    await r.service.setDraining(id(NODES - 2), true, 'ops', true)
     await r.service.setDraining(id(NODES - 2), false, 'ops')
   }
   log(`first re-plan after the ${NODES} joins: ${ms(first.activeMs)} main-thread (one-off warm-up; 8 more changes before the samples below)`)
@@ -85,13 +85,13 @@ async function benchOneChange(log: (line: string) => void): Promise<void> {
     log(`one change at N=${NODES}: ${label.padEnd(48)} median ${ms(runs[15]!)}  mean ${ms(mean)}  worst ${ms(runs[29]!)} main-thread`)
   }
   await samples('a node reports a new generation', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
-  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinOutcome(id(k * 16), NOT_REGISTERED).rangeStart }).catch(() => null))
-  await samples('a drain flag for a node that is not live', (k) => r.service.setDraining(`gone-${k}`, true, 'ops'))
+  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinOutcome(id(k * 16), NOT_REGISTERED).rangeStart }, cert(k * 16).serial).catch(() => null))
+  await samples('a drain flag for a node that is not live', (k) => r.service.setDraining(`gone-${k}`, true, 'ops', true))
   await samples('a steady check-in (nothing changes: no write)', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
   // Re-plans. Near the end of the byte order, a drain still moves thousands of shards (every node's
   // share changes by a fraction, so the ranges after the first changed one shift): the worst case per node.
   const before = r.controller.generation
-  const drain = (on: boolean) => () => r.service.setDraining(id(NODES - 2), on, 'ops')
+  const drain = (on: boolean) => () => r.service.setDraining(id(NODES - 2), on, 'ops', true)
   await samples('drain of a live node (re-plan)', drain(true), drain(false))
   await drain(true)()
   await samples('undrain of a live node (re-plan)', drain(false), drain(true))

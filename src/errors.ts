@@ -11,6 +11,7 @@ export const ERROR_STATUS = {
   identity_conflict: 409,
   reshard_in_progress: 409, // POST /v1/reshard while one runs (SPEC "Live resharding")
   budget_insufficient: 409, // POST /v1/reshard: the daily Identify budget left is below the new shard count
+  insufficient_capacity: 409, // POST /v1/nodes/:id/drain: the other live nodes cannot take the drained node's shards
   agents_outdated: 409, // POST /v1/reshard: a live node's agent has not shown it runs a next set (not in the SPEC's list)
   payload_too_large: 413,
   unsupported_media_type: 415,

@@ -80,7 +80,8 @@ export class OperatorClient {
 
   /** `POST /v1/nodes/:id/drain`; resolves with the new generation, rejects with OperatorRefused on another answer. */
   async drain(nodeId: string, draining: boolean): Promise<number> {
-    const { status, body } = await this.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, { draining })
+    // forced: the scenario drains on purpose, also when the other nodes cannot take every shard
+    const { status, body } = await this.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, draining ? { draining, force: true } : { draining })
     if (status !== 200) {
       const retryAfterMs = (body as { retry_after_ms?: unknown } | null)?.retry_after_ms
       throw new OperatorRefused(`drain ${nodeId} answered ${status}: ${JSON.stringify(body).slice(0, 200)}`, status, typeof retryAfterMs === 'number' ? retryAfterMs : null)

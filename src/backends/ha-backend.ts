@@ -106,10 +106,10 @@ export class HaServiceHost implements ServiceHost {
     })
     this.api = {
       checkIn: (body, cert) => this.serve((s) => s.checkIn(body, cert)),
-      claimIdentify: (body) => this.serve((s) => s.claimIdentify(body)),
+      claimIdentify: (body, serial) => this.serve((s) => s.claimIdentify(body, serial)),
       route: (guildId) => this.serve((s) => s.route(guildId)),
       plan: () => this.serve((s) => s.plan()),
-      setDraining: (nodeId, draining, operator) => this.serve((s) => s.setDraining(nodeId, draining, operator)),
+      setDraining: (nodeId, draining, operator, force) => this.serve((s) => s.setDraining(nodeId, draining, operator, force)),
       startReshard: (totalShards, operator) => this.serve((s) => s.startReshard(totalShards, operator)),
       abortReshard: (operator) => this.serve((s) => s.abortReshard(operator)),
     }

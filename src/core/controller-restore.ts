@@ -41,6 +41,10 @@ export interface RestoreHost {
   emit(event: CoreEvent): void
   /** Moves persistVersion: the restore must be written before the first answer. */
   markDurable(): void
+  /** Whether a node may be running shards: restored live, or revoked inside its lease (restored before). */
+  mayRunShards(nodeId: string): boolean
+  /** The revoked nodes inside their lease (restored before). */
+  revokedNames(): readonly string[]
 }
 
 /** The Identify limiter after a restart at `now`, with the saved daily grants. */
@@ -94,11 +98,13 @@ export function restoreState(host: RestoreHost, state: DurableState, now: number
 /** The saved handoffs that still hold under the restored (same) plan. */
 function restoreHandoffs(host: RestoreHost, handoffs: readonly PersistedHandoff[]): void {
   const owners = host.plan.owners
+  const revoked = new Set(host.revokedNames())
   for (const { shardId, fromNode, generation } of handoffs) {
-    // Only for a live previous owner, a shard it no longer owns, and one entry per shard.
-    if (shardId >= host.settings.totalShards || !host.live.has(fromNode) || generation > host.generation) continue
+    // Only for a previous owner that may still run it, and one entry per shard; a shard its owner waits for
+    // only when a revoked holder of the name does (the name's new certificate is another process).
+    if (shardId >= host.settings.totalShards || !host.mayRunShards(fromNode) || generation > host.generation) continue
     const fromId = host.nodes.idOf(fromNode)
-    if (owners[shardId] !== fromId && host.handoffs.fromOf(shardId) === NO_NODE) host.handoffs.record(shardId, fromId, generation)
+    if ((owners[shardId] !== fromId || revoked.has(fromNode)) && host.handoffs.fromOf(shardId) === NO_NODE) host.handoffs.record(shardId, fromId, generation)
   }
 }
 
@@ -107,10 +113,11 @@ function restoreReshard(host: RestoreHost, meta: StateMeta, resharded: boolean):
   const { totalShards, maxConcurrency } = host.settings
   const concurrencyChanged = meta.maxConcurrency !== null && meta.maxConcurrency !== maxConcurrency
   let barrier: ReshardBarrier | null = null
-  if (resharded && host.live.size > 0 && host.generation > meta.generation) {
-    barrier = new ReshardBarrier(host.generation, host.live.keys())
+  const holders = [...host.live.keys(), ...host.revokedNames()]
+  if (resharded && holders.length > 0 && host.generation > meta.generation) {
+    barrier = new ReshardBarrier(host.generation, holders)
   } else if (meta.reshard !== null) {
-    barrier = new ReshardBarrier(meta.reshard.generation, meta.reshard.waitingFor.filter((id) => host.live.has(id)))
+    barrier = new ReshardBarrier(meta.reshard.generation, meta.reshard.waitingFor.filter((id) => host.mayRunShards(id)))
   }
   if (barrier !== null) host.startBarrier(barrier)
   if (resharded || concurrencyChanged) {

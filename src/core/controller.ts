@@ -20,9 +20,10 @@ import { plannerFor } from './planners.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
 import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
-import { reshardWaitMs, type ReshardBarrier } from './reshard.js'
-import { NextSet } from './next-set.js'
-import { assertReshardAllowed, effectiveSettings, persistedLiveReshard, restoreLiveReshard } from './live-reshard.js'
+import { effectiveSettings } from './live-reshard.js'
+import type { NextSet } from './next-set.js'
+import { Reshards, type ReshardHost } from './reshards.js'
+import { LeaseHolders } from './lease-holders.js'
 import { canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { assertDepositAccepted } from './session-deposit.js'
 import { DEFAULT_SESSION_TTL_SECONDS, SessionVault } from './session-vault.js'
@@ -30,7 +31,7 @@ import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
-import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, NextRange, PlanView, Registration, ReshardStarted, ReshardView, RouteOutcome } from './types.js'
+import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, ReshardStarted, RouteOutcome } from './types.js'
 
 export type { Registration } from './types.js'
 
@@ -39,13 +40,10 @@ const NO_EVENTS: readonly CoreEvent[] = Object.freeze([])
 /** The decision core: node map, plan, generation, handoffs and Identify pacing. */
 export class Controller {
   private readonly leaseMs: number
-  /** Live nodes, re-inserted on every check-in: iteration order is lastSeen order, oldest first. */
-  private readonly live = new Map<string, NodeRecord>()
-  /**
-   * The first record of `live` when expireStaleNodes last read it, while it still is (null: read again).
-   * Only a deletion can change a non-empty Map's head (insertions go to the end): unlinkLive clears this.
-   */
-  private expiryHead: NodeRecord | null = null
+  /** The live nodes (in lastSeen order) and the revoked ones inside their lease. */
+  private readonly holders: LeaseHolders
+  /** `holders.live`: read everywhere. */
+  private readonly live: ReadonlyMap<string, NodeRecord>
   private readonly draining = new Set<string>()
   private readonly nodes = new NodeIndex()
   private readonly tracker = new StateTracker()
@@ -60,17 +58,13 @@ export class Controller {
   private settings: ControllerSettings
   /** The configuration's total_shards (differs from settings.totalShards after a live reshard's switch). */
   private readonly configuredTotalShards: number
-  /** A live reshard's next set, or null (SPEC "Live resharding"). */
-  private next: NextSet | null = null
-  /** How the last live reshard ended in this process: a late next-set claim after a switch is a current-set one. */
-  private lastReshardEnd: { readonly outcome: 'switched' | 'aborted'; readonly totalShards: number } | null = null
+  /** A live reshard's next set, the restart barrier and what a finished reshard retired (core/reshards.ts). */
+  private readonly reshards: Reshards
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
   private readonly durable: DurableParts
   private gen = 0
   private stale = false
   private replanCount = 0
-  /** Set after a restart with another plan (total_shards, planner), until every restored node applied it. */
-  private reshard: ReshardBarrier | null = null
   /** The highest CRL number installed so far (carried for the runtime and persisted; never decided on here). */
   private highestCrlNumber: bigint | null = null
   private version = 0
@@ -86,9 +80,11 @@ export class Controller {
     const settings = effectiveSettings(configured, restore?.state.meta)
     this.settings = settings
     this.leaseMs = settings.leaseSeconds * 1000
+    this.holders = new LeaseHolders(this.leaseMs)
+    this.live = this.holders.live
     this.sessions = new SessionVault((settings.sessionHandoff?.ttlSeconds ?? DEFAULT_SESSION_TTL_SECONDS) * 1000)
     this.allowedResumeHosts = settings.sessionHandoff?.allowedHosts ?? DEFAULT_ALLOWED_RESUME_HOSTS
-    this.livePlan = new LivePlan(settings.totalShards, this.nodes, this.live, this.draining, plannerFor(settings.planner), settings.planner === 'stable')
+    this.livePlan = this.ownPlan(new LivePlan(settings.totalShards, this.nodes, this.live, this.draining, plannerFor(settings.planner), settings.planner === 'stable'))
     this.handoffs = new HandoffLedger(settings.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
     this.limiter =
       restore === undefined
@@ -98,19 +94,12 @@ export class Controller {
     const { live, draining, nodes, limiter } = this
     // getters: a reshard's switch replaces the plan and the handoff ledger
     this.durable = { live, draining, nodes, limiter, get plan() { return self.livePlan }, get handoffs() { return self.handoffs } }
+    this.reshards = new Reshards(this.reshardHost())
     if (restore !== undefined) {
+      this.holders.revoked.restore(restore.state.meta.revoked ?? [], restore.now)
       const resharded = restoreState(this.restoreHost(), restore.state, restore.now)
-      const liveReshard = restore.state.meta.liveReshard
-      if (liveReshard !== undefined) {
-        if (resharded) {
-          // another configuration supersedes the live reshard: its next set is dropped, nodes stop it
-          this.events.push({ kind: 'reshard_aborted', fromTotalShards: liveReshard.fromTotalShards, toTotalShards: liveReshard.toTotalShards, generation: this.gen, reason: 'restart' })
-          this.markDurable()
-        } else {
-          this.next = this.newNextSet(liveReshard.toTotalShards, liveReshard.fromTotalShards, liveReshard.startedAt)
-          restoreLiveReshard(this.next, liveReshard, this.live, this.nodes, this.gen)
-        }
-      }
+      const holders = this.holders
+      this.reshards.restore(restore.state.meta, resharded, { mayRunShards: (nodeId) => holders.mayRunShards(nodeId), isRevoked: (nodeId) => holders.revoked.has(nodeId) })
     }
   }
 
@@ -176,13 +165,13 @@ export class Controller {
       rangeCount: range.rangeCount,
       rotated: registration.rotated,
       previousSerial: registration.previousSerial,
-      next: this.next === null ? null : this.nextRangeOf(nodeId, this.next),
+      next: this.reshards.nextRangeOf(nodeId),
     }
   }
 
-  private nextRangeOf(nodeId: string, next: NextSet): NextRange {
-    const range = next.rangeOf(nodeId)
-    return { totalShards: next.totalShards, rangeStart: range.rangeStart, rangeCount: range.rangeCount }
+  /** The serial of the certificate a live node's record holds (its last accepted check-in's), or null. */
+  certSerialOf(nodeId: string): string | null {
+    return this.live.get(nodeId)?.certSerial ?? null
   }
 
   /**
@@ -202,6 +191,7 @@ export class Controller {
         totalShards: this.settings.totalShards,
         handoffs: this.handoffs,
         allowedHosts: this.allowedResumeHosts,
+        revokedUpTo: this.holders.revokedUpTo(body.node_id),
       })
     }
     const rotated = existing !== undefined && existing.certSerial !== cert.serial
@@ -209,16 +199,14 @@ export class Controller {
     this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
     if (existing === undefined) {
       this.livePlan.join(record.nodeId)
-      this.next?.plan.join(record.nodeId)
+      this.reshards.join(record.nodeId)
     }
     const previousSerial = rotated ? record.certSerial : null
     if (existing === undefined || record.capacity !== body.capacity) this.stale = true
     const reportedBefore = record.reportedGeneration
     const changed = this.updateRecord(record, now, body, cert)
     if (rotated) this.events.push({ kind: 'node_rotated', nodeId: record.nodeId, fromSerial: previousSerial!, toSerial: cert.serial })
-    // Delete and re-insert so that the Map stays in lastSeen order (expiry looks at the head only).
-    this.unlinkLive(record)
-    this.live.set(record.nodeId, record)
+    this.holders.renew(record) // to the back of the lastSeen order: expiry looks at the head only
     if (changed.record || existing === undefined) this.touchNode(record.nodeId)
     else {
       if (changed.state) this.markDurable()
@@ -229,10 +217,7 @@ export class Controller {
       this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
       this.events.push({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: this.gen })
     }
-    if (this.next !== null) {
-      this.next.report(record.nodeId, body.next_ready_shards, body.generation)
-      if (!this.stale) this.switchIfComplete()
-    }
+    this.reshards.afterCheckin(record.nodeId, body.next_ready_shards, body.generation, !this.stale)
     return { rotated, previousSerial }
   }
 
@@ -240,17 +225,25 @@ export class Controller {
   settle(): void {
     if (this.stale) {
       this.replan()
-      this.switchIfComplete()
+      this.reshards.switchIfComplete()
     }
   }
 
   /**
-   * Decides an Identify claim: ownership, reshard, handoff; then a held session is handed out (a RESUME:
-   * no bucket slot, no daily budget) unless the claim is `fresh`; else the daily budget, then the bucket.
+   * Decides an Identify claim presented with the certificate `serial`: the certificate on record, ownership,
+   * reshard, handoff; then a held session is handed out (a RESUME: no bucket slot, no daily budget) unless
+   * the claim is `fresh`; else the daily budget, then the bucket.
    */
-  claimIdentify(now: number, body: IdentifyBody): IdentifyOutcome {
+  claimIdentify(now: number, body: IdentifyBody, serial: string): IdentifyOutcome {
     this.prepare(now)
-    if (body.set === 'next' && !this.nextClaimIsCurrent()) return this.claimNext(now, body)
+    const record = this.live.get(body.node_id)
+    if (record !== undefined && record.certSerial !== serial) {
+      // a superseded certificate, or a newer one that has not checked in: only the record's may act (and take sessions)
+      throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate: claims are served to the certificate of its last accepted check-in (check in with this one first)`)
+    }
+    if (body.set === 'next' && !this.reshards.nextClaimIsCurrent()) {
+      return this.reshards.claimNext(now, body, () => this.grantIdentify(now, body.node_id, body.shard_id, 'next'))
+    }
     const shardId = body.shard_id
     if (shardId >= this.settings.totalShards) {
       throw new AppError('invalid_request', `shard_id must be below total_shards (${this.settings.totalShards})`)
@@ -258,8 +251,9 @@ export class Controller {
     if (this.ownerOf(shardId) !== body.node_id) {
       throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
     }
-    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
-    const handoffWaitMs = this.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
+    const barrierWaitMs = this.reshards.barrierWaitMs(now)
+    if (barrierWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: barrierWaitMs }
+    const handoffWaitMs = this.handoffs.waitMs(shardId, (nodeId) => this.holders.leaseFrom(nodeId), this.leaseMs, now)
     if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
     if (body.fresh === true) this.sessions.discard(shardId)
     else {
@@ -287,108 +281,16 @@ export class Controller {
       : { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
   }
 
-  /**
-   * A claim of a live reshard's next set: its owner in the next plan, its handoffs (a re-plan during the
-   * reshard), then the budget and the buckets shared with the current set. No session is handed out:
-   * deposited sessions belong to the current set's shard numbers.
-   */
-  private claimNext(now: number, body: IdentifyBody): IdentifyOutcome {
-    const next = this.next
-    const shardId = body.shard_id
-    if (next === null) throw new AppError('not_owner', `no reshard is in progress: shard ${shardId} of a next set is not assigned to ${body.node_id}`)
-    if (shardId >= next.totalShards) throw new AppError('invalid_request', `shard_id must be below the next set's total_shards (${next.totalShards})`)
-    if (this.nodes.nameOf(next.plan.owners[shardId] ?? NO_NODE) !== body.node_id) {
-      throw new AppError('not_owner', `shard ${shardId} of the next set is not assigned to ${body.node_id} in generation ${this.gen}`)
-    }
-    if (this.reshard !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: reshardWaitMs(this.reshard, this.live, this.leaseMs, now) }
-    const handoffWaitMs = next.handoffs.waitMs(shardId, this.live, this.leaseMs, now)
-    if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
-    return this.grantIdentify(now, body.node_id, shardId, 'next')
-  }
-
-  /**
-   * True when a `set: "next"` claim arrives after the reshard it belonged to switched in this process: the
-   * node has not seen the switch yet, and its next-set shard is now a current-set one.
-   */
-  private nextClaimIsCurrent(): boolean {
-    return this.next === null && this.lastReshardEnd?.outcome === 'switched' && this.lastReshardEnd.totalShards === this.settings.totalShards
-  }
-
-  /**
-   * Starts a live reshard to `totalShards` (SPEC "Live resharding"): the next set is planned over the live
-   * nodes and every plan carries it under a new generation. Refused: another shard count than the rules
-   * allow (400), a reshard or a restart barrier in progress (409), a daily budget below N (409).
-   */
+  /** Starts a live reshard to `totalShards` (SPEC "Live resharding"; refusals in core/reshards.ts). */
   startReshard(now: number, totalShards: number): ReshardStarted {
     this.prepare(now)
-    assertReshardAllowed(this.settings, totalShards, {
-      live: this.next === null ? null : this.next.totalShards,
-      barrier: this.reshard !== null,
-      remainingBudget: this.limiter.remaining(now),
-      outdated: this.outdatedNodes(4),
-    })
-    const from = this.settings.totalShards
-    const next = this.newNextSet(totalShards, from, this.gen + 1)
-    const planned = next.plan.next()
-    next.plan.adopt(planned)
-    this.next = next
-    this.gen += 1
-    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-    this.events.push({ kind: 'reshard_started', fromTotalShards: from, toTotalShards: totalShards, generation: this.gen })
-    this.markDurable()
-    return { from, to: totalShards, generation: this.gen }
+    return this.reshards.start(now, totalShards, this.limiter.remaining(now))
   }
 
   /** Aborts the live reshard: its next set is dropped under a new generation (nodes stop its shards). */
   abortReshard(now: number): ReshardStarted {
     this.prepare(now)
-    const next = this.next
-    if (next === null) throw new AppError('not_found', 'no live reshard is in progress')
-    this.next = null
-    this.lastReshardEnd = { outcome: 'aborted', totalShards: next.totalShards }
-    this.gen += 1
-    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-    this.events.push({ kind: 'reshard_aborted', fromTotalShards: next.fromTotalShards, toTotalShards: next.totalShards, generation: this.gen, reason: 'operator' })
-    this.markDurable()
-    return { from: next.fromTotalShards, to: next.totalShards, generation: this.gen }
-  }
-
-  /** Up to `max` live nodes whose agent has not shown it knows live resharding, in byte order. */
-  private outdatedNodes(max: number): string[] {
-    const out: string[] = []
-    for (const record of this.live.values()) if (!record.knowsNext) out.push(record.nodeId)
-    return out.sort(compareBytes).slice(0, max)
-  }
-
-  /** A next set over the live nodes, planned with the deployment's planner. */
-  private newNextSet(totalShards: number, from: number, startedAt: number): NextSet {
-    const stable = this.settings.planner === 'stable'
-    return new NextSet(totalShards, from, startedAt, this.nodes, this.live, this.draining, plannerFor(this.settings.planner), stable, () => this.markDurable())
-  }
-
-  /**
-   * The switch (SPEC "Live resharding"), once every next-set shard is reported running: total_shards
-   * becomes N and the next set the plan under a new generation; nodes stop their old-set shards (no
-   * session deposit) and keep the next-set ones. Held sessions and old-set handoffs belong to the old
-   * shard numbers and are dropped.
-   */
-  private switchIfComplete(): void {
-    const next = this.next
-    if (next === null || !next.complete()) return
-    const from = this.settings.totalShards
-    this.tracker.handoffs(0, Math.max(from, next.totalShards)) // every saved old-set handoff is deleted
-    this.settings = { ...this.settings, totalShards: next.totalShards }
-    this.livePlan = next.plan
-    this.livePlan.releasesIds = true
-    this.handoffs = new HandoffLedger(next.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
-    this.sessions.clear()
-    if (this.settings.planner === 'stable') for (const nodeId of this.live.keys()) this.tracker.node(nodeId) // their stored ranges change
-    this.next = null
-    this.lastReshardEnd = { outcome: 'switched', totalShards: next.totalShards }
-    this.gen += 1
-    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-    this.events.push({ kind: 'reshard_switched', fromTotalShards: from, toTotalShards: next.totalShards, generation: this.gen })
-    this.markDurable()
+    return this.reshards.abort()
   }
 
   /**
@@ -410,26 +312,10 @@ export class Controller {
   plan(now: number): PlanView {
     this.prepare(now)
     const { handoffs, draining, live } = this
-    const next = this.next
-    const nodes = this.livePlan.records.map((record, i) => {
-      const nextView = next === null ? null : { ...next.rangeOf(record.nodeId), readyShards: next.readyOf(record.nodeId) }
-      return planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE), nextView)
-    })
+    const nodes = this.livePlan.records.map((record, i) =>
+      planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE), this.reshards.nodeView(record.nodeId)),
+    )
     const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    let reshard: ReshardView | null = null
-    if (next !== null) {
-      reshard = {
-        phase: 'identifying',
-        fromTotalShards: totalShards,
-        totalShards: next.totalShards,
-        generation: next.startedAt,
-        readyShards: next.readyTotal,
-        unassigned: next.plan.unassigned,
-        pendingHandoffs: next.handoffs.pendingTotal(),
-      }
-    } else if (this.reshard !== null) {
-      reshard = { phase: 'restart_barrier', totalShards, generation: this.reshard.generation, waitingNodes: this.reshard.waitingFor.length }
-    }
     return {
       generation: this.gen,
       totalShards,
@@ -439,7 +325,7 @@ export class Controller {
       planner: this.settings.planner ?? 'contiguous',
       identify: this.limiter.budget(now),
       pendingHandoffs: handoffs.pendingTotal(),
-      reshard,
+      reshard: this.reshards.view(),
       drainFlagsNotLive: [...draining].filter((nodeId) => !live.has(nodeId)).sort(compareBytes),
       nodes,
     }
@@ -462,66 +348,82 @@ export class Controller {
     return this.limiter.remaining(now)
   }
 
-  /** Sets or clears a node's drain flag (kept while the node is not live) and re-plans. */
-  setDraining(now: number, nodeId: string, draining: boolean): DrainOutcome {
+  /**
+   * Sets or clears a node's drain flag (kept while the node is not live) and re-plans. A drain that would
+   * leave more shards without a node (the other live nodes lack the capacity) is refused with 409
+   * `insufficient_capacity` and changes nothing, unless `force`.
+   */
+  setDraining(now: number, nodeId: string, draining: boolean, force = false): DrainOutcome {
     this.prepare(now)
     if (!isValidName(nodeId)) throw new AppError('invalid_request', `node_id ${nameProblem(nodeId) ?? 'is invalid'}`)
     if (draining !== this.draining.has(nodeId)) {
       if (draining) this.draining.add(nodeId)
       else this.draining.delete(nodeId)
+      if (draining && !force && this.live.has(nodeId)) this.assertDrainLeavesNoneStranded(nodeId)
       this.tracker.drain(nodeId)
       this.markDurable()
       if (this.live.has(nodeId)) this.replan()
     }
-    return { nodeId, draining, generation: this.gen, live: this.live.has(nodeId) }
+    return { nodeId, draining, generation: this.gen, live: this.live.has(nodeId), unassigned: this.livePlan.unassigned }
   }
 
-  /** Removes at once every live node whose certificate serial is revoked; returns their IDs. */
-  removeRevoked(now: number, isRevoked: (serial: string) => boolean): string[] {
-    this.prepare(now)
-    const removed = [...this.live.values()].filter((record) => isRevoked(record.certSerial))
-    for (const record of removed) {
-      // what a revoked node deposited is no longer vouched for: its shards' next owners Identify
-      this.sessions.discardFrom(record.nodeId)
-      this.dropNode(record)
-      this.events.push({ kind: 'node_removed', nodeId: record.nodeId, serial: record.certSerial, reason: 'revoked' })
-    }
-    this.settle()
-    return removed.map((record) => record.nodeId)
+  /** With `nodeId` flagged already: throws (and takes the flag back) if the plan would strand more shards. */
+  private assertDrainLeavesNoneStranded(nodeId: string): void {
+    const stranded = this.settings.totalShards - this.livePlan.compute().assigned - this.livePlan.unassigned
+    if (stranded <= 0) return
+    this.draining.delete(nodeId)
+    throw new AppError(
+      'insufficient_capacity',
+      `draining ${nodeId} would leave ${stranded} more ${stranded === 1 ? 'shard' : 'shards'} without a node (${this.livePlan.unassigned + stranded} in all): ` +
+        'the other live nodes lack the capacity; add capacity first, or drain with "force": true',
+      { unassigned: this.livePlan.unassigned + stranded },
+    )
   }
 
   /**
-   * Expires nodes with now - lastSeen > lease and re-plans; O(1) when none is due. Every check-in calls
-   * it, and while the head it found last is still the head and within its lease, it reads nothing:
-   * reading the head of `live` is not O(1), because every check-in deletes and re-inserts its node and a
-   * Map's iterator steps over the deleted entries at its front until the table is rebuilt (measured at
-   * 10,000 nodes: 15 ms of every second of a fleet's steady state went to finding the head).
+   * Removes at once every live node whose certificate serial is revoked; returns their IDs. A revoked node
+   * may be cut off and still running its shards, so they move now but their handoffs wait for its lease.
    */
+  removeRevoked(now: number, isRevoked: (serial: string) => boolean): string[] {
+    this.prepare(now)
+    const removed = [...this.live.values()].filter((record) => isRevoked(record.certSerial))
+    const holders = removed.map((record) => {
+      // what a revoked node deposited is no longer vouched for: its shards' next owners Identify
+      this.sessions.discardFrom(record.nodeId)
+      const holder = this.holders.revoked.add(record)
+      this.dropNode(record, true)
+      this.events.push({ kind: 'node_removed', nodeId: record.nodeId, serial: record.certSerial, reason: 'revoked' })
+      return holder
+    })
+    this.settle()
+    for (const holder of holders) holder.generation = this.gen // the plan that took its shards (the handoffs at or below it)
+    if (holders.length > 0) this.markDurable()
+    return removed.map((record) => record.nodeId)
+  }
+
+  /** Expires nodes with now - lastSeen > lease and re-plans; O(1) when none is due (core/lease-holders.ts). */
   expireStaleNodes(now: number): string[] {
-    const head = this.expiryHead
-    if (head !== null && now - head.lastSeen <= this.leaseMs) return []
-    const expired: NodeRecord[] = []
-    let first: NodeRecord | null = null
-    for (const record of this.live.values()) {
-      if (now - record.lastSeen <= this.leaseMs) {
-        first = record
-        break
-      }
-      expired.push(record)
-    }
+    if (this.holders.revoked.size > 0) this.releaseRevokedHolders(now)
+    const expired = this.holders.takeExpired(now)
     for (const record of expired) {
-      this.dropNode(record)
+      this.dropNode(record, false)
       this.events.push({ kind: 'node_expired', nodeId: record.nodeId, lastSeen: record.lastSeen })
     }
-    this.expiryHead = first // the head now: the expired ones before it are gone
     if (expired.length > 0) this.replan()
     return expired.map((record) => record.nodeId)
   }
 
-  /** Takes a record out of `live`, forgetting it as expiry's head if it was (the head is then another). */
-  private unlinkLive(record: NodeRecord): void {
-    if (record === this.expiryHead) this.expiryHead = null
-    this.live.delete(record.nodeId)
+  /** Revoked nodes whose lease ran out have stopped everything: what waited for them is released. */
+  private releaseRevokedHolders(now: number): void {
+    const due = this.holders.revoked.takeDue(now, this.leaseMs)
+    for (const holder of due) {
+      const id = this.nodes.find(holder.nodeId)
+      const live = this.live.has(holder.nodeId)
+      if (id !== undefined) this.handoffs.releaseAcknowledged(id, holder.generation)
+      this.reshards.releaseRevoked(holder.nodeId, id ?? NO_NODE, holder.generation, live)
+      if (id !== undefined && !live) this.nodes.release(holder.nodeId) // no table refers to it any more
+    }
+    if (due.length > 0) this.markDurable()
   }
 
   /** The node that owns a shard in the current plan, or null. */
@@ -548,11 +450,18 @@ export class Controller {
   }
 
   private meta(): StateMeta {
-    const meta = stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshard, this.highestCrlNumber)
-    const liveReshard = this.next === null ? undefined : persistedLiveReshard(this.next, this.nodes)
+    const { reshard, liveReshard, retired } = this.reshards.meta()
+    const meta = stateMeta(this.settings, this.gen, this.livePlan.fingerprint, reshard, this.highestCrlNumber)
     const configured = this.configuredTotalShards === this.settings.totalShards ? undefined : this.configuredTotalShards
-    if (liveReshard === undefined && configured === undefined) return meta // the common case: written exactly as before
-    return { ...meta, ...(liveReshard === undefined ? {} : { liveReshard }), ...(configured === undefined ? {} : { configuredTotalShards: configured }) }
+    const revoked = this.holders.revoked.size === 0 ? undefined : this.holders.revoked.persisted()
+    if (liveReshard === undefined && configured === undefined && retired === undefined && revoked === undefined) return meta // the common case: written exactly as before
+    return {
+      ...meta,
+      ...(liveReshard === undefined ? {} : { liveReshard }),
+      ...(configured === undefined ? {} : { configuredTotalShards: configured }),
+      ...(retired === undefined ? {} : { retired }),
+      ...(revoked === undefined ? {} : { revoked }),
+    }
   }
 
   /** Every operation but a check-in starts with expired leases gone and a current plan. */
@@ -584,24 +493,25 @@ export class Controller {
     let state = false
     if (body.generation !== undefined) {
       record.reportedGeneration = body.generation
-      if (this.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) state = true
-      if (this.next !== null && this.next.handoffs.releaseAcknowledged(this.nodes.idOf(record.nodeId), body.generation) > 0) state = true
-      if (this.reshard?.acknowledge(record.nodeId, body.generation)) state = this.settleReshard() || true
+      const id = this.nodes.idOf(record.nodeId)
+      const revokedUpTo = this.holders.revokedUpTo(record.nodeId)
+      if (this.handoffs.releaseAcknowledged(id, body.generation, revokedUpTo) > 0) state = true
+      if (this.reshards.acknowledge(record.nodeId, id, body.generation, revokedUpTo)) state = true
     }
     return { record: changed, state }
   }
 
-  /** Takes a node out of the live set; whatever it had to hand off is released with it. */
-  private dropNode(record: NodeRecord): void {
-    this.unlinkLive(record)
-    this.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
-    if (this.reshard?.release(record.nodeId)) this.settleReshard()
+  /**
+   * Takes a node out of the live set. Expired: it stopped everything, so whatever it had to hand off is
+   * released with it. Revoked: that waits for its lease (releaseRevokedHolders).
+   */
+  private dropNode(record: NodeRecord, revoked: boolean): void {
+    this.holders.unlink(record)
+    const id = this.nodes.idOf(record.nodeId)
+    const revokedUpTo = revoked ? undefined : this.holders.revokedUpTo(record.nodeId)
+    if (!revoked) this.handoffs.releaseAcknowledged(id, Infinity, revokedUpTo)
+    this.reshards.drop(record.nodeId, id, revoked, revokedUpTo)
     this.livePlan.leave(record.nodeId)
-    if (this.next !== null) {
-      this.next.handoffs.releaseNode(this.nodes.idOf(record.nodeId))
-      this.next.forget(record.nodeId)
-      this.next.plan.leave(record.nodeId)
-    }
     this.touchNode(record.nodeId)
     this.stale = true
   }
@@ -611,53 +521,80 @@ export class Controller {
     this.stale = false
     this.replanCount += 1
     const next = this.livePlan.next()
-    // A live reshard's next set is re-planned over the same membership change (computed before either
-    // plan adopts: the current plan frees the IDs of nodes that left, which the next set's order still holds).
-    const nextSetPlan = this.next?.plan.next()
+    const revokedIds = this.holders.revoked.size === 0 ? [] : this.holders.revokedIds(this.nodes)
+    // A live reshard's next set is re-planned over the same membership change, before the current plan
+    // adopts (which frees the IDs of nodes that left, that the next set's order still holds).
+    let moved = this.reshards.replan(this.gen + 1, revokedIds)
     if (next.rangesChanged) this.markDurable()
     // The stable planner plans from the current ranges, so they are persisted with the node records.
     if (next.rangesChanged && this.settings.planner === 'stable') for (const nodeId of this.livePlan.changedNodes(next)) this.tracker.node(nodeId)
     // The generation a move is recorded at is the one this re-plan moves to.
-    let moved = this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1)
-    if (this.next !== null && nextSetPlan !== undefined) {
-      const nextSet = this.next
-      if (nextSet.handoffs.recordMoves(nextSet.plan.owners, nextSetPlan.owners, nextSet.plan.ids, this.gen + 1) || nextSetPlan.rangesChanged) {
-        moved = true
-        nextSet.changedAt = this.gen + 1 // readiness counts again from the plan that carries the new next ranges
-        this.markDurable()
-      }
-      nextSet.plan.adopt(nextSetPlan)
-      nextSet.recount()
-    }
-    if (moved) {
-      this.gen += 1
-      this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
-    }
+    if (this.handoffs.recordMoves(this.livePlan.owners, next.owners, this.livePlan.ids, this.gen + 1, revokedIds)) moved = true
+    if (moved) this.advanceGeneration()
     this.livePlan.adopt(next)
   }
 
-  /** Drops a barrier nobody is waited for any more; true when it did. */
-  private settleReshard(): boolean {
-    if (this.reshard === null || this.reshard.active) return false
-    this.reshard = null
-    this.markDurable()
-    return true
+  /** Moves to the next generation; returns it. */
+  private advanceGeneration(): number {
+    this.gen += 1
+    this.events.push({ kind: 'generation_changed', from: this.gen - 1, to: this.gen })
+    return this.gen
+  }
+
+  /** A plan of this controller's: the IDs of revoked holders stay while their handoffs may name them. */
+  private ownPlan(plan: LivePlan): LivePlan {
+    plan.retainsId = (nodeId) => this.holders.revoked.has(nodeId)
+    return plan
+  }
+
+  /**
+   * A live reshard's switch: total_shards becomes N and the next set the plan. Held sessions and old-set
+   * handoffs belong to the old shard numbers and are dropped (core/reshards.ts retires the old set).
+   */
+  private adoptNextSet(next: NextSet): void {
+    const from = this.settings.totalShards
+    this.tracker.handoffs(0, Math.max(from, next.totalShards)) // every saved old-set handoff is deleted
+    this.settings = { ...this.settings, totalShards: next.totalShards }
+    this.livePlan = this.ownPlan(next.plan)
+    this.livePlan.releasesIds = true
+    this.handoffs = new HandoffLedger(next.totalShards, this.nodes, (first, count) => this.tracker.handoffs(first, count))
+    this.sessions.clear()
+    if (this.settings.planner === 'stable') for (const nodeId of this.live.keys()) this.tracker.node(nodeId) // their stored ranges change
+  }
+
+  /** The parts and steps core/reshards.ts works with. */
+  private reshardHost(): ReshardHost {
+    const self = this
+    const { nodes, live, draining, leaseMs } = this
+    return {
+      nodes, live, draining, leaseMs,
+      get settings() { return self.settings },
+      get generation() { return self.gen },
+      advanceGeneration: () => this.advanceGeneration(),
+      emit: (event) => this.events.push(event),
+      markDurable: () => this.markDurable(),
+      leaseFrom: (nodeId) => this.holders.leaseFrom(nodeId),
+      revokedNames: () => this.holders.revoked.names(),
+      adoptNextSet: (next) => this.adoptNextSet(next),
+    }
   }
 
   /** The parts and steps a restore works with (see core/controller-restore.ts). */
   private restoreHost(): RestoreHost {
     const self = this
-    const { settings, live, draining, nodes, livePlan: plan, handoffs, tracker } = this
+    const { settings, draining, nodes, livePlan: plan, handoffs, tracker } = this
     return {
-      settings, live, draining, nodes, plan, handoffs, tracker,
+      settings, live: this.holders.live, draining, nodes, plan, handoffs, tracker,
       get generation() { return self.gen },
       resume: (generation, crlNumber) => void ((this.gen = generation), (this.highestCrlNumber = crlNumber)),
       replan: () => this.replan(),
       forgetChanges: () => void this.takeDelta(),
-      startBarrier: (barrier) => (this.reshard = barrier),
-      settleReshard: () => void this.settleReshard(),
+      startBarrier: (barrier) => this.reshards.startBarrier(barrier),
+      settleReshard: () => void this.reshards.settleBarrier(),
       emit: (event) => this.events.push(event),
       markDurable: () => this.markDurable(),
+      mayRunShards: (nodeId) => this.holders.mayRunShards(nodeId),
+      revokedNames: () => [...this.holders.revoked.names()],
     }
   }
 }

@@ -51,6 +51,11 @@ export const stateMetaSchema = z
       .strict()
       .optional(),
     configuredTotalShards: z.number().int().min(1).max(65536).optional(),
+    retired: z
+      .object({ totalShards: z.number().int().min(1).max(65536), generation: z.number().int().min(1), waitingFor: z.array(nameSchema) })
+      .strict()
+      .optional(),
+    revoked: z.array(z.tuple([nameSchema, z.string().regex(/^[0-9a-f]{1,128}$/, 'must be lower-case hex'), z.number().int().min(0)])).optional(),
   })
   .strict()
 

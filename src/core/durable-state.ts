@@ -57,7 +57,17 @@ export interface StateMeta {
    * a restart with that configuration unchanged keeps the switched count. Absent: they agree.
    */
   readonly configuredTotalShards?: number
+  /**
+   * The last live reshard's abort or switch while some node may still run the shards it retired (SPEC
+   * "One session per shard, across reshards"); absent: none. A new reshard waits for it.
+   */
+  readonly retired?: { readonly totalShards: number; readonly generation: number; readonly waitingFor: readonly string[] }
+  /** Revoked nodes inside their lease, whose shards' handoffs wait for it (SPEC "Leases"); absent: none. */
+  readonly revoked?: readonly PersistedRevokedHolder[]
 }
+
+/** A revoked node inside its lease: its node ID, its certificate's serial, the generation that took its shards. */
+export type PersistedRevokedHolder = readonly [nodeId: string, serial: string, generation: number]
 
 /** A live reshard's next set as persisted: its ranges are recomputed (the stable planner's are stored). */
 export interface PersistedLiveReshard {

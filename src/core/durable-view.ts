@@ -8,7 +8,6 @@ import type { IdentifyLimiter } from './identify.js'
 import type { LivePlan } from './live-plan.js'
 import type { NodeIndex } from './node-index.js'
 import { persistedNode, type NodeRecord } from './node-record.js'
-import type { ReshardBarrier } from './reshard.js'
 import type { StateLookups } from './state-tracker.js'
 import type { ControllerSettings } from './types.js'
 
@@ -27,7 +26,7 @@ export function stateMeta(
   settings: ControllerSettings,
   generation: number,
   planFingerprint: string,
-  reshard: ReshardBarrier | null,
+  reshard: StateMeta['reshard'],
   crlNumber: bigint | null,
 ): StateMeta {
   const meta: StateMeta = {
@@ -35,7 +34,7 @@ export function stateMeta(
     totalShards: settings.totalShards,
     maxConcurrency: settings.maxConcurrency,
     planFingerprint,
-    reshard: reshard === null ? null : { generation: reshard.generation, waitingFor: reshard.waitingFor },
+    reshard,
     crlNumber: crlNumber?.toString() ?? null,
   }
   // Absent for the contiguous planner: its states are written exactly as before the choice existed.

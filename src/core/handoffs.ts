@@ -95,9 +95,11 @@ export class HandoffLedger {
    * a shard moved back to the node it waited for is open again. True when any shard changed owner (the
    * caller's generation becomes `generation`).
    */
-  recordMoves(previous: Int32Array, owners: Int32Array, liveIds: Int32Array, generation: number): boolean {
+  recordMoves(previous: Int32Array, owners: Int32Array, liveIds: Int32Array, generation: number, revokedIds: readonly number[] = []): boolean {
+    // 1: live; 2: a revoked node inside its lease (it may still run what it had: see core/revoked-holders.ts)
     const isLive = new Uint8Array(this.nodes.size)
     for (const id of liveIds) isLive[id] = 1
+    for (const id of revokedIds) isLive[id] = 2
     const fromOf = this.from
     const totalShards = owners.length
     let moved = false
@@ -113,9 +115,10 @@ export class HandoffLedger {
       const waitsFor = fromOf[shardId]!
       if (waitsFor !== NO_NODE) {
         // Back to the node it waits for: nobody else can have identified it. Elsewhere: keep the original.
-        if (waitsFor === to) this.clear(shardId)
+        // Not to a name whose revoked holder waits: the name's new certificate is another process.
+        if (waitsFor === to && isLive[to] !== 2) this.clear(shardId)
         shardId += 1
-      } else if (from !== NO_NODE && isLive[from] === 1) {
+      } else if (from !== NO_NODE && isLive[from] !== 0) {
         // Taken from a live node: the run of such shards from `from` to `to`.
         const first = shardId++
         while (shardId < totalShards && previous[shardId] === from && owners[shardId] === to && fromOf[shardId] === NO_NODE) shardId += 1
@@ -145,21 +148,26 @@ export class HandoffLedger {
     return (this.pendingCount[fromId] ?? 0) > 0 ? this.releaseWhere(fromId, Infinity) : 0
   }
 
-  /** Releases the handoffs of `fromId` up to the generation it reports running; returns how many. */
-  releaseAcknowledged(fromId: number, reportedGeneration: number): number {
+  /**
+   * Releases the handoffs of `fromId` up to the generation it reports running; returns how many. Those at or
+   * below `above` stay: they wait for a revoked holder of the name, for which no check-in speaks.
+   */
+  releaseAcknowledged(fromId: number, reportedGeneration: number, above = -Infinity): number {
     const lowest = this.lowestGeneration[fromId] ?? Infinity
-    return lowest <= reportedGeneration ? this.releaseWhere(fromId, reportedGeneration) : 0
+    if (lowest > reportedGeneration) return 0
+    return this.releaseWhere(fromId, reportedGeneration, above)
   }
 
   /**
-   * How long an Identify of `shardId` waits for the live node it was taken from: until that node's lease
-   * runs out (it may acknowledge earlier); null when it waits for no live node.
+   * How long an Identify of `shardId` waits for the node it was taken from: until that node's lease runs
+   * out (it may acknowledge earlier); null when it waits for nobody. `leaseFrom` gives the instant a
+   * holder's lease counts from (a live node's or a revoked one's last check-in), or undefined.
    */
-  waitMs(shardId: number, live: ReadonlyMap<string, { readonly lastSeen: number }>, leaseMs: number, now: number): number | null {
+  waitMs(shardId: number, leaseFrom: (nodeId: string) => number | undefined, leaseMs: number, now: number): number | null {
     const waitsFor = this.nodes.nameOf(this.fromOf(shardId))
-    const previousOwner = waitsFor === null ? undefined : live.get(waitsFor)
+    const lastSeen = waitsFor === null ? undefined : leaseFrom(waitsFor)
     // The first instant at which the previous owner counts as expired (now - lastSeen > lease).
-    return previousOwner === undefined ? null : previousOwner.lastSeen + leaseMs + 1 - now
+    return lastSeen === undefined ? null : lastSeen + leaseMs + 1 - now
   }
 
   /** Every pending handoff, ordered by shard ID (O(S): for snapshots only). */
@@ -173,7 +181,7 @@ export class HandoffLedger {
   }
 
   // O(shards listed for this node), and only when at least one of them may be released.
-  private releaseWhere(fromId: number, upToGeneration: number): number {
+  private releaseWhere(fromId: number, upToGeneration: number, above = -Infinity): number {
     const listed = this.shardsOf[fromId] ?? []
     const kept: number[] = []
     const pass = this.nextPass()
@@ -182,7 +190,7 @@ export class HandoffLedger {
     for (const shardId of listed) {
       if (this.from[shardId] !== fromId || this.keptIn[shardId] === pass) continue
       const generation = this.generation[shardId]!
-      if (generation <= upToGeneration) {
+      if (generation <= upToGeneration && generation > above) {
         this.onChange(shardId, 1)
         this.from[shardId] = NO_NODE
         released += 1

@@ -45,6 +45,8 @@ export class LivePlan {
   /** The previous owner table, overwritten by the next re-plan. */
   private spareOwners: Int32Array
   private unassignedCount: number
+  /** Names whose IDs adopt() keeps although they left (a revoked node's handoffs may still name it). */
+  retainsId: (nodeId: string) => boolean = () => false
 
   /** An empty plan over `totalShards`; `live` and `draining` are the controller's own (read, never written). */
   constructor(
@@ -185,7 +187,7 @@ export class LivePlan {
     this.ownerTable = owners
     this.unassignedCount = this.totalShards - plan.assigned
     // A dropped node that checked in again since keeps its ID (it is live and in the new order).
-    if (this.releasesIds) for (const nodeId of this.dropped) if (!this.live.has(nodeId)) this.nodes.release(nodeId)
+    if (this.releasesIds) for (const nodeId of this.dropped) if (!this.live.has(nodeId) && !this.retainsId(nodeId)) this.nodes.release(nodeId)
     this.dropped = []
   }
 

@@ -6,7 +6,6 @@ import { AppError } from '../errors.js'
 import type { PersistedLiveReshard, StateMeta } from './durable-state.js'
 import type { NextSet } from './next-set.js'
 import { NO_NODE, type NodeIndex } from './node-index.js'
-import type { NodeRecord } from './node-record.js'
 import { planFingerprintInOrder } from './plan-fingerprint.js'
 import type { ControllerSettings } from './types.js'
 
@@ -80,9 +79,16 @@ export function persistedLiveReshard(next: NextSet, nodes: NodeIndex): Persisted
 
 /**
  * Restores a live reshard's next set over the restored nodes: the stable planner from its stored ranges,
- * the contiguous one recomputed (the same live set gives the same ranges); then the handoffs that still hold.
+ * the contiguous one recomputed (the same live set gives the same ranges); then the handoffs that still hold
+ * (those waiting for a node that may still run its shards: live, or revoked inside its lease).
  */
-export function restoreLiveReshard(next: NextSet, saved: PersistedLiveReshard, live: ReadonlyMap<string, NodeRecord>, nodes: NodeIndex, generation: number): void {
+export function restoreLiveReshard(
+  next: NextSet,
+  saved: PersistedLiveReshard,
+  holders: { readonly mayRunShards: (nodeId: string) => boolean; readonly isRevoked: (nodeId: string) => boolean },
+  nodes: NodeIndex,
+  generation: number,
+): void {
   if (saved.ranges !== undefined) {
     const stored = new Map(saved.ranges.map(([nodeId, rangeStart, rangeCount]) => [nodeId, { rangeStart, rangeCount }]))
     next.plan.restoreRanges((nodeId) => stored.get(nodeId) ?? { rangeStart: 0, rangeCount: 0 })
@@ -93,10 +99,12 @@ export function restoreLiveReshard(next: NextSet, saved: PersistedLiveReshard, l
   next.changedAt = Math.min(saved.changedAt, generation)
   const owners = next.plan.owners
   for (const [first, count, fromNode, atGeneration] of saved.handoffs) {
-    if (!live.has(fromNode) || atGeneration > generation) continue
+    if (!holders.mayRunShards(fromNode) || atGeneration > generation) continue
     const fromId = nodes.idOf(fromNode)
+    // a shard its owner waits for only when a revoked holder of the name does (another process)
+    const revoked = holders.isRevoked(fromNode)
     for (let shardId = first; shardId < Math.min(first + count, next.totalShards); shardId++) {
-      if (owners[shardId] !== fromId && owners[shardId] !== NO_NODE && next.handoffs.fromOf(shardId) === NO_NODE) next.handoffs.record(shardId, fromId, atGeneration)
+      if ((owners[shardId] !== fromId || revoked) && owners[shardId] !== NO_NODE && next.handoffs.fromOf(shardId) === NO_NODE) next.handoffs.record(shardId, fromId, atGeneration)
     }
   }
 }

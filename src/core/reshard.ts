@@ -46,14 +46,14 @@ export class ReshardBarrier {
 /** Until the last waited-for node's lease would run out (it may report earlier): an Identify's retry-after. */
 export function reshardWaitMs(
   barrier: ReshardBarrier | null,
-  live: ReadonlyMap<string, { readonly lastSeen: number }>,
+  leaseFrom: (nodeId: string) => number | undefined,
   leaseMs: number,
   now: number,
 ): number {
   let until = now + 1
   for (const nodeId of barrier?.waitingFor ?? []) {
-    const record = live.get(nodeId)
-    if (record !== undefined) until = Math.max(until, record.lastSeen + leaseMs + 1)
+    const lastSeen = leaseFrom(nodeId)
+    if (lastSeen !== undefined) until = Math.max(until, lastSeen + leaseMs + 1)
   }
   return until - now
 }

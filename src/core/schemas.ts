@@ -53,7 +53,8 @@ export const identifyBodySchema = z
 export const reshardBodySchema = z.object({ total_shards: z.number().int().min(1).max(65536) }).strict()
 
 /** `POST /v1/nodes/:node_id/drain` body. */
-export const drainBodySchema = z.object({ draining: z.boolean() }).strict()
+/** `force`: drain even when the other live nodes cannot take every shard (SPEC "Operator endpoints"). */
+export const drainBodySchema = z.object({ draining: z.boolean(), force: z.literal(true).optional() }).strict()
 
 /** A validated check-in body. */
 export type CheckinBody = z.infer<typeof checkinBodySchema>

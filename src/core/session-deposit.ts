@@ -33,6 +33,11 @@ export interface DepositContext {
   readonly totalShards: number
   readonly handoffs: Pick<HandoffLedger, 'fromOf' | 'generationOf'>
   readonly allowedHosts: readonly string[]
+  /**
+   * Handoffs at or below this generation wait for a revoked holder of this node's name (another process:
+   * see core/revoked-holders.ts), not for this check-in; absent: none.
+   */
+  readonly revokedUpTo?: number
 }
 
 /** Throws DepositRefused naming the first entry that breaks a rule; returns when every entry passes. */
@@ -52,6 +57,9 @@ export function assertDepositAccepted(sessions: readonly SessionEntry[], ctx: De
       )
     }
     const movedAt = ctx.handoffs.generationOf(shardId)
+    if (ctx.revokedUpTo !== undefined && movedAt <= ctx.revokedUpTo) {
+      throw new DepositRefused('not_released_by_node', shardId, `${at}: shard ${shardId} was taken from a revoked certificate of this node, not from this one`)
+    }
     if (ctx.reportedGeneration === undefined || ctx.reportedGeneration < movedAt) {
       throw new DepositRefused(
         'not_released_by_checkin',

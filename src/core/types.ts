@@ -154,6 +154,8 @@ export interface DrainOutcome {
   readonly generation: number
   /** Whether the node is live (a flag on a name that is not live waits for it to join). */
   readonly live: boolean
+  /** Shards the plan leaves without a node after the change. */
+  readonly unassigned: number
 }
 
 /** Events the core emits for the audit log; drained by the caller after each operation. */

@@ -107,7 +107,7 @@ export class StateLayout {
 
 /** The meta key's value. */
 export function encodeMeta(meta: StateMeta): string {
-  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber, planner, liveReshard, configuredTotalShards } = meta
+  const { generation, totalShards, maxConcurrency, planFingerprint, reshard, crlNumber, planner, liveReshard, configuredTotalShards, retired, revoked } = meta
   const barrier = reshard === null ? null : { generation: reshard.generation, waitingFor: [...reshard.waitingFor] }
   const fields: Record<string, unknown> = { generation, totalShards, maxConcurrency, planFingerprint, reshard: barrier, crlNumber }
   // The optional fields only when set: states without them keep their bytes.
@@ -119,6 +119,8 @@ export function encodeMeta(meta: StateMeta): string {
     fields['liveReshard'] = next
   }
   if (configuredTotalShards !== undefined) fields['configuredTotalShards'] = configuredTotalShards
+  if (retired !== undefined) fields['retired'] = { totalShards: retired.totalShards, generation: retired.generation, waitingFor: [...retired.waitingFor] }
+  if (revoked !== undefined) fields['revoked'] = revoked.map((holder) => [...holder])
   return JSON.stringify({ version: 2, meta: fields })
 }
 

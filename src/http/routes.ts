@@ -81,7 +81,9 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'identify')
     const fields = { node_id: body.node_id, shard_id: body.shard_id }
-    const out = await auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body))
+    // Served only to the certificate the node's record holds: another one of the same name is audited as a conflict.
+    const claim = () => auditRefusal('not_owner', me, peerAudit, fields, () => service.claimIdentify(body, me.serial))
+    const out = await auditRefusal('identity_conflict', me, peerAudit, { ...fields, endpoint: 'identify' }, claim)
     request.outcome = out.granted ? (out.mode === 'resume' ? 'resumed' : 'granted') : out.reason
     return renderIdentify(out)
   })
@@ -102,9 +104,9 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
 
   app.post('/v1/nodes/:node_id/drain', async (request) => {
     const { node_id } = parseOr400(nodeParamsSchema, request.params, 'node id')
-    const { draining } = parseOr400(drainBodySchema, request.body, 'drain body')
-    const out = await service.setDraining(node_id, draining, request.principal.name)
-    return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live }
+    const { draining, force } = parseOr400(drainBodySchema, request.body, 'drain body')
+    const out = await service.setDraining(node_id, draining, request.principal.name, force === true)
+    return { node_id: out.nodeId, draining: out.draining, generation: out.generation, live: out.live, unassigned: out.unassigned }
   })
 
   app.post('/v1/reshard', async (request, reply) => {

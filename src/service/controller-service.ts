@@ -187,9 +187,9 @@ export class ControllerService {
    * counts its interval from the moment the answer leaves (or fails), not from the decision: the node
    * IDENTIFYs when it reads the answer, and that may wait for a durable write (the daily budget).
    */
-  claimIdentify(body: IdentifyBody): Promise<IdentifyOutcome> {
-    // Not async: a refusal (not_owner, invalid_request) throws synchronously, which the route audits.
-    const outcome = this.run((now) => this.controller.claimIdentify(now, body))
+  claimIdentify(body: IdentifyBody, serial: string): Promise<IdentifyOutcome> {
+    // Not async: a refusal (not_owner, identity_conflict, invalid_request) throws synchronously, which the route audits.
+    const outcome = this.run((now) => this.controller.claimIdentify(now, body, serial))
     const answer = this.answer(() => outcome)
     if (!outcome.granted || outcome.mode !== 'identify') return answer
     return answer.finally(() => this.controller.identifyReleased(this.deps.now(), outcome.bucket))
@@ -205,8 +205,8 @@ export class ControllerService {
     return this.answer(() => view)
   }
 
-  async setDraining(nodeId: string, draining: boolean, operator: string): Promise<DrainOutcome> {
-    const outcome = this.run((now) => this.controller.setDraining(now, nodeId, draining))
+  async setDraining(nodeId: string, draining: boolean, operator: string, force = false): Promise<DrainOutcome> {
+    const outcome = this.run((now) => this.controller.setDraining(now, nodeId, draining, force))
     this.deps.audit.record('drain_set', { node_id: nodeId, draining, operator, generation: outcome.generation, live: outcome.live })
     return this.answer(() => outcome, true)
   }

@@ -70,7 +70,7 @@ t.test('a join and a drain move shards by resume: session_handed, no Identify gr
   await until('node-a runs its 4 shards', () => rec.running('node-a').length === 4)
   await b.start()
   await until('the join: node-b runs 2 and 3', () => rec.running('node-b').join() === '2,3' && rec.running('node-a').join() === '0,1')
-  const drain = await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: true } })
+  const drain = await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: true, force: true } })
   t.equal(drain.status, 200, 'node-a set draining')
   a.checkInNow()
   await until('the drain: node-b runs every shard', () => rec.running('node-b').length === 4 && rec.running('node-a').length === 0)

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0, claimAs } from './fixtures.js'
 
 const ranges = (c: Controller, now = T0) =>
   Object.fromEntries(c.plan(now).nodes.map((n) => [n.nodeId, [n.rangeStart, n.rangeCount]]))
@@ -27,7 +27,7 @@ t.test('generation: +1 on each real change', async (t) => {
   checkIn(c, T0, body('a', 32), cert('a0'))
   t.equal(c.generation, g + 1, 'capacity change')
   t.same(ranges(c), { a: [0, 32], b: [32, 16] })
-  t.equal(c.setDraining(T0, 'a', true).generation, g + 2, 'drain')
+  t.equal(c.setDraining(T0, 'a', true, true).generation, g + 2, 'drain (forced: b cannot take all of a)')
   t.equal(c.setDraining(T0, 'a', true).generation, g + 2, 'drain again is no change')
   t.equal(c.setDraining(T0, 'a', false).generation, g + 3, 'undrain')
   checkIn(c, T0 + LEASE_MS, body('b', 16), cert('a1'))
@@ -59,7 +59,7 @@ t.test('leases: exactly lease_seconds is live, one millisecond more is expired',
       if (operation === 'plan') c.plan(now)
       if (operation === 'route') c.route(now, '0')
       if (operation === 'checkIn') checkIn(c, now, body('z', 1), cert('z0'))
-      if (operation === 'claimIdentify') t.throws(() => c.claimIdentify(now, { node_id: 'nobody', shard_id: 0 }))
+      if (operation === 'claimIdentify') t.throws(() => claimAs(c, now, { node_id: 'nobody', shard_id: 0 }))
       if (operation === 'setDraining') c.setDraining(now, 'other', true)
       if (operation === 'expire') c.expireStaleNodes(now)
     }
@@ -164,7 +164,7 @@ t.test('persistVersion moves only when the snapshot would', async (t) => {
   const moves: [string, () => unknown][] = [
     ['capacity', () => checkIn(c, T0 + 4, body('a', 8), cert('a0'))],
     ['join', () => checkIn(c, T0 + 5, body('b', 8), cert('b0'))],
-    ['drain', () => c.setDraining(T0 + 6, 'b', true)],
+    ['drain', () => c.setDraining(T0 + 6, 'b', true, true)],
     ['drain of a node that is not live', () => c.setDraining(T0 + 7, 'ghost', true)],
     ['rotation', () => checkIn(c, T0 + 8, body('a', 8, { generation: 1 }), cert('a9', T0))],
     ['revocation', () => c.removeRevoked(T0 + 9, (serial) => serial === 'b0')],
@@ -212,7 +212,7 @@ t.test('a report rides with the node record when something else about the node c
 
 t.test('drain flags are kept for nodes that are not live', async (t) => {
   const c = controllerWith([['a', 16]])
-  t.same(c.setDraining(T0, 'b', true), { nodeId: 'b', draining: true, generation: 1, live: false })
+  t.same(c.setDraining(T0, 'b', true), { nodeId: 'b', draining: true, generation: 1, live: false, unassigned: 48 })
   t.same(c.plan(T0).drainFlagsNotLive, ['b'], 'the operator sees the flag waiting for b')
   checkIn(c, T0 + 1, body('b', 16), cert('b0'))
   t.same(c.plan(T0 + 1).drainFlagsNotLive, [], 'b is live now: its flag shows on its node row')

@@ -3,7 +3,7 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { DAILY_WINDOW_MS, IdentifyLimiter } from '../../src/core/identify.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, seededRandom, SETTINGS, T0, claimAs } from './fixtures.js'
 
 t.test('counts follow joins, drains and expiry', async (t) => {
   const fresh = new Controller(SETTINGS)
@@ -11,7 +11,7 @@ t.test('counts follow joins, drains and expiry', async (t) => {
   t.equal(fresh.dailyBudgetRemaining(T0), null, 'no budget configured')
   const c = controllerWith([['a', 16], ['b', 16]])
   t.same(c.counts(), { live: 2, draining: 0, unassigned: 32 })
-  c.setDraining(T0, 'a', true)
+  c.setDraining(T0, 'a', true, true)
   c.setDraining(T0, 'ghost', true) // a flag on a node that is not live is kept, but it is no live draining node
   t.same(c.counts(), { live: 2, draining: 1, unassigned: 48 })
   checkIn(c, T0 + LEASE_MS, body('b', 16), cert('a1'))
@@ -36,12 +36,12 @@ t.test('reading them changes nothing: no expiry, no event, no new state', async 
 t.test('daily budget remaining: every grant counts for exactly 24 hours', async (t) => {
   const c = controllerWith([['a', 64]], { dailyIdentifyLimit: 3 })
   t.equal(c.dailyBudgetRemaining(T0), 3)
-  t.match(c.claimIdentify(T0, { node_id: 'a', shard_id: 0 }), { granted: true })
-  t.match(c.claimIdentify(T0 + 10, { node_id: 'a', shard_id: 1 }), { granted: true })
+  t.match(claimAs(c, T0, { node_id: 'a', shard_id: 0 }), { granted: true })
+  t.match(claimAs(c, T0 + 10, { node_id: 'a', shard_id: 1 }), { granted: true })
   t.equal(c.dailyBudgetRemaining(T0 + 10), 1)
-  t.match(c.claimIdentify(T0 + 20, { node_id: 'a', shard_id: 2 }), { granted: true })
+  t.match(claimAs(c, T0 + 20, { node_id: 'a', shard_id: 2 }), { granted: true })
   t.equal(c.dailyBudgetRemaining(T0 + 20), 0)
-  t.match(c.claimIdentify(T0 + 30, { node_id: 'a', shard_id: 3 }), { granted: false, reason: 'daily_limit' }, '0 left agrees with the claim rule')
+  t.match(claimAs(c, T0 + 30, { node_id: 'a', shard_id: 3 }), { granted: false, reason: 'daily_limit' }, '0 left agrees with the claim rule')
   t.equal(c.dailyBudgetRemaining(T0 + 30), 0, 'never negative')
   t.equal(c.dailyBudgetRemaining(T0 + DAILY_WINDOW_MS - 1), 0, 'the first grant still counts 1 ms before 24 h')
   t.equal(c.dailyBudgetRemaining(T0 + DAILY_WINDOW_MS), 1, 'and is out of the window at 24 h')
@@ -63,7 +63,7 @@ t.test('remaining agrees with check() over random grant times', async (t) => {
 
 t.test('a restored budget counts the restored grants', async (t) => {
   const c = controllerWith([['a', 64]], { dailyIdentifyLimit: 5 })
-  c.claimIdentify(T0, { node_id: 'a', shard_id: 0 })
+  claimAs(c, T0, { node_id: 'a', shard_id: 0 })
   const restored = new Controller({ ...SETTINGS, dailyIdentifyLimit: 5 }, { state: c.snapshot(), now: T0 + 1000 })
   t.equal(restored.dailyBudgetRemaining(T0 + 1000), 4)
 })

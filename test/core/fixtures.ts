@@ -38,9 +38,14 @@ export function checkIn(controller: Controller, now: number, checkin: CheckinBod
  * `now`, as the service does once the answer is durable (IdentifyLimiter counts the interval from there).
  */
 export function claimAnswered(controller: Controller, now: number, claim: IdentifyBody): IdentifyOutcome {
-  const outcome = controller.claimIdentify(now, claim)
+  const outcome = claimAs(controller, now, claim)
   if (outcome.granted && outcome.mode === 'identify') controller.identifyReleased(now, outcome.bucket)
   return outcome
+}
+
+/** An Identify claim presented with the certificate the node's record holds (as an honest node does). */
+export function claimAs(controller: Controller, now: number, claim: IdentifyBody): IdentifyOutcome {
+  return controller.claimIdentify(now, claim, controller.certSerialOf(claim.node_id) ?? 'f00d')
 }
 
 /** The plan part of a check-in answer for a node (after settle()), as if it checked in with nothing to report. */

@@ -1,6 +1,6 @@
 import t from 'tap'
 import type { Controller } from '../../src/core/controller.js'
-import { body, cert, checkIn, claimAnswered, controllerWith, LEASE_MS, T0 } from './fixtures.js'
+import { body, cert, checkIn, claimAnswered, controllerWith, LEASE_MS, T0, claimAs } from './fixtures.js'
 
 // compaq-01 owns 0..15, compaq-02 16..31, dell-01 32..63; bucket = shard % 16.
 const threeNodes = () => controllerWith([['compaq-01', 16], ['compaq-02', 16], ['dell-01', 32]])
@@ -22,10 +22,10 @@ t.test('one grant per bucket per interval, across nodes, with the exact wait', a
 
 t.test("a bucket's interval counts from the moment the grant's answer left, and it is busy until then", async (t) => {
   const c = threeNodes()
-  const granted = c.claimIdentify(T0, { node_id: 'compaq-01', shard_id: 0 })
+  const granted = claimAs(c, T0, { node_id: 'compaq-01', shard_id: 0 })
   t.match(granted, { granted: true, mode: 'identify', bucket: 0 })
   // The answer waits for a durable write: the bucket is busy for a whole interval from any moment before it leaves.
-  t.same(c.claimIdentify(T0 + 5100, { node_id: 'compaq-02', shard_id: 16 }), { granted: false, reason: 'bucket_busy', retryAfterMs: 5100 }, 'not granted one interval after the decision while the answer is held')
+  t.same(claimAs(c, T0 + 5100, { node_id: 'compaq-02', shard_id: 16 }), { granted: false, reason: 'bucket_busy', retryAfterMs: 5100 }, 'not granted one interval after the decision while the answer is held')
   t.match(claim(c, T0 + 5100, 'compaq-01', 1), { granted: true, bucket: 1 }, 'other buckets go on')
   c.identifyReleased(T0 + 800, 0) // the answer left 800 ms after the decision
   t.same(claim(c, T0 + 5100, 'compaq-02', 16), { granted: false, reason: 'bucket_busy', retryAfterMs: 800 }, 'the interval counts from the release')
@@ -104,11 +104,19 @@ t.test('handoff: a shard moving on to a third node keeps the original handoff', 
   t.match(claim(c, T0 + 3000, 'b', 3), { granted: false, reason: 'handoff_pending' })
 })
 
-t.test('handoff: a revoked old owner releases it at once', async (t) => {
+t.test('handoff: a revoked old owner is out at once, but its handoffs wait for its lease', async (t) => {
   const c = handoffSetup()
+  // a last checked in at T0 + 0 (controllerWith); revoked at T0 + 2000 while it may be cut off and still running 4..7
   t.same(c.removeRevoked(T0 + 2000, (serial) => serial === 'a0'), ['a'])
+  t.equal(c.counts().live, 1, 'a is out of the live set at once')
+  t.same(c.plan(T0 + 2000).nodes.map((n) => [n.nodeId, n.rangeStart, n.rangeCount]), [['b', 0, 8]], 'and out of the plan: b holds every shard')
+  t.same(claim(c, T0 + 2000, 'b', 4), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 - 2000 }, 'a shard a had waits for its lease')
+  t.same(claim(c, T0 + 2000, 'b', 0), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 - 2000 }, 'so does one the revocation took from it')
+  t.match(c.snapshot().meta.revoked, [['a', 'a0', c.generation]], 'the revoked holder is part of the state')
+  t.throws(() => claim(c, T0 + 2001, 'a', 0), { code: 'not_owner' }, 'no more claims for the revoked node')
+  t.match(claim(c, T0 + LEASE_MS + 1, 'b', 4), { granted: true }, 'granted once its lease ran out')
+  t.equal(c.snapshot().meta.revoked, undefined, 'and the holder is gone')
   t.same(c.snapshot().handoffs, [])
-  t.match(claim(c, T0 + 2000, 'b', 4), { granted: true })
 })
 
 t.test('handoff comes before the bucket check, and a pending claim records nothing', async (t) => {

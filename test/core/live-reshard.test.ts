@@ -2,7 +2,7 @@
 import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { AppError } from '../../src/core/../errors.js'
-import { body as plainBody, cert, checkIn, claimAnswered, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body as plainBody, cert, checkIn, claimAnswered, LEASE_MS, SETTINGS, T0, claimAs } from './fixtures.js'
 import type { CheckinBody } from '../../src/core/schemas.js'
 
 /** Check-ins of agents that know live resharding (they always send next_ready_shards). */
@@ -101,10 +101,10 @@ t.test('refused starts change nothing', async (t) => {
 t.test('next-set claims: owner in the next plan, buckets shared with the current set, daily budget counted', async (t) => {
   const c = controllerWith(NODES, { ...SMALL, dailyIdentifyLimit: 100 })
   checkIn(c, T0, body('n1', 8, { generation: c.generation }), cert('a0')) // releases 4..7 to n2
-  t.equal(code(() => c.claimIdentify(T0 + 1, { node_id: 'n1', shard_id: 1, set: 'next' })), 'not_owner', 'no reshard: not_owner')
+  t.equal(code(() => claimAs(c, T0 + 1, { node_id: 'n1', shard_id: 1, set: 'next' })), 'not_owner', 'no reshard: not_owner')
   c.startReshard(T0 + 1, 16)
-  t.equal(code(() => c.claimIdentify(T0 + 2, { node_id: 'n1', shard_id: 9, set: 'next' })), 'not_owner', 'n2 holds next 9')
-  t.equal(code(() => c.claimIdentify(T0 + 2, { node_id: 'n1', shard_id: 16, set: 'next' })), 'invalid_request', 'beyond N')
+  t.equal(code(() => claimAs(c, T0 + 2, { node_id: 'n1', shard_id: 9, set: 'next' })), 'not_owner', 'n2 holds next 9')
+  t.equal(code(() => claimAs(c, T0 + 2, { node_id: 'n1', shard_id: 16, set: 'next' })), 'invalid_request', 'beyond N')
   const used = c.dailyBudgetRemaining(T0 + 2)!
   const current = claimAnswered(c, T0 + 2, { node_id: 'n1', shard_id: 1 })
   t.match(current, { granted: true, bucket: 1 })
@@ -196,8 +196,91 @@ t.test('abort drops the next set under a new generation; its claims are refused 
   t.match(c.drainEvents(), [{ kind: 'generation_changed' }, { kind: 'reshard_aborted', reason: 'operator' }])
   t.equal(checkIn(c, T0 + 3, body('n1', 8), cert('a0')).next, null)
   t.equal(c.totalShards, 8)
-  t.equal(code(() => c.claimIdentify(T0 + 3, { node_id: 'n1', shard_id: 1, set: 'next' })), 'not_owner')
-  t.same(c.startReshard(T0 + 4, 32).to, 32, 'another reshard may start')
+  t.equal(code(() => claimAs(c, T0 + 3, { node_id: 'n1', shard_id: 1, set: 'next' })), 'not_owner')
+  t.equal(code(() => c.startReshard(T0 + 4, 32)), 'reshard_in_progress', 'n2 has not reported the abort: it may still run next-set shards')
+  checkIn(c, T0 + 5, body('n2', 8, { generation: gen + 1 }), cert('a1'))
+  t.equal(code(() => c.startReshard(T0 + 5, 32)), 'reshard_in_progress', 'n1 checked in before without reporting it: still waited for')
+  checkIn(c, T0 + 6, body('n1', 8, { generation: gen + 1 }), cert('a0'))
+  t.same(c.startReshard(T0 + 7, 32).to, 32, 'another reshard may start once every node reported the abort')
+})
+
+// Issue "Four ways one shard ends up with two owners", trigger 1: abort, a node joins, the same reshard again.
+t.test('after an abort, no next-set shard is granted while the node that ran it may still run it', async (t) => {
+  const c = controllerWith([['node-a', 4], ['node-b', 4]], { totalShards: 4, maxConcurrency: 1 })
+  c.startReshard(T0 + 1, 8)
+  const started = c.generation
+  t.equal(started, 3, 'the join of node-b and the start: two generations')
+  for (const [id, serial] of [['node-a', 'a0'], ['node-b', 'a1']] as const) checkIn(c, T0 + 2, body(id, 4, { generation: started }), cert(serial))
+  t.same(c.checkinOutcome('node-a', { rotated: false, previousSerial: null }).next, { totalShards: 8, rangeStart: 0, rangeCount: 4 })
+  t.match(claimAnswered(c, T0 + 3, { node_id: 'node-a', shard_id: 3, set: 'next' }), { granted: true, set: 'next' }, 'node-a runs next-set shard 3/8')
+  const aborted = c.abortReshard(T0 + 4).generation
+  checkIn(c, T0 + 5, body('node-b', 4, { generation: aborted }), cert('a1')) // node-b applied the abort; node-a is silent
+  checkIn(c, T0 + 6, body('node-c', 4), cert('a2'))
+  const refused = (() => {
+    try {
+      c.startReshard(T0 + 7, 8)
+    } catch (err) {
+      return err as AppError
+    }
+    return null
+  })()
+  t.equal(refused?.code, 'reshard_in_progress', 'the same reshard again is refused while node-a may still run 3/8')
+  t.match(refused?.message, /node node-a may still run shards of the 8-shard set/, 'naming the node and the set')
+  t.ok(Number(refused?.extra['retry_after_ms']) > 0, 'with a retry-after')
+  // node-a reports the abort's generation: its agent stopped 3/8 before it reports it
+  checkIn(c, T0 + 8, body('node-a', 4, { generation: aborted }), cert('a0'))
+  checkIn(c, T0 + 8, body('node-c', 4, { generation: aborted }), cert('a2'))
+  c.startReshard(T0 + 9, 8)
+  const owner = c.plan(T0 + 9).nodes.find((n) => n.next !== null && n.next.rangeStart <= 3 && 3 < n.next.rangeStart + n.next.rangeCount)!.nodeId
+  t.not(owner, 'node-a', 'the new next set gives 3/8 to another node')
+  // one Identify interval after node-a's grant (one bucket)
+  t.match(claimAnswered(c, T0 + 3 + SETTINGS.identifyIntervalMs, { node_id: owner, shard_id: 3, set: 'next' }), { granted: true }, 'and it is granted: node-a stopped it')
+})
+
+t.test('after an abort, a node whose lease ran out no longer holds the next reshard back', async (t) => {
+  const c = controllerWith([['node-a', 4], ['node-b', 4]], { totalShards: 4, maxConcurrency: 1 })
+  c.startReshard(T0 + 1, 8)
+  const aborted = c.abortReshard(T0 + 2).generation
+  checkIn(c, T0 + LEASE_MS, body('node-b', 4, { generation: aborted }), cert('a1'))
+  t.equal(code(() => c.startReshard(T0 + LEASE_MS, 8)), 'reshard_in_progress')
+  t.equal(c.startReshard(T0 + LEASE_MS + 1, 8).to, 8, 'node-a expired: it stopped everything')
+})
+
+// Trigger 2: a switch, a join, and a reshard back to the count the switch retired.
+t.test('after a switch, no old-set shard is granted while its old owner may still run it', async (t) => {
+  const c = controllerWith([['node-a', 8], ['node-b', 8]], { totalShards: 4, maxConcurrency: 1 })
+  checkIn(c, T0 + 1, body('node-a', 8, { generation: c.generation }), cert('a0')) // released 2..3 to node-b
+  t.match(claimAnswered(c, T0 + 1, { node_id: 'node-b', shard_id: 3 }), { granted: true }, 'node-b runs 3/4')
+  c.startReshard(T0 + 2, 8)
+  let now = T0 + 3
+  for (const [id, serial] of [['node-a', 'a0'], ['node-b', 'a1']] as const) {
+    const next = c.checkinOutcome(id, { rotated: false, previousSerial: null }).next!
+    checkIn(c, now, body(id, 8, { generation: c.generation, next_ready_shards: next.rangeCount }), cert(serial))
+  }
+  t.equal(c.totalShards, 8, 'switched')
+  const switched = c.generation
+  checkIn(c, (now += 1), body('node-a', 8, { generation: switched }), cert('a0')) // node-a stopped its 4-set shards; node-b has not yet
+  checkIn(c, (now += 1), body('node-c', 8), cert('a2'))
+  t.equal(code(() => c.startReshard((now += 1), 4)), 'reshard_in_progress', 'back to 4 is refused while node-b may still run 3/4')
+  checkIn(c, (now += 1), body('node-b', 8, { generation: switched }), cert('a1'))
+  checkIn(c, now, body('node-c', 8, { generation: c.generation }), cert('a2'))
+  t.equal(c.startReshard((now += 1), 4).to, 4, 'once node-b reported the switch')
+})
+
+t.test('the retired set survives a restart', async (t) => {
+  const c = controllerWith([['node-a', 4], ['node-b', 4]], { totalShards: 4, maxConcurrency: 1 })
+  c.startReshard(T0 + 1, 8)
+  const aborted = c.abortReshard(T0 + 2).generation
+  checkIn(c, T0 + 3, body('node-b', 4, { generation: aborted }), cert('a1'))
+  const state = c.snapshot()
+  t.same(state.meta.retired, { totalShards: 8, generation: aborted, waitingFor: ['node-a'] })
+  const restored = new Controller({ ...SETTINGS, totalShards: 4, maxConcurrency: 1 }, { state, now: T0 + 10 })
+  checkIn(restored, T0 + 11, body('node-b', 4, { generation: aborted }), cert('a1'))
+  checkIn(restored, T0 + 11, body('node-a', 4), cert('a0')) // alive, but reports no generation yet
+  t.equal(code(() => restored.startReshard(T0 + 12, 8)), 'reshard_in_progress', 'node-a is still waited for after the restart')
+  checkIn(restored, T0 + 13, body('node-a', 4, { generation: aborted }), cert('a0'))
+  t.equal(restored.startReshard(T0 + 14, 8).to, 8)
+  t.equal(restored.snapshot().meta.retired, undefined)
 })
 
 t.test('a reshard in progress survives a restart; a switched count survives a restart with the old configuration', async (t) => {

@@ -5,7 +5,7 @@ import t from 'tap'
 import { Controller } from '../../src/core/controller.js'
 import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0, claimAs } from './fixtures.js'
 
 const roundTrip = (s: DurableState): DurableState => durableStateSchema.parse(JSON.parse(JSON.stringify(s))) as DurableState
 const before = () => roundTrip(controllerWith([['a', 32], ['b', 32]]).snapshot())
@@ -25,11 +25,11 @@ t.test('a new total_shards: new generation, audited, Identify held until every r
   const later = now + INTERVAL // every bucket is free again after the restart
   const a = checkIn(c, later, body('a', 32), cert('a0'))
   t.match(a, { rangeStart: 0, rangeCount: 32 })
-  t.same(c.claimIdentify(later, { node_id: 'a', shard_id: 0 }), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 }, 'held until the last waited-for lease (a, just renewed) would run out')
+  t.same(claimAs(c, later, { node_id: 'a', shard_id: 0 }), { granted: false, reason: 'handoff_pending', retryAfterMs: LEASE_MS + 1 }, 'held until the last waited-for lease (a, just renewed) would run out')
   checkIn(c, later, body('a', 32, { generation: c.generation }), cert('a0'))
-  t.equal(c.claimIdentify(later, { node_id: 'a', shard_id: 0 }).granted, false, 'still waiting for b')
+  t.equal(claimAs(c, later, { node_id: 'a', shard_id: 0 }).granted, false, 'still waiting for b')
   checkIn(c, later + 1, body('b', 32, { generation: c.generation }), cert('a1'))
-  t.match(c.claimIdentify(later + 1, { node_id: 'a', shard_id: 0 }), { granted: true }, 'granted once both applied the new plan')
+  t.match(claimAs(c, later + 1, { node_id: 'a', shard_id: 0 }), { granted: true }, 'granted once both applied the new plan')
   t.equal(c.snapshot().meta.reshard, null, 'the barrier is gone from the state')
   t.equal(c.plan(later + 1).reshard, null)
 })
@@ -43,7 +43,7 @@ t.test('a restored node that leaves (expires) releases the barrier; an old repor
   checkIn(c, now + LEASE_MS, body('a', 32, { generation: gen }), cert('a0'))
   t.same(c.snapshot().meta.reshard?.waitingFor, ['b'])
   t.same(c.expireStaleNodes(now + LEASE_MS + 1), ['b'], 'b never came back')
-  t.match(c.claimIdentify(now + LEASE_MS + 2, { node_id: 'a', shard_id: 1 }), { granted: true })
+  t.match(claimAs(c, now + LEASE_MS + 2, { node_id: 'a', shard_id: 1 }), { granted: true })
 })
 
 t.test('a restart during a reshard keeps waiting for the same nodes', async (t) => {
@@ -56,7 +56,7 @@ t.test('a restart during a reshard keeps waiting for the same nodes', async (t) 
   t.equal(second.generation, first.generation, 'no new generation: same settings')
   t.same(second.snapshot().meta.reshard, mid.meta.reshard, 'still waiting for b')
   t.same(second.drainEvents(), [], 'nothing new to audit')
-  t.equal(second.claimIdentify(now + 100 + INTERVAL, { node_id: 'a', shard_id: 0 }).granted, false)
+  t.equal(claimAs(second, now + 100 + INTERVAL, { node_id: 'a', shard_id: 0 }).granted, false)
 })
 
 t.test('max_concurrency alone: audited, the plan and generation stay, no barrier', async (t) => {
@@ -65,7 +65,7 @@ t.test('max_concurrency alone: audited, the plan and generation stay, no barrier
   t.equal(c.generation, old.meta.generation)
   t.match(c.drainEvents(), [{ kind: 'reshard', reason: 'max_concurrency', fromTotalShards: 64, toTotalShards: 64, fromMaxConcurrency: 16, toMaxConcurrency: 32, waitingFor: 0 }])
   t.equal(c.snapshot().meta.reshard, null)
-  t.match(c.claimIdentify(T0 + 10_000 + INTERVAL, { node_id: 'a', shard_id: 0 }), { granted: true, bucket: 0 })
+  t.match(claimAs(c, T0 + 10_000 + INTERVAL, { node_id: 'a', shard_id: 0 }), { granted: true, bucket: 0 })
 })
 
 t.test('a state from before maxConcurrency was recorded loads, and is not taken for a change', async (t) => {

@@ -6,7 +6,7 @@ import { durableStateSchema } from '../../src/core/durable-state-schema.js'
 import { fromVersion1, parseStoredState } from '../../src/core/snapshot-schema.js'
 import type { DurableState } from '../../src/core/durable-state.js'
 import type { SnapshotV1 } from '../../src/core/types.js'
-import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0 } from './fixtures.js'
+import { body, cert, checkIn, controllerWith, LEASE_MS, SETTINGS, T0, claimAs } from './fixtures.js'
 
 const settings = { ...SETTINGS, dailyIdentifyLimit: 1000 }
 
@@ -14,7 +14,7 @@ const settings = { ...SETTINGS, dailyIdentifyLimit: 1000 }
 function busyController(): Controller {
   const c = controllerWith([['compaq-01', 16], ['dell-01', 32]], settings)
   c.setDraining(T0, 'ghost', true)
-  c.claimIdentify(T0, { node_id: 'dell-01', shard_id: 40 })
+  claimAs(c, T0, { node_id: 'dell-01', shard_id: 40 })
   checkIn(c, T0 + 1000, body('compaq-02', 16, { ready_shards: 3 }), cert('c2')) // takes shards from compaq-01 / dell-01
   checkIn(c, T0 + 2000, body('compaq-01', 16, { generation: 2 }), cert('a0'))
   return c
@@ -45,8 +45,8 @@ t.test('after a restore every bucket is busy and leases count from the restart',
   const state = roundTrip(busyController().snapshot())
   const restartAt = T0 + 60_000 // later than every old lease
   const c = new Controller(settings, { state, now: restartAt })
-  t.same(c.claimIdentify(restartAt, { node_id: 'compaq-01', shard_id: 1 }), { granted: false, reason: 'bucket_busy', retryAfterMs: settings.identifyIntervalMs })
-  t.match(c.claimIdentify(restartAt + 5100, { node_id: 'compaq-01', shard_id: 1 }), { granted: true })
+  t.same(claimAs(c, restartAt, { node_id: 'compaq-01', shard_id: 1 }), { granted: false, reason: 'bucket_busy', retryAfterMs: settings.identifyIntervalMs })
+  t.match(claimAs(c, restartAt + 5100, { node_id: 'compaq-01', shard_id: 1 }), { granted: true })
   t.equal(c.plan(restartAt + LEASE_MS).nodes.length, 3, 'live at exactly one lease after the restart')
   t.same(c.expireStaleNodes(restartAt + LEASE_MS + 1).sort(), ['compaq-01', 'compaq-02', 'dell-01'])
 })
@@ -56,7 +56,7 @@ t.test('restored handoffs still hold, until the old owner acknowledges', async (
   const pending = state.handoffs[0]!
   const c = new Controller(settings, { state, now: T0 + 9000 })
   const owner = c.ownerOf(pending.shardId)!
-  t.match(c.claimIdentify(T0 + 20_000, { node_id: owner, shard_id: pending.shardId }), { reason: 'handoff_pending' })
+  t.match(claimAs(c, T0 + 20_000, { node_id: owner, shard_id: pending.shardId }), { reason: 'handoff_pending' })
 })
 
 t.test('the daily budget survives a restart; grants outside the window are dropped', async (t) => {
@@ -65,11 +65,11 @@ t.test('the daily budget survives a restart; grants outside the window are dropp
   const later = new Controller(settings, { state, now: T0 + 86_400_000 })
   t.same(later.snapshot().dailyGrants, [])
   const limited = new Controller({ ...settings, dailyIdentifyLimit: 1 }, { state, now: T0 + 10_000 })
-  t.match(limited.claimIdentify(T0 + 20_000, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 20_000 })
+  t.match(claimAs(limited, T0 + 20_000, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 20_000 })
   // The clock went back across the restart: the grant still counts (as made at the restart), never dropped.
   const earlier = new Controller({ ...settings, dailyIdentifyLimit: 1 }, { state, now: T0 - 5000 })
   t.same(earlier.snapshot().dailyGrants, [T0 - 5000])
-  t.match(earlier.claimIdentify(T0, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 5000 })
+  t.match(claimAs(earlier, T0, { node_id: 'compaq-01', shard_id: 0 }), { reason: 'daily_limit', retryAfterMs: 86_400_000 - 5000 })
 })
 
 t.test('a changed total_shards re-plans with a higher generation and drops the old handoffs', async (t) => {
@@ -88,7 +88,7 @@ t.test('another plan for the same nodes (a planner change across an upgrade) is 
   const c = new Controller(settings, { state: changed, now: T0 + 9000 })
   t.equal(c.generation, state.meta.generation + 1, 'a new generation')
   t.match(c.drainEvents(), [{ kind: 'generation_changed' }, { kind: 'reshard', reason: 'planner', waitingFor: 3 }])
-  t.match(c.claimIdentify(T0 + 20_000, { node_id: 'compaq-01', shard_id: 0 }), { granted: false, reason: 'handoff_pending' }, 'nothing granted until every node applied it')
+  t.match(claimAs(c, T0 + 20_000, { node_id: 'compaq-01', shard_id: 0 }), { granted: false, reason: 'handoff_pending' }, 'nothing granted until every node applied it')
 })
 
 t.test('a version-1 state file (ranges per node) restores the same plan and generation', async (t) => {

@@ -103,7 +103,7 @@ t.test('cold start; a drain by RESUME with 0 IDENTIFY, every event exactly once;
   // The drain: every shard of node-a moves to node-b by RESUME.
   const aShards = a.shards.shardIds
   const identifiesBeforeDrain = e.stats.identifies.total
-  t.equal((await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: true } })).status, 200)
+  t.equal((await request(ctl.port, pki.ca, op, '/v1/nodes/node-a/drain', { body: { draining: true, force: true } })).status, 200)
   a.agent.checkInNow()
   await until('node-b runs every shard', () => b.shards.shardIds.length === 8 && a.shards.shardIds.length === 0, 45_000)
   await e.waitFor(() => e.sessions({ state: 'live' }).length === 8, { timeoutMs: 20_000, what: '8 live sessions' })

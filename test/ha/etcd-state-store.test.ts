@@ -65,7 +65,7 @@ t.test('round trip: deltas, a large change in several transactions, grants; a fr
   now += 1000
   const owned = c.plan(now).nodes.find((n) => n.nodeId === 'node-000')!
   t.match(claimAnswered(c, now, { node_id: 'node-000', shard_id: owned.rangeStart }), { granted: true })
-  c.setDraining(now, 'alpha', true) // every range shifts: handoffs from the live previous owners
+  c.setDraining(now, 'alpha', true, true) // every range shifts: handoffs from the live previous owners
   checkIn(c, now, body('node-001', 4, { generation: c.generation }), cert('c1'))
   for (let i = 300; i < 600; i++) c.removeRevoked(now, (serial) => serial === `c${i}`)
   await writeChanges(store, c)
@@ -154,7 +154,7 @@ t.test('a reconcile after a drain torn after its first transaction puts the runs
   // A grant goes first in the next write's first transaction, so the runs after it do not fill whole
   // transactions: the reconcile's deletes of their invisible copies would share one with their puts.
   t.match(claimAnswered(c, T0 + 1, { node_id: 'node-00', shard_id: 0 }), { granted: true })
-  c.setDraining(T0 + 1, 'node-05', true) // every range after node-05 shifts: a run from each of 26 nodes
+  c.setDraining(T0 + 1, 'node-05', true, true) // every range after node-05 shifts: a run from each of 26 nodes
   allow(1)
   await t.rejects(writeChanges(store, c), NotLeading, 'the drain stopped after its first transaction')
   const runsLeft = (await keysUnder(r.client, `${prefix}state/handoff-run/`)).length
@@ -171,7 +171,7 @@ function drainedFleet(): Controller {
   const c = new Controller(SPLIT_SETTINGS)
   for (let i = 0; i < 32; i++) c.register(T0, body(`node-${String(i).padStart(2, '0')}`, 64), cert(`f${i}`))
   c.settle()
-  c.setDraining(T0 + 1, 'node-05', true)
+  c.setDraining(T0 + 1, 'node-05', true, true)
   c.settle()
   return c
 }
@@ -207,7 +207,7 @@ t.test('a leader stopped after any transaction of a split write leaves a state i
     // node-05 comes back (shards return to the node they wait for: parts of runs released) and node-20 is
     // drained (new runs); node-07 reports the generation (its runs released)
     c.setDraining(T0 + 2, 'node-05', false)
-    c.setDraining(T0 + 2, 'node-20', true)
+    c.setDraining(T0 + 2, 'node-20', true, true)
     checkIn(c, T0 + 2, body('node-07', 64, { generation: c.generation }), cert('f7'))
     const rev0 = await revision(r.client)
     allowed = k
@@ -226,7 +226,7 @@ t.test('a leader stopped after any transaction of a split write leaves a state i
       const owner = after.ownerOf(shardId)
       if (owner === null || runner === owner) continue
       if (runner === 'node-07' && c.ownerOf(shardId) !== 'node-07') continue // it applied the new plan: stopped
-      const claim = after.claimIdentify(T0 + 3, { node_id: owner, shard_id: shardId })
+      const claim = after.claimIdentify(T0 + 3, { node_id: owner, shard_id: shardId }, after.certSerialOf(owner) ?? "")
       if (!(claim.granted === false && claim.reason === 'handoff_pending')) exposed.push(shardId)
     }
     t.same(exposed, [], `after ${committed} transaction(s): every shard a node may still run is held back from its new owner`)
@@ -321,7 +321,7 @@ t.test("a term's first write reconciles against what its load read, without read
   t.same(await next.load(), c.snapshot(), 'the new term loads the state')
   const read = ranges
   checkIn(c, T0 + 2, body('node-09', 64, { generation: c.generation }), cert('f9'))
-  c.setDraining(T0 + 2, 'node-03', true)
+  c.setDraining(T0 + 2, 'node-03', true, true)
   await writeChanges(next, c)
   t.equal(ranges, read, 'its first write read nothing more from etcd')
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot after it')
@@ -362,7 +362,7 @@ t.test('with etcd at --max-txn-ops 4096 and max_txn_ops 4096, a change of hundre
   await writeChanges(store, c)
   t.equal(txns() - before, 1, '600 joins (node records and the generation) went out as one transaction')
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot')
-  c.setDraining(T0 + 1000, 'alpha', true) // handoff runs, records and the generation: phases that were separate round trips
+  c.setDraining(T0 + 1000, 'alpha', true, true) // handoff runs, records and the generation: phases that were separate round trips
   await writeChanges(store, c)
   t.equal(txns() - before, 2, 'a drain that moves every range: one transaction too')
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'and etcd equals the snapshot after it')
@@ -382,7 +382,7 @@ t.test('max_txn_ops above what etcd allows: etcd refuses the transaction, the st
   await writeChanges(store, c)
   t.same(lowered, [[4096, 128, 'too_many_ops']], 'the 601-operation transaction was refused: reported once, with the numbers')
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'the same write, sent again in 128-operation transactions, is in etcd')
-  c.setDraining(T0 + 1000, 'alpha', true)
+  c.setDraining(T0 + 1000, 'alpha', true, true)
   await writeChanges(store, c)
   t.same(await storeOf(r, prefix).load(), c.snapshot(), 'later writes go out at 128 from the start')
   t.equal(lowered.length, 1, 'and are not refused')

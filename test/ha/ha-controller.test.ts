@@ -150,7 +150,7 @@ t.test('a three-member etcd cluster losing its raft leader keeps serving', needs
   t.ok(leader.host.isLeader(), `${leader.id} still leads`)
   t.notOk(auditOf(leader.root).some((e) => e.event === 'leader_lost'), 'it never lost the leadership')
   const op = await bundle(pki, 'ops-bob', 'operator')
-  const drained = await request(leader.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true } })
+  const drained = await request(leader.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true, force: true } })
   t.equal(drained.status, 200, `a state write commits on the two members left: ${drained.text}`)
 })
 

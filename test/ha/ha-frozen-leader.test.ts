@@ -31,7 +31,7 @@ t.test('a frozen leader wakes after a take-over: its write is refused and audite
   const generation = [...(await fleet.checkInAll(ports)).values()][0]!.generation
 
   await cluster.freeze(lone)
-  const drain = request(frozen.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true } }) // its write hangs on the frozen member
+  const drain = request(frozen.port, pki.ca, op, '/v1/nodes/node-2/drain', { body: { draining: true, force: true } }) // its write hangs on the frozen member
   // Frozen only once the drain was decided (audited before its write is sent, which follows at once): on
   // a loaded machine a fixed 100 ms was sometimes too short, the drain then reached a leader that had
   // already lost its term on waking, and no write was ever in flight to be refused.

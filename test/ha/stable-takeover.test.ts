@@ -48,7 +48,7 @@ t.test('stable planner: every take-over over random histories plans the same ran
       const nodeId = pick(NAMES)
       const roll = random()
       if (roll < 0.6) c.register(now, body(nodeId, 4 + Math.floor(random() * 28)), cert(`${NAMES.indexOf(nodeId)}`))
-      else if (roll < 0.85) c.setDraining(now, nodeId, random() < 0.5)
+      else if (roll < 0.85) c.setDraining(now, nodeId, random() < 0.5, true)
       else c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
       c.settle()
       apply(kv, deltaWrites(c.takeDelta(), ctx, runs))

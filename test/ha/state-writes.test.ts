@@ -127,7 +127,7 @@ function unsafe(loaded: DurableState | null, committed: DurableState | null, run
     const owner = after.ownerOf(shardId)
     const others = running.of(shardId).filter((nodeId) => nodeId !== owner)
     if (owner === null || others.length === 0) continue
-    const claim = after.claimIdentify(now, { node_id: owner, shard_id: shardId })
+    const claim = after.claimIdentify(now, { node_id: owner, shard_id: shardId }, after.certSerialOf(owner) ?? "")
     if (!(claim.granted === false && claim.reason === 'handoff_pending')) return `shard ${shardId}: ${owner} is not held back while ${others.join(', ')} may run it`
   }
   return null
@@ -232,7 +232,7 @@ function step(c: Controller, now: number, pick: <T>(items: readonly T[]) => T, r
       c.register(now, body(nodeId, 2 + Math.floor(random() * 10), { generation: reported }), cert(`${NAMES.indexOf(nodeId)}`))
       if (reported !== undefined) reports.set(nodeId, reported)
       if (reported !== undefined) report = { nodeId, generation: reported }
-    } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.4)
+    } else if (roll < 0.65) c.setDraining(now, nodeId, random() < 0.4, true)
     else if (roll < 0.7) c.removeRevoked(now, (serial) => serial === String(NAMES.indexOf(nodeId)))
     else claimAnswered(c, now, { node_id: c.ownerOf(Math.floor(random() * SETTINGS.totalShards)) ?? nodeId, shard_id: Math.floor(random() * SETTINGS.totalShards) })
   } catch (error) {
@@ -313,7 +313,7 @@ t.test('a re-plan that moves shards in runs writes a key per run, not per shard'
   const runs = new HandoffRunIndex(layout)
   runs.change([], []) // a fresh term's index of an empty prefix
   deltaWrites(c.takeDelta(), ctx, runs)
-  c.setDraining(T0 + 1, 'node-0', true) // every range shifts: a run from each live node
+  c.setDraining(T0 + 1, 'node-0', true, true) // every range shifts: a run from each live node
   c.settle()
   const delta = c.takeDelta()
   const moved = delta.putHandoffs.reduce((sum, [, count]) => sum + count, 0)
