@@ -13,13 +13,14 @@ import { restoredLimiter, restoreState, type RestoreHost } from './controller-re
 import type { DurableState, StateDelta, StateMeta } from './durable-state.js'
 import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './durable-view.js'
 import { HandoffLedger } from './handoffs.js'
-import { DAILY_WINDOW_MS, IdentifyLimiter } from './identify.js'
+import { IdentifyLimiter } from './identify.js'
+import { grantIdentify, handOutSession, type GrantDesk } from './identify-grants.js'
 import { LivePlan } from './live-plan.js'
-import { compareBytes } from './planner.js'
 import { plannerFor } from './planners.js'
 import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, planNodeView, renewRecord, type NodeRecord } from './node-record.js'
+import { newNodeRecord, renewRecord, type NodeRecord } from './node-record.js'
+import { planView } from './plan-view.js'
 import { effectiveSettings } from './live-reshard.js'
 import type { NextSet } from './next-set.js'
 import { Reshards, type ReshardHost } from './reshards.js'
@@ -60,6 +61,8 @@ export class Controller {
   private readonly configuredTotalShards: number
   /** A live reshard's next set, the restart barrier and what a finished reshard retired (core/reshards.ts). */
   private readonly reshards: Reshards
+  /** What the last steps of a claim work with (core/identify-grants.ts). */
+  private readonly desk: GrantDesk
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
   private readonly durable: DurableParts
   private gen = 0
@@ -95,6 +98,8 @@ export class Controller {
     // getters: a reshard's switch replaces the plan and the handoff ledger
     this.durable = { live, draining, nodes, limiter, get plan() { return self.livePlan }, get handoffs() { return self.handoffs } }
     this.reshards = new Reshards(this.reshardHost())
+    const { sessions, tracker } = this
+    this.desk = { limiter, sessions, tracker, get generation() { return self.gen }, emit: (event) => this.events.push(event), markDurable: () => this.markDurable() }
     if (restore !== undefined) {
       this.holders.revoked.restore(restore.state.meta.revoked ?? [], restore.now)
       const resharded = restoreState(this.restoreHost(), restore.state, restore.now)
@@ -242,7 +247,7 @@ export class Controller {
       throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate: claims are served to the certificate of its last accepted check-in (check in with this one first)`)
     }
     if (body.set === 'next' && !this.reshards.nextClaimIsCurrent()) {
-      return this.reshards.claimNext(now, body, () => this.grantIdentify(now, body.node_id, body.shard_id, 'next'))
+      return this.reshards.claimNext(now, body, () => grantIdentify(this.desk, now, body.node_id, body.shard_id, 'next'))
     }
     const shardId = body.shard_id
     if (shardId >= this.settings.totalShards) {
@@ -255,30 +260,7 @@ export class Controller {
     if (barrierWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: barrierWaitMs }
     const handoffWaitMs = this.handoffs.waitMs(shardId, (nodeId) => this.holders.leaseFrom(nodeId), this.leaseMs, now)
     if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
-    if (body.fresh === true) this.sessions.discard(shardId)
-    else {
-      const session = this.sessions.take(now, shardId)
-      if (session !== null) {
-        this.events.push({ kind: 'session_handed', nodeId: body.node_id, shardId, generation: this.gen })
-        return { granted: true, mode: 'resume', shardId, bucket: this.limiter.bucketOf(shardId), generation: this.gen, session }
-      }
-    }
-    return this.grantIdentify(now, body.node_id, shardId, 'current')
-  }
-
-  /** After the ownership and handoff checks: the daily budget, then the bucket (shared by both sets). */
-  private grantIdentify(now: number, nodeId: string, shardId: number, set: 'current' | 'next'): IdentifyOutcome {
-    const wait = this.limiter.check(now, shardId)
-    if (wait !== null) return { granted: false, reason: wait.reason, retryAfterMs: wait.retryAfterMs }
-    const bucket = this.limiter.record(now, shardId)
-    if (this.limiter.countsDaily) {
-      this.tracker.grant(now, now - DAILY_WINDOW_MS + 1)
-      this.markDurable()
-    }
-    this.events.push({ kind: 'identify_granted', nodeId, shardId, bucket, generation: this.gen, ...(set === 'next' ? { set } : {}) })
-    return set === 'next'
-      ? { granted: true, mode: 'identify', shardId, bucket, generation: this.gen, set }
-      : { granted: true, mode: 'identify', shardId, bucket, generation: this.gen }
+    return handOutSession(this.desk, now, body.node_id, shardId, body.fresh === true) ?? grantIdentify(this.desk, now, body.node_id, shardId, 'current')
   }
 
   /** Starts a live reshard to `totalShards` (SPEC "Live resharding"; refusals in core/reshards.ts). */
@@ -311,24 +293,8 @@ export class Controller {
   /** The operator's view of the plan, nodes in byte order. */
   plan(now: number): PlanView {
     this.prepare(now)
-    const { handoffs, draining, live } = this
-    const nodes = this.livePlan.records.map((record, i) =>
-      planNodeView(record, this.livePlan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(this.nodes.find(record.nodeId) ?? NO_NODE), this.reshards.nodeView(record.nodeId)),
-    )
-    const { totalShards, maxConcurrency, leaseSeconds } = this.settings
-    return {
-      generation: this.gen,
-      totalShards,
-      maxConcurrency,
-      leaseSeconds,
-      unassigned: this.livePlan.unassigned,
-      planner: this.settings.planner ?? 'contiguous',
-      identify: this.limiter.budget(now),
-      pendingHandoffs: handoffs.pendingTotal(),
-      reshard: this.reshards.view(),
-      drainFlagsNotLive: [...draining].filter((nodeId) => !live.has(nodeId)).sort(compareBytes),
-      nodes,
-    }
+    const { settings, live, draining, handoffs, nodes, limiter, reshards } = this
+    return planView({ generation: this.gen, settings, plan: this.livePlan, live, draining, handoffs, nodes, limiter, reshards }, now)
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */
