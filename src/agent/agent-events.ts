@@ -29,6 +29,11 @@ export type AgentEvent =
   | { readonly type: 'sessions_refused'; readonly shardIds: readonly number[]; readonly controller: string; readonly status: number }
   | { readonly type: 'sessions_dropped'; readonly reason: SessionDropReason; readonly shardIds: readonly number[]; readonly detail: string }
   | { readonly type: 'authority_lost'; readonly reason: AuthorityLoss }
+  /**
+   * `definitive`: every controller URL refused the certificate on new connections, twice in a row; the
+   * agent halts (`halted` follows, once every shard stopped). Otherwise probable (some controllers only):
+   * the agent goes on trying, and the fail-safe stops the shards unless a renewal comes.
+   */
   | { readonly type: 'certificate_refused'; readonly definitive: boolean; readonly detail: string }
   | { readonly type: 'halted'; readonly reason: HaltReason; readonly detail: string }
 
@@ -55,6 +60,8 @@ function levelOf(event: AgentEvent): Level {
     case 'checkin_failed':
     case 'sessions_refused':
       return 'warn'
+    case 'certificate_refused':
+      return event.definitive ? 'error' : 'warn'
     case 'halted':
       return event.reason === 'shutdown' ? 'info' : 'error'
     default:
@@ -77,13 +84,17 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
   sessions_refused: 'the controller refused the check-in carrying sessions: sent again at once without them (the new owners will Identify)',
   sessions_dropped: 'sessions dropped: the new owners will Identify',
   authority_lost: 'authority over the shards ended: every shard is stopped',
-  certificate_refused: "the controller refuses this node's certificate",
+  certificate_refused: "every controller refuses this node's certificate: every shard is stopped and the agent halts",
   halted: 'agent halted',
 }
 
+/** A probable refusal's message (MESSAGES has the definitive one). */
+const PROBABLE_REFUSAL = "a controller refuses this node's certificate, but not every one: still trying; the fail-safe stops the shards unless a renewal comes"
+
 /** Logs an event at its level (the event's fields as the log object). */
 export function logEvent(logger: Logger, event: AgentEvent): void {
-  logger[levelOf(event)]({ event: event.type, ...event, type: undefined }, MESSAGES[event.type])
+  const message = event.type === 'certificate_refused' && !event.definitive ? PROBABLE_REFUSAL : MESSAGES[event.type]
+  logger[levelOf(event)]({ event: event.type, ...event, type: undefined }, message)
 }
 
 /** The runner's reports as agent events. */

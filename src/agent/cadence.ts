@@ -24,9 +24,8 @@
  * - a controller that said "busy, come back in X" (an admission deferral) is obeyed, at most 30 s (what a
  *   controller ever gives), unless the node's slack ends sooner: then at a random point of the second half
  *   of its slack less 1.5 s (BUSY_EXTRA_RESERVE_MS), or with none left, the last attempts;
- * - a node with nothing at stake (joining, after a refused certificate, or past its fail-safe with too
- *   little of its lease left: retry-slack.ts) backs off 0.5 s, 1 s, 2 s ... with wide jitter (±50 %),
- *   never above the regular delay.
+ * - a node with nothing at stake (joining, or past its fail-safe with too little of its lease left:
+ *   retry-slack.ts) backs off 0.5 s, 1 s, 2 s ... with wide jitter (±50 %), never above the regular delay.
  */
 
 /** Before the first answer the lease is unknown: assume the SPEC's default, 30 s. */

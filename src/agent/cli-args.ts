@@ -122,12 +122,19 @@ Session handoff: a shard the plan moves to another node RESUMEs there instead of
   that carry a session are never logged.
 
 Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then exits 0.
+A refused certificate: when every controller URL refuses it on new connections, twice in a row (a TLS
+alert naming it, a 401, or closing the connection right after the TLS handshake, as a controller does
+with a revoked or expired certificate), the agent stops every shard at once and exits 3. A refusal by
+some controllers only (a replica misconfigured during a rollout, the others unreachable) is logged at
+warn and the agent keeps trying; meanwhile the fail-safe stops the shards as for an unreachable
+controller.
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
 Exit status: 0 stopped by a signal; 1 unusable bundle or state file, or a metrics port that cannot be
-listened on; 2 bad command line; 3 the controller refused this node's certificate (every shard was
-stopped first); 4 the stop timeout does not fit the controller's lease (every shard was stopped first).
+listened on; 2 bad command line; 3 every controller refused this node's certificate, as above (every
+shard was stopped first; the reason on stderr); 4 the stop timeout does not fit the controller's lease
+(every shard was stopped first).
 
 Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\

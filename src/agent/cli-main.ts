@@ -1,7 +1,11 @@
 /**
  * `pxe-node`: the node agent as a process. Flags → bundle → agent with shell-command callbacks →
- * (the metrics listener) → run until SIGTERM/SIGINT (every shard stopped, exit 0) or a refused
- * certificate (exit 3).
+ * (the metrics listener) → run until SIGTERM/SIGINT (every shard stopped, exit 0) or a definitive
+ * refusal of the certificate (every shard stopped, the reason on stderr, exit 3). Definitive: every
+ * controller URL refused the certificate on new connections, twice in a row (a TLS alert naming it, a
+ * 401, or closing the connection right after the TLS handshake, as a Node controller refuses a revoked
+ * or expired one; controller-client.ts). A refusal by some controllers only is logged at warn and the
+ * agent keeps trying; the fail-safe stops the shards meanwhile (no exit).
  */
 import { pino, type Logger } from 'pino'
 import { collectDefaultMetrics } from 'prom-client'
@@ -125,6 +129,6 @@ async function runUntilStopped(agent: NodeAgent, io: CliIo): Promise<number> {
     return EXIT.startup
   }
   const end = await agent.closed
-  if (end.reason === 'stop_timeout_too_long') io.stderr(`pxe-node: ${end.detail}\n`)
+  if (end.reason !== 'shutdown') io.stderr(`pxe-node: ${end.detail}\n`)
   return end.reason === 'shutdown' ? EXIT.ok : end.reason === 'certificate_refused' ? EXIT.refused : EXIT.stopTimeout
 }

@@ -1,7 +1,20 @@
 /**
  * HTTPS client of the controller: one keep-alive mTLS connection per controller URL, trusting only
- * the bundle's CA, failing over to the next URL on a connection error or a 503. It classifies what
- * went wrong so that the agent can tell "controller away" from "my certificate is refused".
+ * the bundle's CA, failing over to the next URL on a connection error, a refusal of the certificate or
+ * a 503. It classifies what went wrong so that the agent can tell "controller away" from "my
+ * certificate is refused".
+ *
+ * When a refusal of the certificate is definitive (the agent then halts). A controller refuses it in one of
+ * three ways: a TLS alert naming the certificate (revoked, expired, bad, unknown CA, ...: what OpenSSL
+ * sends), a 401 `unauthenticated`, or by closing the connection right after the TLS handshake without
+ * answering (what a Node controller does with a revoked or expired certificate: it sends no alert). Only
+ * a refusal on a new connection is taken: one on a kept-alive connection is asked again at once on a new
+ * one. A refusal fails over to the next URL like a connection error (one controller's word may be a
+ * replica misconfigured during a rollout). When every configured URL refused, every URL is asked again at
+ * once, each on a new connection; if every one refuses again, the refusal is definitive
+ * (CertificateRefusedError). Anything less, some URLs refusing while others cannot be reached, is busy
+ * or times out, or a refusal the second round does not repeat (a controller that stopped just after a
+ * handshake), is probable: a ControllerUnreachableError whose `refusals` are not empty.
  */
 import https from 'node:https'
 import { createSecureContext, type SecureContext } from 'node:tls'
@@ -27,8 +40,12 @@ export interface ControllerReply {
   readonly url: string
 }
 
-/** How one attempt at one URL failed. */
-export type AttemptFailure = 'connect' | 'server_untrusted' | 'closed_after_handshake' | 'timeout' | 'unavailable' | 'bad_response' | 'busy'
+/**
+ * How one attempt at one URL failed. Two refuse the certificate (isRefusal): `certificate_refused` (a
+ * TLS alert naming it, or 401) and `closed_after_handshake` (closed right after a new connection's TLS
+ * handshake, unanswered).
+ */
+export type AttemptFailure = 'connect' | 'server_untrusted' | 'closed_after_handshake' | 'certificate_refused' | 'timeout' | 'unavailable' | 'bad_response' | 'busy'
 
 /** One failed attempt, for logs. */
 export interface FailedAttempt {
@@ -39,11 +56,27 @@ export interface FailedAttempt {
   readonly retryAfterMs?: number | null
 }
 
-/** No controller URL gave an answer (connection errors or 503 everywhere). */
+/** Whether a failed attempt refused this node's certificate (see the module comment). */
+export function isRefusal(attempt: FailedAttempt): boolean {
+  return attempt.failure === 'certificate_refused' || attempt.failure === 'closed_after_handshake'
+}
+
+/** A refusal for a message: the URL and what it did. */
+function describeRefusal(attempt: FailedAttempt): string {
+  return attempt.failure === 'closed_after_handshake'
+    ? `${attempt.url} closed the connection right after the TLS handshake without answering (${attempt.detail}; how a Node controller refuses a revoked or expired certificate)`
+    : `${attempt.url} ${attempt.detail}`
+}
+
+/** No controller URL gave an answer (connection errors, refusals short of definitive, or 503 everywhere). */
 export class ControllerUnreachableError extends Error {
   override readonly name = 'ControllerUnreachableError'
-  constructor(readonly attempts: readonly FailedAttempt[]) {
+  /** The refusals of the certificate among the failures (of both rounds, when every URL refused once). */
+  readonly refusals: readonly FailedAttempt[]
+
+  constructor(readonly attempts: readonly FailedAttempt[], refusals: readonly FailedAttempt[] = attempts.filter(isRefusal)) {
     super(`no controller answered: ${attempts.map((a) => `${a.url} ${a.failure} (${a.detail})`).join('; ')}`)
+    this.refusals = refusals
   }
 
   /** The earliest appointment a busy controller gave (ms from the attempt), or null when none deferred us. */
@@ -55,17 +88,25 @@ export class ControllerUnreachableError extends Error {
     return earliest
   }
 
-  /** Every controller accepted the TLS connection and then closed it unanswered: how a Node controller refuses a revoked or unknown certificate. */
+  /** Some controller refused the certificate, but not every one twice: probably revoked or expired. */
   get probableRefusal(): boolean {
-    return this.attempts.length > 0 && this.attempts.every((a) => a.failure === 'closed_after_handshake')
+    return this.refusals.length > 0
+  }
+
+  /** The refusals, for a log line. */
+  get refusalDetail(): string {
+    return `not every controller refused it twice on new connections: ${this.refusals.map(describeRefusal).join('; ')}`
   }
 }
 
-/** The controller refused this node's certificate for good (a TLS alert naming it, or 401). */
+/**
+ * Every controller URL refused this node's certificate, on new connections, twice in a row (the module
+ * comment): definitive. `refusals` are the second round's, one per URL.
+ */
 export class CertificateRefusedError extends Error {
   override readonly name = 'CertificateRefusedError'
-  constructor(readonly url: string, readonly detail: string) {
-    super(`the controller at ${url} refused this node's certificate: ${detail}`)
+  constructor(readonly refusals: readonly FailedAttempt[]) {
+    super(`every controller refused this node's certificate, on new connections twice in a row: ${refusals.map(describeRefusal).join('; ')}`)
   }
 }
 
@@ -81,13 +122,15 @@ export interface ControllerClientOptions {
   requestTimeoutMs(): number
 }
 
-/** TLS alerts by which a server refuses the client certificate. */
-const CERT_ALERT = /ALERT_(CERTIFICATE_REVOKED|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|BAD_CERTIFICATE|UNKNOWN_CA|ACCESS_DENIED|CERTIFICATE_REQUIRED)$/
+/** TLS alerts by which a server refuses the client certificate (OpenSSL's codes, e.g. ERR_SSL_SSLV3_ALERT_CERTIFICATE_REVOKED). */
+const CERT_ALERT = /ALERT_(CERTIFICATE_REVOKED|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|BAD_CERTIFICATE|UNSUPPORTED_CERTIFICATE|UNKNOWN_CA|ACCESS_DENIED|CERTIFICATE_REQUIRED)$/
 /** Local verification failures of the controller's certificate (that controller is not ours). */
 const SERVER_UNTRUSTED = /^(ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_|ERR_TLS_CERT)/
 const MAX_BODY_BYTES = 256 * 1024
 
 type Attempt = { reply: ControllerReply } | { failed: FailedAttempt; retryFresh: boolean }
+/** One pass over the URLs: an answer, or every failure and whether every URL was tried (a busy notice ends a pass early). */
+type Pass = { reply: ControllerReply } | { failures: FailedAttempt[]; everyUrl: boolean }
 
 class AttemptError extends Error {
   constructor(readonly failure: AttemptFailure | 'refused', detail: string, readonly retryAfterMs: number | null = null) {
@@ -127,25 +170,39 @@ export class ControllerClient {
   }
 
   /**
-   * POSTs JSON, failing over on connection errors and 503 (not on a busy notice: its controller is kept
-   * for the next attempt, up to MAX_BUSY_ENDED_ATTEMPTS in a row; failover-order.ts); throws the two
-   * errors above.
+   * POSTs JSON, failing over on connection errors, refusals of the certificate and 503 (not on a busy
+   * notice: its controller is kept for the next attempt, up to MAX_BUSY_ENDED_ATTEMPTS in a row;
+   * failover-order.ts); throws the two errors above (when a refusal is definitive: the module comment).
    */
   async post(path: string, body: unknown): Promise<ControllerReply> {
+    const first = await this.pass(path, body, false)
+    if ('reply' in first) return first.reply
+    if (!refusedByEvery(first)) throw new ControllerUnreachableError(first.failures)
+    // Every controller refused, each on a new connection. Once more at once, each on a new connection
+    // again: a refusal that every controller repeats is definitive; a transient close is not repeated.
+    const second = await this.pass(path, body, true)
+    if ('reply' in second) return second.reply
+    if (refusedByEvery(second)) throw new CertificateRefusedError(second.failures)
+    throw new ControllerUnreachableError(second.failures, [...first.failures, ...second.failures].filter(isRefusal))
+  }
+
+  /** Tries the URLs in failover order (`fresh`: each on a new connection) until one answers. */
+  private async pass(path: string, body: unknown, fresh: boolean): Promise<Pass> {
     const failures: FailedAttempt[] = []
     for (const index of this.order.attempt()) {
-      let attempt = await this.attempt(this.urls[index]!, path, body)
-      // A keep-alive socket the server had just closed: once more on a fresh connection.
-      if ('failed' in attempt && attempt.retryFresh) attempt = await this.attempt(this.urls[index]!, path, body)
+      const url = this.urls[index]!
+      let attempt = await this.attempt(url, path, body, fresh)
+      // A kept-alive socket the server had just closed, or a refusal on one: once more on a new connection.
+      if ('failed' in attempt && attempt.retryFresh) attempt = await this.attempt(url, path, body, true)
       if ('reply' in attempt) {
         this.order.answered(index)
-        return attempt.reply
+        return attempt
       }
       failures.push(attempt.failed)
-      if (attempt.failed.failure === 'busy' && this.order.busy(index)) throw new ControllerUnreachableError(failures)
+      if (attempt.failed.failure === 'busy' && this.order.busy(index)) return { failures, everyUrl: false }
     }
     this.order.exhausted()
-    throw new ControllerUnreachableError(failures)
+    return { failures, everyUrl: true }
   }
 
   /** Closes every connection. */
@@ -163,11 +220,16 @@ export class ControllerClient {
     return agent
   }
 
-  private async attempt(url: string, path: string, body: unknown): Promise<Attempt> {
+  /**
+   * One request at `url`: on its kept-alive connection, or (`fresh`) on a new connection of its own,
+   * closed afterwards (the kept-alive one, and any request queued on it, is left alone).
+   */
+  private async attempt(url: string, path: string, body: unknown, fresh: boolean): Promise<Attempt> {
     let reused = false
     let handshook = false
+    const agent = fresh ? new BusyAwareAgent({ keepAlive: false, maxSockets: 1, secureContext: this.context }, this.sessions) : this.agentFor(url)
     try {
-      const reply = await this.send(url, path, body, (r, h) => {
+      const reply = await this.send(url, agent, path, body, (r, h) => {
         reused = r
         handshook = h
       })
@@ -175,15 +237,16 @@ export class ControllerClient {
       return { reply }
     } catch (err) {
       if (!(err instanceof AttemptError)) throw err
-      if (err.failure === 'refused') throw new CertificateRefusedError(url, err.message)
-      const failure = err.failure === 'connect' && handshook ? 'closed_after_handshake' : err.failure
+      const failure: AttemptFailure = err.failure === 'refused' ? 'certificate_refused' : err.failure === 'connect' && handshook ? 'closed_after_handshake' : err.failure
       const failed: FailedAttempt = failure === 'busy' ? { url, failure, detail: err.message, retryAfterMs: err.retryAfterMs } : { url, failure, detail: err.message }
-      return { failed, retryFresh: reused && err.failure === 'connect' }
+      return { failed, retryFresh: reused && (err.failure === 'connect' || err.failure === 'refused') }
+    } finally {
+      if (fresh) agent.destroy()
     }
   }
 
   /** One request; `seen` reports whether the socket was reused and whether a fresh handshake completed. */
-  private send(url: string, path: string, body: unknown, seen: (reused: boolean, handshook: boolean) => void): Promise<ControllerReply> {
+  private send(url: string, agent: https.Agent, path: string, body: unknown, seen: (reused: boolean, handshook: boolean) => void): Promise<ControllerReply> {
     const payload = JSON.stringify(body)
     const { clock } = this.opts
     const requestTimeoutMs = this.opts.requestTimeoutMs()
@@ -193,7 +256,7 @@ export class ControllerClient {
       let settled = false
       const req = https.request(new URL(path, url), {
         method: 'POST',
-        agent: this.agentFor(url),
+        agent,
         headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), accept: 'application/json' },
       })
       const settle = (outcome: () => ControllerReply) => {
@@ -258,11 +321,16 @@ export class ControllerClient {
   }
 }
 
+/** Whether every URL was tried and every one refused the certificate. */
+function refusedByEvery(pass: Pass): boolean {
+  return 'failures' in pass && pass.everyUrl && pass.failures.length > 0 && pass.failures.every(isRefusal)
+}
+
 /** Maps a socket or TLS error to an attempt failure. */
 function classify(err: NodeJS.ErrnoException): AttemptError {
   if (err instanceof ControllerBusyError) return new AttemptError('busy', err.message, err.retryAfterMs)
   const code = err.code ?? ''
-  if (CERT_ALERT.test(code)) return new AttemptError('refused', `TLS alert ${code.replace(/^ERR_SSL_(SSLV3|TLSV1|TLSV13)_ALERT_/, '').toLowerCase()}`)
+  if (CERT_ALERT.test(code)) return new AttemptError('refused', `TLS alert ${code.replace(/^ERR_SSL_(SSLV3|TLSV1|TLSV13)_ALERT_/, '').toLowerCase().replace(/_/g, ' ')}`)
   if (SERVER_UNTRUSTED.test(code)) return new AttemptError('server_untrusted', `the controller's certificate is not trusted (${code})`)
   return new AttemptError('connect', code || err.message.slice(0, 64))
 }

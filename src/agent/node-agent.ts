@@ -57,7 +57,7 @@ export function attemptReserveMs(leaseMs: number): number {
 export class NodeAgent {
   /** The certificate's CN. */
   readonly nodeId: string
-  /** Resolves once the agent halted and every shard stopped (stop(), or a refused certificate). */
+  /** Resolves once the agent halted and every shard stopped (stop(), or a definitive refusal of its certificate). */
   readonly closed: Promise<AgentEnd>
   /**
    * This agent's metrics (README "Node agent metrics") on a registry of its own, never prom-client's
@@ -331,9 +331,7 @@ export class NodeAgent {
     }
     if (!(err instanceof ControllerUnreachableError)) throw err
     this.fail(err.message)
-    if (err.probableRefusal) {
-      this.refuseCertificate(false, 'every controller closed the connection right after the TLS handshake without answering: the certificate is probably revoked or expired')
-    }
+    if (err.probableRefusal) this.refuseCertificate(false, `the certificate is probably revoked or expired, but ${err.refusalDetail}`)
     return this.retryDelay(err.busyRetryAfterMs)
   }
 
@@ -353,11 +351,15 @@ export class NodeAgent {
     return this.cadence.retry({ slackMs, busyRetryAfterMs })
   }
 
-  /** A definitive refusal halts the agent; a probable one stops the shards until a check-in succeeds again. */
+  /**
+   * A definitive refusal (every controller URL refused the certificate on new connections, twice in a
+   * row: controller-client.ts) stops every shard at once and halts the agent. A probable one (some
+   * controllers only, or not repeated) is reported and changes nothing else: the agent keeps trying, and
+   * the fail-safe stops the shards as for any controller it cannot reach, unless a renewal comes first.
+   */
   private refuseCertificate(definitive: boolean, detail: string): void {
     this.emit({ type: 'certificate_refused', definitive, detail })
     if (definitive) this.haltNow('certificate_refused', detail)
-    else this.plans.loseAuthority('certificate_refused')
   }
 
   private haltNow(reason: HaltReason, detail: string): void {

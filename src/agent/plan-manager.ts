@@ -144,12 +144,12 @@ export class PlanManager {
     }
     this.plan = plan
     this.authorityEndsAt = sentAt + leaseMs
-    this.lost = null // a renewal gives authority back (after the fail-safe, or a probable refusal)
+    this.lost = null // a renewal gives authority back (after the fail-safe)
     this.failSafe.arm(this.authorityEndsAt - lead - this.deps.clock.now())
     this.reconcile('plan')
   }
 
-  /** Ends authority now: every shard stops (the fail-safe, a refused certificate, or shutdown). */
+  /** Ends authority now: every shard stops (the fail-safe, a definitively refused certificate, or shutdown). */
   loseAuthority(reason: AuthorityLoss): void {
     if (this.lost === 'shutdown' || this.lost === reason || (this.lost !== null && reason === 'lease_expiring')) return
     this.failSafe.cancel()

@@ -1,15 +1,18 @@
 // The controller client over real mTLS against stand-in servers: one keep-alive connection, 429 waits
-// read from the body or the header, a controller whose certificate is not from our CA, and the TLS session
-// offered to the next controller URL after a failover (HA replicas share ticket keys).
+// read from the body or the header, a controller whose certificate is not from our CA, the TLS session
+// offered to the next controller URL after a failover (HA replicas share ticket keys), and when a refused
+// certificate is definitive (every URL, on new connections, twice in a row) or only probable.
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import tls from 'node:tls'
 import { SharedSessions } from '../../src/agent/busy-aware-agent.js'
 import { systemClock } from '../../src/agent/clock.js'
-import { ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
+import { CertificateRefusedError, ControllerClient, ControllerUnreachableError } from '../../src/agent/controller-client.js'
 import { makePki } from '../e2e/harness.js'
 import { fakeController, nodeIdentity, urlOf } from './support.js'
+import { opensslRefuser } from './openssl-refuser.js'
+import { closedPort } from '../support/closed-port.js'
 import { testDir } from '../support/test-dir.js'
 
 const root = testDir(t)
@@ -122,4 +125,84 @@ t.test('a shared session is offered only to hosts its certificate is valid for',
   })
   t.type(sessions.sessionFor('127.0.0.1'), Buffer, 'the controller certificate names 127.0.0.1')
   t.equal(sessions.sessionFor('10.9.9.9'), undefined, 'another host: not offered (its resumption would fail the name check)')
+})
+
+const UNAUTHENTICATED = { status: 401, body: { error: 'unauthenticated', message: 'a valid client certificate issued by this controller is required' } }
+
+t.test('a 401 on a kept-alive connection is asked again on a new connection; only that answer counts', async (t) => {
+  let n = 0
+  // the second request (on the kept-alive connection) is refused; the controller serves the next one
+  const fake = await fakeController(pki, () => ((n += 1) === 2 ? UNAUTHENTICATED : { status: 200, body: { n } }))
+  t.teardown(() => fake.close())
+  const c = client([urlOf(fake.port)])
+  t.teardown(() => c.close())
+  t.equal((await c.post('/v1/checkin', {})).status, 200)
+  const second = await c.post('/v1/checkin', {}).catch((err: unknown) => err)
+  t.notOk(second instanceof Error, `not a refusal: ${String(second)}`)
+  t.same((second as { body: unknown }).body, { n: 3 }, 'the answer on the new connection')
+  t.equal(fake.connections(), 2, 'the refusal was asked again on a new connection')
+})
+
+t.test("one controller's refusal fails over: another URL that answers is used", async (t) => {
+  const refusing = await fakeController(pki, () => UNAUTHENTICATED)
+  t.teardown(() => refusing.close())
+  const serving = await fakeController(pki, () => ({ status: 200, body: {} }))
+  t.teardown(() => serving.close())
+  // a replica with the wrong CA: the TLS alert "unknown ca"
+  const wrongCa = await opensslRefuser(pki, { clientCaFile: join(stranger.dir, 'ca.pem') })
+  t.teardown(() => wrongCa.close())
+  const c = client([urlOf(refusing.port), urlOf(wrongCa.port), urlOf(serving.port)])
+  t.teardown(() => c.close())
+  const reply = await c.post('/v1/checkin', {})
+  t.equal(reply.status, 200)
+  t.equal(reply.url, urlOf(serving.port))
+  t.equal(c.currentUrl, urlOf(serving.port), 'the next request starts with the controller that answered')
+  t.equal(refusing.seen.length, 1, 'the refusing controller was asked once')
+})
+
+t.test('some controllers refuse, another cannot be reached: probable, not definitive', async (t) => {
+  const refusing = await fakeController(pki, () => UNAUTHENTICATED)
+  t.teardown(() => refusing.close())
+  const c = client([urlOf(refusing.port), urlOf(await closedPort())])
+  t.teardown(() => c.close())
+  const error = await c.post('/v1/checkin', {}).catch((err: unknown) => err)
+  t.ok(error instanceof ControllerUnreachableError, String(error))
+  const unreachable = error as ControllerUnreachableError
+  t.ok(unreachable.probableRefusal, 'a probable refusal')
+  t.same(unreachable.refusals.map((a) => [a.url, a.failure, a.detail]), [[urlOf(refusing.port), 'certificate_refused', '401 unauthenticated']])
+  t.same(unreachable.attempts.map((a) => a.failure), ['certificate_refused', 'connect'])
+})
+
+t.test('every controller refuses on new connections twice in a row (a 401, a TLS alert): definitive', async (t) => {
+  const one = await fakeController(pki, () => UNAUTHENTICATED)
+  t.teardown(() => one.close())
+  const two = await fakeController(pki, () => UNAUTHENTICATED)
+  t.teardown(() => two.close())
+  const wrongCa = await opensslRefuser(pki, { clientCaFile: join(stranger.dir, 'ca.pem') })
+  t.teardown(() => wrongCa.close())
+  const c = client([urlOf(one.port), urlOf(two.port), urlOf(wrongCa.port)])
+  t.teardown(() => c.close())
+  const error = await c.post('/v1/checkin', {}).catch((err: unknown) => err)
+  t.ok(error instanceof CertificateRefusedError, String(error))
+  const refused = error as CertificateRefusedError
+  t.same(refused.refusals.map((a) => [a.url, a.detail]), [
+    [urlOf(two.port), '401 unauthenticated'],
+    [urlOf(wrongCa.port), 'TLS alert unknown ca'],
+    [urlOf(one.port), '401 unauthenticated'],
+  ], 'the confirming round, from the URL after the one that began the first')
+  t.match(refused.message, /^every controller refused this node's certificate/)
+  t.equal(one.seen.length, 2, 'each controller asked twice')
+  t.equal(two.seen.length, 2)
+  t.equal(one.connections(), 2, 'each time on a new connection')
+  t.equal(two.connections(), 2)
+})
+
+t.test('every controller refusing once, then one serving: no refusal at all', async (t) => {
+  let n = 0
+  const flaky = await fakeController(pki, () => ((n += 1) === 1 ? UNAUTHENTICATED : { status: 200, body: {} }))
+  t.teardown(() => flaky.close())
+  const c = client([urlOf(flaky.port)])
+  t.teardown(() => c.close())
+  t.equal((await c.post('/v1/checkin', {})).status, 200, 'the confirming round was answered')
+  t.equal(flaky.connections(), 2)
 })
