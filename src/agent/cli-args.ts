@@ -61,7 +61,8 @@ Required:
   --bundle DIR           bundle folder made by "pxe-pki issue NAME --role node": key.pem (mode 0600),
                          cert.pem, ca.pem, plan-jwks.json. The node ID is the certificate's CN.
   --controller URLS      controller base URL(s), comma-separated, e.g. https://10.0.0.5:8443; tried in
-                         order, failing over to the next on a connection error or a 503.
+                         order, failing over to the next on a connection error, a 503 or a refused
+                         certificate.
 
 Options:
   --capacity N           shards this node can run, 1..128 (default ${DEFAULT_CAPACITY})
@@ -127,7 +128,8 @@ alert naming it, a 401, or closing the connection right after the TLS handshake,
 with a revoked or expired certificate), the agent stops every shard at once and exits 3. A refusal by
 some controllers only (a replica misconfigured during a rollout, the others unreachable) is logged at
 warn and the agent keeps trying; meanwhile the fail-safe stops the shards as for an unreachable
-controller.
+controller. A check-in answered 403 (the certificate is valid but may not act as this node) also stops
+every shard and exits 3 at once.
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
