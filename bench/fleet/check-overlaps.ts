@@ -14,10 +14,11 @@
  * and a woken agent that lost its authority while frozen gets `wakeGraceMs` to stop them. A stop that
  * comes later is a violation, and the shard counts as running from the wake on (overlaps then show).
  *
- * SPEC "Handoff safety" lets the controller hand a revoked node's shards on at once, so a new owner may
- * start before the revoked node has learned of its revocation (at its next request). Such overlaps are
- * reported apart (`revokedOverlaps`), not counted as violations; the revoked node must still stop its
- * shards within the CRL pick-up time (2 s) plus one lease, and start none after the pick-up.
+ * SPEC "Leases": a revoked node's shards move at once, but their new owners are granted nothing until the
+ * revoked node's lease has run out, so a new owner never starts one before the revoked node stopped it.
+ * An overlap after a revocation is a violation like any other (and is also listed in `revokedOverlaps`);
+ * the revoked node must stop its shards within the CRL pick-up time (2 s) plus one lease, and start none
+ * after the pick-up.
  */
 import { commonGuild, gcd } from '../../src/core/snowflake.js'
 import type { FleetRecord } from './protocol.js'
@@ -58,7 +59,7 @@ export interface LiveReshardWindow {
   readonly switchedAt: number | null
 }
 
-/** An overlap allowed by SPEC "Handoff safety" because the earlier holder was revoked. */
+/** An overlap with an earlier holder that was revoked (a violation too: SPEC "Leases"). */
 export interface RevokedOverlap {
   /** The next holder's shard (and its count). */
   readonly shard: number
@@ -198,7 +199,8 @@ function sweep(segments: Segment[], revokedAt: ReadonlyMap<string, number>, repo
       const revoked = revokedAt.get(other.node)
       if (revoked !== undefined && revoked <= seg.from && other.node !== seg.node) {
         report.revokedOverlaps.push({ shard: seg.shard, totalShards: seg.totalShards, revoked: other.node, next: seg.node, ms })
-      } else if (expected(other, seg)) {
+      }
+      if (expected(other, seg)) {
         report.liveReshardOverlaps += 1
       } else if (other.totalShards === seg.totalShards) {
         report.violations.push({ kind: 'overlap', detail: `shard ${seg.shard}: ${seg.node} started while ${other.node} ran it (${ms.toFixed(1)} ms together)` })

@@ -94,7 +94,7 @@ export function formatSummary(s: FleetSummary): string[] {
     ...s.partitions.map((p, i) => row(`partition ${i + 1} (${p.node}, ${ms(p.cutMs)})`, `held ${p.heldShards} shards, the last stopped ${ms(p.lastStopMs)} after the cut (slowest stop ${ms(p.slowestStopMs)}, ${p.abortedStops} aborted); ${p.handedOn} started elsewhere during it, closest stop → start ${ms(p.minHandoffGapMs)}`)),
     ...s.pauses.map((p, i) => row(`pause ${i + 1} (SIGSTOP ${ms(p.frozenMs)})`, `held ${p.heldShards} shards; stopped ${ms(p.wakeToStopMs)} after the wake`)),
     ...s.revocations.map((r, i) => row(`revocation ${i + 1} (${r.node})`, `controller dropped it ${ms(r.droppedAfterMs)} after pxe-pki revoke; it held ${r.heldShards} shards as the CLI started, the last stopped ${ms(r.lastStopMs)} after that`)),
-    row('overlaps after a revocation', `${s.revokedOverlaps.count} (allowed by SPEC "Handoff safety"; longest ${ms(s.revokedOverlaps.maxMs)})`),
+    row('overlaps after a revocation', `${s.revokedOverlaps.count} (must be 0: SPEC "Leases"; counted among the violations; longest ${ms(s.revokedOverlaps.maxMs)})`),
     ...(s.gateway === null ? [] : gatewayLines(s.gateway, c('claim:granted_resume'))),
     row('converged', s.convergedAfterS === null ? 'NO' : `${s.convergedAfterS.toFixed(1)} s after the churn`),
     `  violations: ${total}`,
@@ -114,7 +114,7 @@ function gatewayLines(g: GatewayFigures, resumeGrants: number): string[] {
     row('gateway (discord.js adapter)', `${g.sessions} sessions, ${g.eventsPerSecond} test events/s each; ${resumeGrants} handed-over sessions granted to their new owner`),
     ...g.phases.map((p) => row(`  ${p.phase}`, counts(p))),
     row('  total', counts(g.total)),
-    row('  emulator breaches', `${breaches}${g.revokedOverlaps === 0 ? '' : ` (${g.revokedOverlaps} overlaps after a revocation, not counted)`}`),
+    row('  emulator breaches', `${breaches}${g.revokedOverlaps === 0 ? '' : ` (${g.revokedOverlaps} overlaps after a revocation)`}`),
     row('  test events', `${d.expected} produced, ${d.delivered} delivered; lost ${d.lost}, duplicated ${d.duplicated}, unknown ${d.unknown} (${d.undeliverable} after a session ended without a successor${d.undeliverable === 0 ? '' : `: ${Object.entries(d.undeliverableBy).map(([k, v]) => `${k} ${v}`).join(', ')}`})`),
   ]
 }
