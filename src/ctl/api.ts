@@ -55,9 +55,9 @@ export class ControllerApi {
     return parsed(await this.client.request('GET', '/v1/plan'), planSchema, 'GET /v1/plan', this.forbiddenHint)
   }
 
-  /** POST /v1/nodes/:node_id/drain. */
-  async setDraining(nodeId: string, draining: boolean): Promise<Result<DrainAnswer>> {
-    const body: Body = { contentType: 'application/json', data: JSON.stringify({ draining }) }
+  /** POST /v1/nodes/:node_id/drain; `force` lets a drain leave shards without a node (sent only when true). */
+  async setDraining(nodeId: string, draining: boolean, force = false): Promise<Result<DrainAnswer>> {
+    const body: Body = { contentType: 'application/json', data: JSON.stringify(force ? { draining, force: true } : { draining }) }
     return parsed(await this.client.request('POST', `/v1/nodes/${encodeURIComponent(nodeId)}/drain`, body), drainAnswerSchema, 'the drain', this.forbiddenHint)
   }
 

@@ -29,7 +29,12 @@ export interface DryRun {
   /** Moved shards per new owner, in byte order; `null` key rendered as "unassigned" is kept apart. */
   readonly to: Record<string, number>
   readonly to_unassigned: number
+  readonly total_shards: number
+  /** Shards without a node now (the plan's `unassigned`) and after the drain. */
+  readonly unassigned_now: number
   readonly unassigned_after: number
+  /** Shards the drain would leave without a node beyond those now: the controller refuses it unless forced. */
+  readonly stranded: number
   readonly nodes: NodeChange[]
 }
 
@@ -80,7 +85,10 @@ export function dryRunDrain(plan: Plan, nodeId: string): DryRun {
     moved,
     to,
     to_unassigned: toUnassigned,
+    total_shards: plan.total_shards,
+    unassigned_now: plan.unassigned,
     unassigned_after: plan.total_shards - next.assigned,
+    stranded: Math.max(0, plan.total_shards - next.assigned - plan.unassigned),
     nodes: nodes.map((x, i) => ({ node_id: x.node_id, range_start: x.range_start, range_count: x.range_count, next_range_start: next.starts[i]!, next_range_count: next.counts[i]! })),
   }
 }
@@ -91,4 +99,20 @@ export function movedLine(d: DryRun): string {
   const targets = Object.entries(d.to).map(([node, k]) => `${k} to ${node}`)
   if (d.to_unassigned > 0) targets.push(`${d.to_unassigned} to no node (unassigned: no capacity left)`)
   return `${d.moved} shard${d.moved === 1 ? '' : 's'} would move: ${targets.join(', ')}`
+}
+
+/** `4 of 12 shards would be left without a node (1 now)`: what the drain leaves unassigned, for the dry run. */
+export function unassignedLine(d: DryRun): string {
+  const now = d.unassigned_now === 0 ? '' : ` (${d.unassigned_now} now)`
+  if (d.stranded > 0) {
+    return `${d.unassigned_after} of ${d.total_shards} shards would be left without a node${now}: the other live nodes lack the capacity; the drain needs --force`
+  }
+  if (d.unassigned_after === 0) return '0 shards would be left without a node'
+  return `${d.unassigned_after} of ${d.total_shards} shards would be left without a node, as now (no more than before the drain)`
+}
+
+/** Why pxe-ctl refuses a drain that strands shards (SPEC "Operator endpoints": it says so before asking the controller). */
+export function strandedRefusal(d: DryRun): string {
+  const now = d.unassigned_now === 0 ? '' : `${d.unassigned_now} have none now; `
+  return `draining ${d.node_id} would leave ${d.unassigned_after} of ${d.total_shards} shards without a node (${now}the other live nodes lack the capacity); add capacity or pass --force`
 }

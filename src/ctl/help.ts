@@ -23,7 +23,8 @@ export function commandHelp(c: CommandSpec): string {
 }
 
 const EXIT_TEXT = `exit status: 0 success; 1 the operation failed (the controller's error code and message are printed,
-or why no controller answered); 2 usage error (unknown command or flag, missing argument, bad number).`
+or why no controller answered) or pxe-ctl refused it before asking (e.g. a drain that would leave shards
+without a node, without --force); 2 usage error (unknown command or flag, missing argument, bad number).`
 
 /** The top-level help. */
 export function mainHelp(): string {

@@ -1,7 +1,8 @@
 /**
  * The controller's answers as pxe-ctl reads them (SPEC "Operator endpoints", "Operator view"). Objects
  * let unknown keys through, since controllers gain fields; the fields an older controller lacks
- * (leader, planner, identify, pending_handoffs, reshard, drain_flags_not_live) are optional.
+ * (leader, planner, identify, pending_handoffs, reshard, drain_flags_not_live; a drain answer's live and
+ * unassigned) are optional.
  */
 import { z } from 'zod'
 
@@ -57,7 +58,8 @@ export const planSchema = z.object({
   nodes: z.array(planNodeSchema),
 })
 
-export const drainAnswerSchema = z.object({ node_id: z.string(), draining: z.boolean(), generation, live: z.boolean().optional() })
+/** A drain's answer; `live` and `unassigned` (shards without a node after it) are missing from an older controller's. */
+export const drainAnswerSchema = z.object({ node_id: z.string(), draining: z.boolean(), generation, live: z.boolean().optional(), unassigned: count.optional() })
 
 export const routeAnswerSchema = z.object({ guild_id: z.string(), shard_id: count, node_id: z.string().nullable(), generation })
 

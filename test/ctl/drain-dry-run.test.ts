@@ -49,17 +49,34 @@ for (const planner of ['contiguous', 'stable'] as const) {
       t.equal(predicted.planner_reported, true)
       const text = await fleet.ctl('drain', target, '--dry-run')
       t.equal(text.code, 0, text.stderr)
-      const real = await fleet.ctl('drain', target)
+      // b's drain leaves 8 shards without a node (52 capacity for 60 shards), d's 16 more (b stays drained):
+      // pxe-ctl refuses them without --force
+      t.equal(predicted.stranded, target === 'b' ? 8 : 16, `${target}: shards the drain would leave without a node`)
+      if (predicted.stranded > 0) {
+        const refused = await fleet.ctl('drain', target)
+        t.equal(refused.code, 1, `${target}: refused without --force`)
+        t.equal((await fleet.plan()).generation, before.generation, `${target}: the refusal changed nothing`)
+      }
+      const real = await fleet.ctl('drain', target, ...(predicted.stranded > 0 ? ['--force'] : []))
       t.equal(real.code, 0, real.stderr)
-      const actual = moves(before, await fleet.plan())
+      const drained = await fleet.plan()
+      t.equal(drained.unassigned, predicted.unassigned_after, `${target}: predicted unassigned = the controller's`)
+      t.equal(predicted.unassigned_now, before.unassigned)
+      t.equal(predicted.stranded, drained.unassigned - before.unassigned)
+      const actual = moves(before, drained)
       t.ok(actual.moved > 0, `${target}: shards moved`)
       t.same({ moved: predicted.moved, to: predicted.to, to_unassigned: predicted.to_unassigned }, actual, `${target}: predicted = what the controller did`)
       const targets = Object.entries(actual.to).sort(([x], [y]) => (x < y ? -1 : 1))
       const unassigned = actual.to_unassigned > 0 ? [`${actual.to_unassigned} to no node (unassigned: no capacity left)`] : []
       t.equal(text.stdout.split('\n')[0], `${actual.moved} shards would move: ${[...targets.map(([n, k]) => `${k} to ${n}`), ...unassigned].join(', ')}`)
+      t.equal(
+        text.stdout.split('\n')[1],
+        `${drained.unassigned} of 60 shards would be left without a node${before.unassigned > 0 ? ` (${before.unassigned} now)` : ''}: the other live nodes lack the capacity; the drain needs --force`,
+      )
       await checkInAll(fleet, { a: 16, b: 24, c: 8, d: 16, e: 12 })
     }
     const again = await fleet.ctl('drain', 'b', '--dry-run')
     t.match(again.stdout, /^0 shards would move/, 'a node already draining: nothing moves')
+    t.match(again.stdout, /^24 of 60 shards would be left without a node, as now \(no more than before the drain\)$/m)
   })
 }

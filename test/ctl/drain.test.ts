@@ -1,6 +1,6 @@
 // pxe-ctl drain / undrain against a real controller: a live node, a name that is not live (refused
 // without --force, nothing changed), and --wait until the node's shards are released, or its timeout.
-// (--dry-run: drain-dry-run.test.ts.)
+// (--dry-run: drain-dry-run.test.ts; a drain that would leave shards without a node: drain-capacity.test.ts.)
 import t from 'tap'
 import { startFleet, until, type Fleet } from './support.js'
 
@@ -11,7 +11,8 @@ async function checkInAll(fleet: Fleet, caps: Record<string, number>): Promise<v
 }
 
 t.test('drain and undrain a live node; a name that is not live needs --force', async (t) => {
-  const fleet = await startFleet(t)
+  // 32 shards: a and c can take b's (a drain that would strand shards: drain-capacity.test.ts)
+  const fleet = await startFleet(t, { total_shards: 32, max_concurrency: 16 })
   await checkInAll(fleet, { a: 16, b: 16, c: 16 })
   const res = await fleet.ctl('drain', 'b')
   t.equal(res.code, 0, res.stderr)
@@ -22,7 +23,7 @@ t.test('drain and undrain a live node; a name that is not live needs --force', a
 
   const json = await fleet.ctl('drain', 'b', '-o', 'json')
   t.equal(json.code, 0, json.stderr)
-  t.match(JSON.parse(json.stdout), { node_id: 'b', draining: true, generation: plan.generation, live: true }, 'a drain again changes nothing')
+  t.same(JSON.parse(json.stdout), { node_id: 'b', draining: true, generation: plan.generation, live: true, unassigned: 0 }, 'a drain again changes nothing')
 
   const undrained = await fleet.ctl('undrain', 'b')
   t.equal(undrained.code, 0, undrained.stderr)
@@ -70,7 +71,8 @@ t.test('drain and undrain a live node; a name that is not live needs --force', a
 
 t.test('drain --wait returns once the node released its shards; --timeout gives up with what is held', async (t) => {
   const fleet = await startFleet(t, { total_shards: 16, max_concurrency: 1 })
-  await checkInAll(fleet, { a: 8, b: 8, c: 8 })
+  // a alone can hold every shard: b and c drain without --force; a's own drain needs it
+  await checkInAll(fleet, { a: 16, b: 8, c: 8 })
   const run = fleet.spawn('drain', 'b', '--wait', '--timeout', '30')
   await until('the drain', () => /b is draining \(plan generation \d+\)/.test(run.output().stdout))
   await until('a progress line', () => /waiting: (1 shard waits|\d+ shards wait) for b to release (it|them)/.test(run.output().stderr))
@@ -91,11 +93,11 @@ t.test('drain --wait returns once the node released its shards; --timeout gives 
   t.ok(Date.now() - started < 15_000, 'gave up at its timeout')
   t.equal((await fleet.plan()).nodes.find((n: any) => n.node_id === 'c').draining, true)
 
-  const json = fleet.spawn('drain', 'a', '--wait', '-o', 'json')
+  const json = fleet.spawn('drain', 'a', '--force', '--wait', '-o', 'json')
   await until('the drain of a', async () => (await fleet.plan()).nodes.find((n: any) => n.node_id === 'a').draining)
-  const ack = await fleet.checkIn('a', { capacity: 8 })
-  await fleet.checkIn('a', { capacity: 8, generation: ack.generation })
+  const ack = await fleet.checkIn('a', { capacity: 16 })
+  await fleet.checkIn('a', { capacity: 16, generation: ack.generation })
   const out = await json.done
   t.equal(out.code, 0, out.stderr)
-  t.match(JSON.parse(out.stdout), { node_id: 'a', draining: true, released: true })
+  t.match(JSON.parse(out.stdout), { node_id: 'a', draining: true, released: true, unassigned: 16 })
 })

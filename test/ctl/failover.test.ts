@@ -15,6 +15,7 @@ import { runCtl, spawnCtl, startFleet, writeContext } from './support.js'
 const fleet = await startFleet(t)
 const { root, pki, url, operatorBundle, home } = fleet
 await fleet.checkIn('a', { capacity: 16 })
+await fleet.checkIn('b', { capacity: 64 }) // b can take a's shards: a's drain leaves none without a node
 
 interface Seen {
   method: string
