@@ -50,9 +50,9 @@ t.test('a controller with a daily limit: budget, handoffs and drain flags in the
 
   // A drain of a live node and of a name that has never checked in.
   const live = await request(ctl.port, pki.ca, op, '/v1/nodes/compaq-02/drain', { body: { draining: true } })
-  t.same(live.json, { node_id: 'compaq-02', draining: true, generation: released.generation + 1, live: true })
+  t.same(live.json, { node_id: 'compaq-02', draining: true, generation: released.generation + 1, live: true, unassigned: 0 })
   const ghost = await request(ctl.port, pki.ca, op, '/v1/nodes/ghost-07/drain', { body: { draining: true } })
-  t.same(ghost.json, { node_id: 'ghost-07', draining: true, generation: released.generation + 1, live: false }, 'a flag on a name that is not live changes no plan')
+  t.same(ghost.json, { node_id: 'ghost-07', draining: true, generation: released.generation + 1, live: false, unassigned: 0 }, 'a flag on a name that is not live changes no plan')
   const drained = (await get('/v1/plan')).json
   t.same(drained.drain_flags_not_live, ['ghost-07'], 'only the name that is not live')
   t.equal(drained.pending_handoffs, 32, 'B\'s shards went back to A and wait for B')

@@ -97,11 +97,47 @@ t.test('served: a signed plan that verifies under the JWKS, a grant, a route, th
   errorShape(t, await s.from('10.0.0.1', { method: 'POST', url: '/v1/identify', payload: { node_id: 'node-a', shard_id: 40 }, headers: json }), 403, 'not_owner')
   t.same((await s.from('10.0.0.1', { method: 'GET', url: `/v1/route/${(3n << 22n).toString()}` })).json(), { guild_id: (3n << 22n).toString(), shard_id: 3, node_id: 'node-a', generation: answer.generation })
   errorShape(t, await s.from('10.0.0.1', { method: 'GET', url: '/v1/route/012' }), 400, 'invalid_request')
-  const drained = await s.from('10.0.0.2', { method: 'POST', url: '/v1/nodes/node-a/drain', payload: { draining: true }, headers: json })
-  t.match(drained.json(), { node_id: 'node-a', draining: true })
+  // node-a is the only node: its drain leaves every shard without a node, so it needs "force"
+  const drained = await s.from('10.0.0.2', { method: 'POST', url: '/v1/nodes/node-a/drain', payload: { draining: true, force: true }, headers: json })
+  t.same(drained.json(), { node_id: 'node-a', draining: true, generation: answer.generation + 1, live: true, unassigned: 64 })
   t.ok(s.audit.some((l) => l.event === 'drain_set' && l.fields.operator === 'alice'), 'the drain is audited with the operator')
   const plan = (await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).json() as { nodes: { node_id: string; draining: boolean; range_count: number }[] }
   t.match(plan.nodes, [{ node_id: 'node-a', draining: true, range_count: 0 }])
+})
+
+t.test('a drain that would strand shards: 409 insufficient_capacity with unassigned, unaudited; bad drain bodies 400', async (t) => {
+  const s = await injectedApp(t)
+  s.principal('10.0.0.1', 'node-a', 'node')
+  s.principal('10.0.0.2', 'alice', 'operator')
+  t.equal((await s.from('10.0.0.1', { method: 'POST', url: '/v1/checkin', payload: checkin('node-a', { capacity: 48 }), headers: json })).statusCode, 200)
+  const plan = async () => (await s.from('10.0.0.2', { method: 'GET', url: '/v1/plan' })).json() as Record<string, unknown>
+  const before = await plan()
+  const drain = (payload: unknown) => s.from('10.0.0.2', { method: 'POST', url: '/v1/nodes/node-a/drain', payload: payload as string, headers: json })
+  const refused = await drain({ draining: true })
+  errorShape(t, refused, 409, 'insufficient_capacity')
+  t.equal((refused.json() as { unassigned: number }).unassigned, 64)
+  t.match((refused.json() as { message: string }).message, /would leave 48 more shards without a node \(64 in all\)/)
+  for (const body of [{ draining: true, force: false }, { draining: true, force: 'yes' }, { draining: true, force: true, why: 1 }, { force: true }]) {
+    errorShape(t, await drain(body), 400, 'invalid_request')
+  }
+  t.same(await plan(), before, 'nothing changed')
+  t.notOk(s.audit.some((l) => l.event === 'drain_set'), 'no drain audited')
+})
+
+t.test('an Identify claim with another certificate of the node\'s name: 409 identity_conflict, audited with endpoint identify', async (t) => {
+  const s = await injectedApp(t)
+  const current = s.principal('10.0.0.1', 'node-a', 'node')
+  const other = s.principal('10.0.0.3', 'node-a', 'node', { notBefore: current.notBefore + 1000 })
+  t.equal((await s.from('10.0.0.1', { method: 'POST', url: '/v1/checkin', payload: checkin('node-a'), headers: json })).statusCode, 200)
+  const claim = (address: string, shard: number) => s.from(address, { method: 'POST', url: '/v1/identify', payload: { node_id: 'node-a', shard_id: shard }, headers: json })
+  errorShape(t, await claim('10.0.0.3', 3), 409, 'identity_conflict')
+  errorShape(t, await claim('10.0.0.3', 40), 409, 'identity_conflict') // not node-a's shard: the certificate is checked first
+  t.match(s.audit.filter((l) => l.event === 'identity_conflict'), [
+    { fields: { source: other.serial, node_id: 'node-a', shard_id: 3, endpoint: 'identify', detail: /another certificate/ } },
+    { fields: { source: other.serial, node_id: 'node-a', shard_id: 40, endpoint: 'identify' } },
+  ])
+  t.notOk(s.audit.some((l) => l.event === 'identify_granted'), 'nothing granted')
+  t.match((await claim('10.0.0.1', 3)).json(), { granted: true, shard_id: 3, bucket: 3 }, 'the record\'s certificate: granted (the bucket was free)')
 })
 
 t.test('over its rate, a principal gets 429 with retry_after_ms and Retry-After, and nothing happens', async (t) => {
