@@ -107,6 +107,12 @@ t.test('reshard: refusals exit 1 with the message of the controller, a start, st
   const aborted = await fleet.ctl('reshard', 'abort')
   t.equal(aborted.code, 0, aborted.stderr)
   t.match(aborted.stdout, /reshard aborted/)
+  const refusedUntilReported = await fleet.ctl('reshard', '32')
+  t.equal(refusedUntilReported.code, 1, 'a new reshard waits until the nodes report the abort')
+  t.match(refusedUntilReported.stderr, /reshard_in_progress: nodes? .* may still run shards of the 128-shard set/)
+  // The nodes report the abort's plan (their agents stopped the aborted set's shards).
+  const abortGeneration = (await fleet.plan()).generation
+  for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32, generation: abortGeneration, next_ready_shards: 0 })
 
   // --wait: the nodes report their next-set shards running, the controller switches, pxe-ctl returns
   const run = fleet.spawn('reshard', '32', '--wait', '--timeout', '60')

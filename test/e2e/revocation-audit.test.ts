@@ -157,8 +157,17 @@ t.test('every audit event kind comes from a real action, and audit-verify checks
   await post(newer, '/v1/checkin', checkinBody('node-c'))
   const plan = await request(ctl.port, pki.ca, op, '/v1/plan')
   const range = (id: string) => plan.json.nodes.find((n: { node_id: string }) => n.node_id === id)
-  const granted = await post(nodeB, '/v1/identify', { node_id: 'node-b', shard_id: range('node-b').range_start })
-  t.equal(granted.json.granted, true, `identify_granted: ${granted.text}`)
+  // The live nodes apply the current plan (releasing what they owe); the shards revoked node-a held wait
+  // for its lease (30 s) all the same: the first shard of node-b or node-c that does not is granted.
+  await post(nodeB, '/v1/checkin', checkinBody('node-b', { generation: plan.json.generation }))
+  await post(newer, '/v1/checkin', checkinBody('node-c', { generation: plan.json.generation }))
+  let granted = null
+  for (const [id, name] of [[nodeB, 'node-b'], [newer, 'node-c']] as const) {
+    for (let shard = range(name).range_start; shard < range(name).range_start + range(name).range_count && granted?.json.granted !== true; shard++) {
+      granted = await post(id, '/v1/identify', { node_id: name, shard_id: shard })
+    }
+  }
+  t.equal(granted?.json.granted, true, `identify_granted: ${granted?.text}`)
   const stolen = await post(nodeB, '/v1/identify', { node_id: 'node-b', shard_id: range('node-c').range_start })
   t.equal(stolen.json.error, 'not_owner')
   await post(op, '/v1/nodes/node-b/drain', { draining: false }) // drain_set
