@@ -6,27 +6,26 @@
  *
  * Joins and capacity changes only mark the plan stale (`register`); `settle()` re-plans once for all the
  * check-ins that arrived together. Every other operation settles first, so it always sees a current plan.
+ * The decisions live beside it: who joins, leaves and drains (membership.ts), claims (claims.ts), live
+ * reshards (reshards.ts); this class owns the parts they share, the re-plan and the generation.
  */
-import { AppError } from '../errors.js'
-import { assertCheckinAccepted } from './checkin-refusals.js'
 import { restoredLimiter, restoreState, type RestoreHost } from './controller-restore.js'
 import type { DurableState, StateDelta, StateMeta } from './durable-state.js'
 import { durableSnapshot, stateLookups, stateMeta, type DurableParts } from './durable-view.js'
+import { decideClaim, type ClaimDesk } from './claims.js'
 import { HandoffLedger } from './handoffs.js'
 import { IdentifyLimiter } from './identify.js'
-import { grantIdentify, handOutSession, type GrantDesk } from './identify-grants.js'
 import { LivePlan } from './live-plan.js'
+import { Membership, type MembershipHost } from './membership.js'
 import { plannerFor } from './planners.js'
-import { isValidName, nameProblem } from './names.js'
 import { NO_NODE, NodeIndex } from './node-index.js'
-import { newNodeRecord, renewRecord, type NodeRecord } from './node-record.js'
+import type { NodeRecord } from './node-record.js'
 import { planView } from './plan-view.js'
 import { effectiveSettings } from './live-reshard.js'
 import type { NextSet } from './next-set.js'
 import { Reshards, type ReshardHost } from './reshards.js'
 import { LeaseHolders } from './lease-holders.js'
-import { canonicalResumeUrl, DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
-import { assertDepositAccepted } from './session-deposit.js'
+import { DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { DEFAULT_SESSION_TTL_SECONDS, SessionVault } from './session-vault.js'
 import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
@@ -61,8 +60,10 @@ export class Controller {
   private readonly configuredTotalShards: number
   /** A live reshard's next set, the restart barrier and what a finished reshard retired (core/reshards.ts). */
   private readonly reshards: Reshards
-  /** What the last steps of a claim work with (core/identify-grants.ts). */
-  private readonly desk: GrantDesk
+  /** What a claim works with (core/claims.ts). */
+  private readonly desk: ClaimDesk
+  /** Joins, renewals and departures (core/membership.ts). */
+  private readonly members: Membership
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
   private readonly durable: DurableParts
   private gen = 0
@@ -98,12 +99,20 @@ export class Controller {
     // getters: a reshard's switch replaces the plan and the handoff ledger
     this.durable = { live, draining, nodes, limiter, get plan() { return self.livePlan }, get handoffs() { return self.handoffs } }
     this.reshards = new Reshards(this.reshardHost())
-    const { sessions, tracker } = this
-    this.desk = { limiter, sessions, tracker, get generation() { return self.gen }, emit: (event) => this.events.push(event), markDurable: () => this.markDurable() }
+    const { sessions, tracker, holders, reshards, leaseMs } = this
+    this.desk = {
+      limiter, sessions, tracker, holders, reshards, leaseMs,
+      get generation() { return self.gen },
+      get handoffs() { return self.handoffs },
+      get totalShards() { return self.settings.totalShards },
+      emit: (event) => this.events.push(event),
+      markDurable: () => this.markDurable(),
+      ownerOf: (shardId) => this.ownerOf(shardId),
+    }
+    this.members = new Membership(this.membershipHost())
     if (restore !== undefined) {
       this.holders.revoked.restore(restore.state.meta.revoked ?? [], restore.now)
       const resharded = restoreState(this.restoreHost(), restore.state, restore.now)
-      const holders = this.holders
       this.reshards.restore(restore.state.meta, resharded, { mayRunShards: (nodeId) => holders.mayRunShards(nodeId), isRevoked: (nodeId) => holders.revoked.has(nodeId) })
     }
   }
@@ -179,51 +188,9 @@ export class Controller {
     return this.live.get(nodeId)?.certSerial ?? null
   }
 
-  /**
-   * Registers or renews a node (body already validated and bound to the certificate's CN). A join or a
-   * capacity change only marks the plan stale; settle() re-plans once for all of them.
-   */
+  /** Registers or renews a node (core/membership.ts); settle() re-plans for joins and capacity changes. */
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
-    this.expireStaleNodes(now)
-    const existing = this.live.get(body.node_id)
-    assertCheckinAccepted(existing, body, cert, this.gen)
-    const deposit = body.sessions ?? []
-    if (deposit.length > 0) {
-      // Read before the check-in releases anything: a deposit must name handoffs this check-in releases.
-      assertDepositAccepted(deposit, {
-        nodeIndexId: existing === undefined ? undefined : this.nodes.find(body.node_id),
-        reportedGeneration: body.generation,
-        totalShards: this.settings.totalShards,
-        handoffs: this.handoffs,
-        allowedHosts: this.allowedResumeHosts,
-        revokedUpTo: this.holders.revokedUpTo(body.node_id),
-      })
-    }
-    const rotated = existing !== undefined && existing.certSerial !== cert.serial
-    const record = existing ?? newNodeRecord(now, body, cert)
-    this.nodes.idOf(record.nodeId) // every live node has an ID (see replan)
-    if (existing === undefined) {
-      this.livePlan.join(record.nodeId)
-      this.reshards.join(record.nodeId)
-    }
-    const previousSerial = rotated ? record.certSerial : null
-    if (existing === undefined || record.capacity !== body.capacity) this.stale = true
-    const reportedBefore = record.reportedGeneration
-    const changed = this.updateRecord(record, now, body, cert)
-    if (rotated) this.events.push({ kind: 'node_rotated', nodeId: record.nodeId, fromSerial: previousSerial!, toSerial: cert.serial })
-    this.holders.renew(record) // to the back of the lastSeen order: expiry looks at the head only
-    if (changed.record || existing === undefined) this.touchNode(record.nodeId)
-    else {
-      if (changed.state) this.markDurable()
-      if (record.reportedGeneration !== reportedBefore) this.tracker.report(record.nodeId) // written in the background: no answer waits for it
-    }
-    for (const entry of deposit) {
-      // held as rebuilt from its parts: the next owner never sees the depositor's own spelling
-      this.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
-      this.events.push({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: this.gen })
-    }
-    this.reshards.afterCheckin(record.nodeId, body.next_ready_shards, body.generation, !this.stale)
-    return { rotated, previousSerial }
+    return this.members.checkin(now, body, cert)
   }
 
   /** Re-plans if check-ins made the plan stale. */
@@ -234,33 +201,10 @@ export class Controller {
     }
   }
 
-  /**
-   * Decides an Identify claim presented with the certificate `serial`: the certificate on record, ownership,
-   * reshard, handoff; then a held session is handed out (a RESUME: no bucket slot, no daily budget) unless
-   * the claim is `fresh`; else the daily budget, then the bucket.
-   */
+  /** Decides an Identify claim presented with the certificate `serial` (core/claims.ts). */
   claimIdentify(now: number, body: IdentifyBody, serial: string): IdentifyOutcome {
     this.prepare(now)
-    const record = this.live.get(body.node_id)
-    if (record !== undefined && record.certSerial !== serial) {
-      // a superseded certificate, or a newer one that has not checked in: only the record's may act (and take sessions)
-      throw new AppError('identity_conflict', `node ${body.node_id} is live with another certificate: claims are served to the certificate of its last accepted check-in (check in with this one first)`)
-    }
-    if (body.set === 'next' && !this.reshards.nextClaimIsCurrent()) {
-      return this.reshards.claimNext(now, body, () => grantIdentify(this.desk, now, body.node_id, body.shard_id, 'next'))
-    }
-    const shardId = body.shard_id
-    if (shardId >= this.settings.totalShards) {
-      throw new AppError('invalid_request', `shard_id must be below total_shards (${this.settings.totalShards})`)
-    }
-    if (this.ownerOf(shardId) !== body.node_id) {
-      throw new AppError('not_owner', `shard ${shardId} is not assigned to ${body.node_id} in generation ${this.gen}`)
-    }
-    const barrierWaitMs = this.reshards.barrierWaitMs(now)
-    if (barrierWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: barrierWaitMs }
-    const handoffWaitMs = this.handoffs.waitMs(shardId, (nodeId) => this.holders.leaseFrom(nodeId), this.leaseMs, now)
-    if (handoffWaitMs !== null) return { granted: false, reason: 'handoff_pending', retryAfterMs: handoffWaitMs }
-    return handOutSession(this.desk, now, body.node_id, shardId, body.fresh === true) ?? grantIdentify(this.desk, now, body.node_id, shardId, 'current')
+    return decideClaim(this.desk, now, body, serial)
   }
 
   /** Starts a live reshard to `totalShards` (SPEC "Live resharding"; refusals in core/reshards.ts). */
@@ -314,82 +258,21 @@ export class Controller {
     return this.limiter.remaining(now)
   }
 
-  /**
-   * Sets or clears a node's drain flag (kept while the node is not live) and re-plans. A drain that would
-   * leave more shards without a node (the other live nodes lack the capacity) is refused with 409
-   * `insufficient_capacity` and changes nothing, unless `force`.
-   */
+  /** Sets or clears a node's drain flag and re-plans (core/membership.ts: a drain that strands shards is refused unless `force`). */
   setDraining(now: number, nodeId: string, draining: boolean, force = false): DrainOutcome {
     this.prepare(now)
-    if (!isValidName(nodeId)) throw new AppError('invalid_request', `node_id ${nameProblem(nodeId) ?? 'is invalid'}`)
-    if (draining !== this.draining.has(nodeId)) {
-      if (draining) this.draining.add(nodeId)
-      else this.draining.delete(nodeId)
-      if (draining && !force && this.live.has(nodeId)) this.assertDrainLeavesNoneStranded(nodeId)
-      this.tracker.drain(nodeId)
-      this.markDurable()
-      if (this.live.has(nodeId)) this.replan()
-    }
-    return { nodeId, draining, generation: this.gen, live: this.live.has(nodeId), unassigned: this.livePlan.unassigned }
+    return this.members.setDraining(nodeId, draining, force)
   }
 
-  /** With `nodeId` flagged already: throws (and takes the flag back) if the plan would strand more shards. */
-  private assertDrainLeavesNoneStranded(nodeId: string): void {
-    const stranded = this.settings.totalShards - this.livePlan.compute().assigned - this.livePlan.unassigned
-    if (stranded <= 0) return
-    this.draining.delete(nodeId)
-    throw new AppError(
-      'insufficient_capacity',
-      `draining ${nodeId} would leave ${stranded} more ${stranded === 1 ? 'shard' : 'shards'} without a node (${this.livePlan.unassigned + stranded} in all): ` +
-        'the other live nodes lack the capacity; add capacity first, or drain with "force": true',
-      { unassigned: this.livePlan.unassigned + stranded },
-    )
-  }
-
-  /**
-   * Removes at once every live node whose certificate serial is revoked; returns their IDs. A revoked node
-   * may be cut off and still running its shards, so they move now but their handoffs wait for its lease.
-   */
+  /** Removes at once every live node whose certificate serial is revoked (core/membership.ts); returns their IDs. */
   removeRevoked(now: number, isRevoked: (serial: string) => boolean): string[] {
     this.prepare(now)
-    const removed = [...this.live.values()].filter((record) => isRevoked(record.certSerial))
-    const holders = removed.map((record) => {
-      // what a revoked node deposited is no longer vouched for: its shards' next owners Identify
-      this.sessions.discardFrom(record.nodeId)
-      const holder = this.holders.revoked.add(record)
-      this.dropNode(record, true)
-      this.events.push({ kind: 'node_removed', nodeId: record.nodeId, serial: record.certSerial, reason: 'revoked' })
-      return holder
-    })
-    this.settle()
-    for (const holder of holders) holder.generation = this.gen // the plan that took its shards (the handoffs at or below it)
-    if (holders.length > 0) this.markDurable()
-    return removed.map((record) => record.nodeId)
+    return this.members.removeRevoked(isRevoked)
   }
 
-  /** Expires nodes with now - lastSeen > lease and re-plans; O(1) when none is due (core/lease-holders.ts). */
+  /** Expires nodes with now - lastSeen > lease and re-plans; O(1) when none is due. */
   expireStaleNodes(now: number): string[] {
-    if (this.holders.revoked.size > 0) this.releaseRevokedHolders(now)
-    const expired = this.holders.takeExpired(now)
-    for (const record of expired) {
-      this.dropNode(record, false)
-      this.events.push({ kind: 'node_expired', nodeId: record.nodeId, lastSeen: record.lastSeen })
-    }
-    if (expired.length > 0) this.replan()
-    return expired.map((record) => record.nodeId)
-  }
-
-  /** Revoked nodes whose lease ran out have stopped everything: what waited for them is released. */
-  private releaseRevokedHolders(now: number): void {
-    const due = this.holders.revoked.takeDue(now, this.leaseMs)
-    for (const holder of due) {
-      const id = this.nodes.find(holder.nodeId)
-      const live = this.live.has(holder.nodeId)
-      if (id !== undefined) this.handoffs.releaseAcknowledged(id, holder.generation)
-      this.reshards.releaseRevoked(holder.nodeId, id ?? NO_NODE, holder.generation, live)
-      if (id !== undefined && !live) this.nodes.release(holder.nodeId) // no table refers to it any more
-    }
-    if (due.length > 0) this.markDurable()
+    return this.members.expire(now)
   }
 
   /** The node that owns a shard in the current plan, or null. */
@@ -416,18 +299,8 @@ export class Controller {
   }
 
   private meta(): StateMeta {
-    const { reshard, liveReshard, retired } = this.reshards.meta()
-    const meta = stateMeta(this.settings, this.gen, this.livePlan.fingerprint, reshard, this.highestCrlNumber)
-    const configured = this.configuredTotalShards === this.settings.totalShards ? undefined : this.configuredTotalShards
     const revoked = this.holders.revoked.size === 0 ? undefined : this.holders.revoked.persisted()
-    if (liveReshard === undefined && configured === undefined && retired === undefined && revoked === undefined) return meta // the common case: written exactly as before
-    return {
-      ...meta,
-      ...(liveReshard === undefined ? {} : { liveReshard }),
-      ...(configured === undefined ? {} : { configuredTotalShards: configured }),
-      ...(retired === undefined ? {} : { retired }),
-      ...(revoked === undefined ? {} : { revoked }),
-    }
+    return stateMeta(this.settings, this.gen, this.livePlan.fingerprint, this.reshards.meta(), this.highestCrlNumber, this.configuredTotalShards, revoked)
   }
 
   /** Every operation but a check-in starts with expired leases gone and a current plan. */
@@ -439,47 +312,6 @@ export class Controller {
   /** Every change of the durable state moves persistVersion (the store writes takeDelta() when it moved). */
   private markDurable(): void {
     this.version += 1
-  }
-
-  private touchNode(nodeId: string): void {
-    this.tracker.node(nodeId)
-    this.markDurable()
-  }
-
-  /**
-   * Applies a check-in to a record. `record`: a persisted field of the record changed (capacity,
-   * certificate) and it is written with the answer; `state`: the check-in released handoffs or
-   * acknowledged a reshard, changes of their own (handoff runs, the meta) that the answer waits for.
-   * A new reported generation is neither: register() marks it as a report (state-tracker.ts), also when
-   * it released something: a release is justified by the report the leader read, never by a stored one
-   * (the restore reads no reported generation), so the record need not go with it.
-   */
-  private updateRecord(record: NodeRecord, now: number, body: CheckinBody, cert: CertRef): { record: boolean; state: boolean } {
-    const changed = renewRecord(record, now, body, cert)
-    let state = false
-    if (body.generation !== undefined) {
-      record.reportedGeneration = body.generation
-      const id = this.nodes.idOf(record.nodeId)
-      const revokedUpTo = this.holders.revokedUpTo(record.nodeId)
-      if (this.handoffs.releaseAcknowledged(id, body.generation, revokedUpTo) > 0) state = true
-      if (this.reshards.acknowledge(record.nodeId, id, body.generation, revokedUpTo)) state = true
-    }
-    return { record: changed, state }
-  }
-
-  /**
-   * Takes a node out of the live set. Expired: it stopped everything, so whatever it had to hand off is
-   * released with it. Revoked: that waits for its lease (releaseRevokedHolders).
-   */
-  private dropNode(record: NodeRecord, revoked: boolean): void {
-    this.holders.unlink(record)
-    const id = this.nodes.idOf(record.nodeId)
-    const revokedUpTo = revoked ? undefined : this.holders.revokedUpTo(record.nodeId)
-    if (!revoked) this.handoffs.releaseAcknowledged(id, Infinity, revokedUpTo)
-    this.reshards.drop(record.nodeId, id, revoked, revokedUpTo)
-    this.livePlan.leave(record.nodeId)
-    this.touchNode(record.nodeId)
-    this.stale = true
   }
 
   /** Recomputes the plan; bumps the generation and records handoffs only if a shard changed owner. */
@@ -542,6 +374,25 @@ export class Controller {
       leaseFrom: (nodeId) => this.holders.leaseFrom(nodeId),
       revokedNames: () => this.holders.revoked.names(),
       adoptNextSet: (next) => this.adoptNextSet(next),
+    }
+  }
+
+  /** The parts and steps core/membership.ts works with. */
+  private membershipHost(): MembershipHost {
+    const self = this
+    const { holders, nodes, sessions, tracker, reshards, allowedResumeHosts, leaseMs, draining } = this
+    return {
+      holders, nodes, sessions, tracker, reshards, allowedResumeHosts, leaseMs, draining,
+      get handoffs() { return self.handoffs },
+      get plan() { return self.livePlan },
+      get totalShards() { return self.settings.totalShards },
+      get generation() { return self.gen },
+      get stale() { return self.stale },
+      set stale(value) { self.stale = value },
+      emit: (event) => this.events.push(event),
+      markDurable: () => this.markDurable(),
+      replan: () => this.replan(),
+      settle: () => this.settle(),
     }
   }
 

@@ -21,24 +21,42 @@ export interface DurableParts {
   readonly limiter: IdentifyLimiter
 }
 
-/** The meta record of a controller's state: settings, generation, plan fingerprint, barrier, CRL number. */
+/** What a reshard puts in the meta record (core/reshards.ts). */
+export type ReshardMeta = Pick<StateMeta, 'reshard' | 'liveReshard' | 'retired'>
+
+/**
+ * The meta record of a controller's state: settings, generation, plan fingerprint, barriers, CRL number,
+ * the configured shard count after a live reshard's switch, and the revoked holders inside their lease.
+ */
 export function stateMeta(
   settings: ControllerSettings,
   generation: number,
   planFingerprint: string,
-  reshard: StateMeta['reshard'],
+  reshards: ReshardMeta,
   crlNumber: bigint | null,
+  configuredTotalShards: number,
+  revoked: StateMeta['revoked'],
 ): StateMeta {
-  const meta: StateMeta = {
+  const base: StateMeta = {
     generation,
     totalShards: settings.totalShards,
     maxConcurrency: settings.maxConcurrency,
     planFingerprint,
-    reshard,
+    reshard: reshards.reshard,
     crlNumber: crlNumber?.toString() ?? null,
   }
   // Absent for the contiguous planner: its states are written exactly as before the choice existed.
-  return settings.planner === 'stable' ? { ...meta, planner: 'stable' } : meta
+  const meta: StateMeta = settings.planner === 'stable' ? { ...base, planner: 'stable' } : base
+  const { liveReshard, retired } = reshards
+  const configured = configuredTotalShards === settings.totalShards ? undefined : configuredTotalShards
+  if (liveReshard === undefined && configured === undefined && retired === undefined && revoked === undefined) return meta // the common case: written exactly as before
+  return {
+    ...meta,
+    ...(liveReshard === undefined ? {} : { liveReshard }),
+    ...(configured === undefined ? {} : { configuredTotalShards: configured }),
+    ...(retired === undefined ? {} : { retired }),
+    ...(revoked === undefined ? {} : { revoked }),
+  }
 }
 
 /** The whole durable state under `meta`. O(N + S). */
