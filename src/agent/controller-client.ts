@@ -122,7 +122,10 @@ export interface ControllerClientOptions {
   requestTimeoutMs(): number
 }
 
-/** TLS alerts by which a server refuses the client certificate (OpenSSL's codes, e.g. ERR_SSL_SSLV3_ALERT_CERTIFICATE_REVOKED). */
+/**
+ * TLS alerts by which a server refuses the client certificate (OpenSSL's codes: ERR_SSL_SSLV3_ALERT_CERTIFICATE_REVOKED
+ * under OpenSSL 3.0, as in Node 20; ERR_SSL_SSL/TLS_ALERT_CERTIFICATE_REVOKED under the OpenSSL of Node 24).
+ */
 const CERT_ALERT = /ALERT_(CERTIFICATE_REVOKED|CERTIFICATE_UNKNOWN|CERTIFICATE_EXPIRED|BAD_CERTIFICATE|UNSUPPORTED_CERTIFICATE|UNKNOWN_CA|ACCESS_DENIED|CERTIFICATE_REQUIRED)$/
 /** Local verification failures of the controller's certificate (that controller is not ours). */
 const SERVER_UNTRUSTED = /^(ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_|ERR_TLS_CERT)/
@@ -330,7 +333,7 @@ function refusedByEvery(pass: Pass): boolean {
 function classify(err: NodeJS.ErrnoException): AttemptError {
   if (err instanceof ControllerBusyError) return new AttemptError('busy', err.message, err.retryAfterMs)
   const code = err.code ?? ''
-  if (CERT_ALERT.test(code)) return new AttemptError('refused', `TLS alert ${code.replace(/^ERR_SSL_(SSLV3|TLSV1|TLSV13)_ALERT_/, '').toLowerCase().replace(/_/g, ' ')}`)
+  if (CERT_ALERT.test(code)) return new AttemptError('refused', `TLS alert ${code.replace(/^ERR_SSL_(?:[A-Z0-9/]+_)?ALERT_/, '').toLowerCase().replace(/_/g, ' ')}`)
   if (SERVER_UNTRUSTED.test(code)) return new AttemptError('server_untrusted', `the controller's certificate is not trusted (${code})`)
   return new AttemptError('connect', code || err.message.slice(0, 64))
 }
