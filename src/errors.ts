@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   budget_insufficient: 409, // POST /v1/reshard: the daily Identify budget left is below the new shard count
   insufficient_capacity: 409, // POST /v1/nodes/:id/drain: the other live nodes cannot take the drained node's shards
   agents_outdated: 409, // POST /v1/reshard: a live node's agent has not shown it runs a next set (not in the SPEC's list)
+  gone: 410, // an enrollment or renewal request past its time (SPEC "Device enrollment and renewal")
   payload_too_large: 413,
   unsupported_media_type: 415,
   uri_too_long: 414,
