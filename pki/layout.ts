@@ -13,6 +13,8 @@ export const PKI_FILES = {
   planKeys: 'plan-keys.json',
   planJwks: 'plan-jwks.json',
   bundles: 'bundles',
+  /** Bootstrap tokens with their secrets (0600, like the CA key): pki/token-store.ts. */
+  tokens: 'tokens.json',
 } as const
 
 /** File names inside one identity bundle folder. */
