@@ -1,4 +1,4 @@
-// The dependency rules of README "Layout", checked on the source: each room imports only the rooms
+// The dependency rules of docs/contributing.md "Layout", checked on the source: each room imports only the rooms
 // its row allows, so that stores never reach up into the service, the core stays pure, and the
 // agent and the toolkit never import controller code.
 import t from 'tap'
@@ -40,7 +40,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   pki: ['src/core', 'src/der', 'src/state', 'src/audit'],
 }
 
-t.test('each room imports only what README "Layout" allows', async (t) => {
+t.test('each room imports only what docs/contributing.md "Layout" allows', async (t) => {
   for (const [room, allowed] of Object.entries(ALLOWED)) {
     const dir = join(ROOT, room)
     const bad: string[] = []

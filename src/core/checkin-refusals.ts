@@ -14,7 +14,7 @@ export function assertCheckinAccepted(existing: NodeRecord | undefined, body: Ch
     throw new AppError(
       'invalid_request',
       `generation ${body.generation} is above the controller's current generation ${generation}: this node ran a plan this controller does not know ` +
-        '(state_dir restored from an older copy, or lost?); restart its agent without its stored generation once its shards stopped (README "Restoring an older state_dir")',
+        '(state_dir restored from an older copy, or lost?); restart its agent without its stored generation once its shards stopped (docs/backup-and-restore.md, "Restoring an older state_dir")',
     )
   }
   const rotated = existing !== undefined && existing.certSerial !== cert.serial

@@ -17,7 +17,7 @@ export class StateFileError extends Error {
         'A copy restored by hand (or no state at all) may hold a lower generation than the nodes last applied: ' +
         'every such node then refuses its plans as a rollback, its check-ins are refused with 400, and it stops its shards ' +
         'within one lease and stays locked out until its agent is restarted without its --state-file ' +
-        '(README "Restoring an older state_dir"). Inspect the file, restore a copy only if you accept that, then start again.',
+        '(docs/backup-and-restore.md, "Restoring an older state_dir"). Inspect the file, restore a copy only if you accept that, then start again.',
     )
     this.name = 'StateFileError'
   }

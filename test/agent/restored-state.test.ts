@@ -1,4 +1,4 @@
-// A controller restarted on an older copy of its state_dir (README "Restoring an older state_dir"):
+// A controller restarted on an older copy of its state_dir (docs/backup-and-restore.md "Restoring an older state_dir"):
 // nodes that ran a newer generation are locked out (their reports are refused with 400 and a message
 // that names the cause), they stop every shard within one lease, and the documented recovery —
 // restart each agent without its stored generation — brings them back with no guild served twice.

@@ -62,7 +62,7 @@ function shapeProblem(order: readonly string[], input: PlanInput, plan: OrderedP
   return null
 }
 
-/** README "Planner choice": the balance bound. */
+/** docs/moving-shards.md "Planner choice": the balance bound. */
 function boundProblem(order: readonly string[], input: PlanInput, plan: OrderedPlan): string | null {
   const { lo, hi, totalCapacity } = balanceBounds(input.totalShards, input.capacities, input.draining)
   for (let i = 0; i < order.length; i++) {

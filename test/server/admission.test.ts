@@ -265,7 +265,7 @@ t.test('the appointment book is bounded, oldest dropped first', async (t) => {
 t.test("a fresh controller's defaults: a burst of resumptions is admitted at a resumed connection's cost, not a full handshake's", async (t) => {
   // Right after a restart or take-over (nodes resuming, seconds of slack), the first windows run on the
   // initial estimate: at 3 ms a burst into the idle new process was cut at 667 per 2 s and thousands of
-  // nodes deferred past their fail-safe; at 1.5 ms, 1,334 (README "Measured figures").
+  // nodes deferred past their fail-safe; at 1.5 ms, 1,334 (bench/RESULTS.md).
   const { a } = admission({ minInFlight: 1 })
   let admitted = 0
   for (let i = 0; i < 5000; i++) if (a.decide(i).admit) admitted += 1
