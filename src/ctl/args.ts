@@ -1,5 +1,5 @@
 /** The command line: global flags, one command's flags, and the checks of their values (usage errors, exit 2). */
-import { parseArgs } from 'node:util'
+import { ArgvError, parseArgv, repeatedFlag, type FlagDef } from '../cli-kit/argv.js'
 import { nameProblem } from '../core/names.js'
 import type { CommandSpec, FlagSpec, GlobalOptions, OutputFormat, Parsed } from './command.js'
 import { UsageError, shown } from './errors.js'
@@ -9,14 +9,14 @@ const DEFAULT_REQUEST_TIMEOUT_S = 10
 /** The flags every command takes (listed in every command's help). */
 export const GLOBAL_FLAGS: readonly FlagSpec[] = [
   { name: 'context', value: 'FILE', help: 'the context file (default: $PXE_CONTEXT, else ~/.config/pxe-ctl/context.json)' },
-  { name: 'output', short: 'o', value: 'FORMAT', help: 'table (default: aligned columns for people) or json (the controller\'s JSON, for scripts)' },
+  { name: 'output', short: 'o', value: 'FORMAT', choices: ['table', 'json'], help: 'table (default: aligned columns for people) or json (the controller\'s JSON, for scripts)' },
   { name: 'verbose', short: 'v', help: 'say on stderr which controller answered each request, and why others were skipped' },
   { name: 'request-timeout', value: 'S', help: `seconds one request may take before the next controller is tried (default ${DEFAULT_REQUEST_TIMEOUT_S})` },
   { name: 'help', short: 'h', help: 'show the help of the command' },
 ]
 
 /** Global flags that take a value: the command word is the first argument that is neither a flag nor one of their values. */
-const GLOBAL_VALUE_FLAGS = new Set(['--context', '--output', '-o', '--request-timeout'])
+export const GLOBAL_VALUE_FLAGS: ReadonlySet<string> = new Set(GLOBAL_FLAGS.filter((f) => f.value !== undefined).flatMap((f) => [`--${f.name}`, ...(f.short ? [`-${f.short}`] : [])]))
 
 /** Splits argv into the command's words (one, or two for a group such as `context init`) and the rest. */
 export function splitCommand(argv: readonly string[], groups: ReadonlySet<string>): { words: string[]; rest: string[] } {
@@ -39,29 +39,24 @@ export function splitCommand(argv: readonly string[], groups: ReadonlySet<string
   return { words, rest }
 }
 
-type ParseOptions = Record<string, { type: 'string' | 'boolean'; short?: string }>
-
-function optionsOf(flags: readonly FlagSpec[]): ParseOptions {
-  const out: ParseOptions = {}
+/** The flags as the parser takes them: a placeholder means a value. */
+export function flagDefs(flags: readonly FlagSpec[]): Record<string, FlagDef> {
+  const out: Record<string, FlagDef> = {}
   for (const f of flags) out[f.name] = { type: f.value === undefined ? 'boolean' : 'string', ...(f.short ? { short: f.short } : {}) }
   return out
 }
 
-/** Parses the rest of the command line of `command`; throws UsageError naming the problem. */
+/** Parses the rest of the command line of `command`; throws UsageError naming the problem (and the flag meant, when one is close). */
 export function parseCommandLine(command: CommandSpec, rest: readonly string[]): Parsed {
   let parsed
   try {
-    parsed = parseArgs({ args: [...rest], options: optionsOf([...GLOBAL_FLAGS, ...command.flags]), strict: true, allowPositionals: true, tokens: true })
+    parsed = parseArgv(rest, flagDefs([...command.flags, ...GLOBAL_FLAGS]), { allowPositionals: true })
   } catch (err) {
-    // parseArgs names the flag ("Unknown option '--x'", "Option '--timeout <value>' argument missing").
-    throw new UsageError((err as Error).message.split('\n')[0]!.slice(0, 200), command.words)
+    if (err instanceof ArgvError) throw new UsageError(err.message, command.words)
+    throw err
   }
-  const seen = new Set<string>()
-  for (const token of parsed.tokens) {
-    if (token.kind !== 'option') continue
-    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`, command.words)
-    seen.add(token.name)
-  }
+  const twice = repeatedFlag(parsed.options)
+  if (twice !== null) throw new UsageError(`--${twice} is given more than once`, command.words)
   const values = parsed.values as Record<string, string | boolean | undefined>
   if (values.help === true) return { positionals: parsed.positionals, flags: values, global: globalOptions({}, command) }
   const { positionals } = parsed

@@ -7,6 +7,8 @@ export interface FlagSpec {
   readonly name: string
   readonly short?: string
   readonly value?: string
+  /** The only values it takes, when they are a fixed few (shell completion offers them). */
+  readonly choices?: readonly string[]
   readonly help: string
 }
 

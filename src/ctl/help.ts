@@ -1,7 +1,7 @@
 /** The help texts: the top level (commands, context lookup, exit statuses) and one per command. */
 import { GLOBAL_FLAGS } from './args.js'
 import type { CommandSpec, FlagSpec } from './command.js'
-import { COMMANDS } from './commands/index.js'
+import { COMMANDS, groupCommands } from './commands/index.js'
 
 function flagLines(flags: readonly FlagSpec[]): string[] {
   const label = (f: FlagSpec) => `${f.short ? `-${f.short}, ` : '    '}--${f.name}${f.value ? ` ${f.value}` : ''}`
@@ -22,9 +22,34 @@ export function commandHelp(c: CommandSpec): string {
   return [usage, '', `${c.summary[0]!.toUpperCase()}${c.summary.slice(1)}.`, '', c.details, ...flags, '', 'global flags:', ...flagLines(GLOBAL_FLAGS), '', EXIT_TEXT].join('\n')
 }
 
-const EXIT_TEXT = `exit status: 0 success; 1 the operation failed (the controller's error code and message are printed,
-or why no controller answered) or pxe-ctl refused it before asking (e.g. a drain that would leave shards
-without a node, without --force); 2 usage error (unknown command or flag, missing argument, bad number).`
+const EXIT_TEXT = `exit status: 0 success (also when the reader of a pipe stops reading: pxe-ctl watch | head); 1 the
+operation failed (the controller's error code and message are printed, or why no controller answered) or
+pxe-ctl refused it before asking (e.g. a drain that would leave shards without a node, without --force);
+2 usage error (unknown command or flag, missing argument, bad number).`
+
+/** The help of a group of commands (`pxe-ctl context --help`): its commands and how to get each one's help. */
+export function groupHelp(group: string): string {
+  const commands = groupCommands(group)
+  const width = Math.max(...commands.map((c) => c.words.length))
+  return [
+    `usage: pxe-ctl ${group} COMMAND [ARGS] [flags]`,
+    '',
+    'commands:',
+    ...commands.map((c) => `  ${c.words.padEnd(width)}  ${c.summary}`),
+    '',
+    ...commands.map((c) => `  ${usageOf(c).split('\n')[0]!.replace(/^usage: /, '')}`),
+    '',
+    `Run "pxe-ctl ${group} COMMAND --help" for the flags of one command.`,
+    '',
+    'global flags:',
+    ...flagLines(GLOBAL_FLAGS),
+    '',
+    EXIT_TEXT,
+  ].join('\n')
+}
+
+/** Only before a command (`pxe-ctl --version`); listed with the global flags of the top-level help. */
+const VERSION_FLAG: FlagSpec = { name: 'version', short: 'V', help: "print pxe-ctl's version and exit (as pxe-ctl version)" }
 
 /** The top-level help. */
 export function mainHelp(): string {
@@ -37,10 +62,10 @@ export function mainHelp(): string {
     '',
     'commands:',
     ...COMMANDS.map((c) => `  ${c.words.padEnd(width)}  ${c.summary}`),
-    `  ${'help COMMAND'.padEnd(width)}  the help of one command (also: pxe-ctl COMMAND --help)`,
+    `  ${'help COMMAND'.padEnd(width)}  the help of one command or group (also: pxe-ctl COMMAND --help)`,
     '',
     'global flags (any command, anywhere on the line):',
-    ...flagLines(GLOBAL_FLAGS),
+    ...flagLines([...GLOBAL_FLAGS, VERSION_FLAG]),
     '',
     'context: the context file is looked up in this order:',
     '  1. --context FILE',
@@ -55,6 +80,8 @@ export function mainHelp(): string {
     '',
     'output: aligned tables by default (no colour); -o json prints the controller\'s JSON, or the',
     'command\'s result object, for scripts. Warnings and progress go to stderr.',
+    '',
+    'shell completion: source <(pxe-ctl completion bash), or zsh (pxe-ctl completion --help).',
     '',
     EXIT_TEXT,
   ].join('\n')

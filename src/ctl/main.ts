@@ -4,10 +4,11 @@ import { parseCommandLine, splitCommand } from './args.js'
 import { loadOperatorBundle } from './bundle.js'
 import { ControllerClient } from './client.js'
 import type { CommandSpec, GlobalOptions, RunContext } from './command.js'
-import { COMMANDS, GROUPS, findCommand } from './commands/index.js'
+import { suggestion } from '../cli-kit/did-you-mean.js'
+import { GROUPS, findCommand, firstWords, groupCommands } from './commands/index.js'
 import { contextPath, readContext } from './context-file.js'
 import { CtlError, EXIT, UsageError, shown } from './errors.js'
-import { commandHelp, mainHelp, usageOf } from './help.js'
+import { commandHelp, groupHelp, mainHelp, usageOf } from './help.js'
 import type { Io } from './io.js'
 
 /** What main needs from the process (replaced in tests). */
@@ -66,28 +67,52 @@ function apiLoader(global: GlobalOptions, io: Io, env: NodeJS.ProcessEnv, signal
     })())
 }
 
-/** `help`, `help CMD`, `--help` with no command: the help text, or null when argv asks for none. */
-function helpRequest(words: string[], rest: string[]): string | null {
-  if (words[0] === 'help') {
-    const topic = words.length > 1 ? words.slice(1).join(' ') : rest.find((a) => !a.startsWith('-'))
-    if (topic === undefined) return mainHelp()
-    const command = findCommand(topic) ?? COMMANDS.find((c) => c.words.startsWith(`${topic} `))
-    if (command === undefined) throw new UsageError(`no command ${shown(topic, 32)}; run "pxe-ctl --help" for the list`)
-    return commandHelp(command)
+const isHelpFlag = (arg: string) => arg === '--help' || arg === '-h'
+
+/** The help of `topic` (a command's words, or a group's first word), or a usage error naming the command meant. */
+function helpOf(topic: readonly string[]): string {
+  const words = topic.join(' ')
+  const command = findCommand(words)
+  if (command !== undefined) return commandHelp(command)
+  if (topic.length === 1 && GROUPS.has(words)) return groupHelp(words)
+  if (topic.length === 2 && GROUPS.has(topic[0]!)) {
+    const subs = groupCommands(topic[0]!).map((c) => c.words.split(' ')[1]!)
+    throw new UsageError(`no command "${topic[0]} ${shown(topic[1]!, 32).slice(1, -1)}"${suggestion(topic[1]!, subs, (w) => `"${topic[0]} ${w}"`)}; run "pxe-ctl ${topic[0]} --help" for its commands`)
   }
-  if (words.length === 0 && (rest.includes('--help') || rest.includes('-h'))) return mainHelp()
+  throw new UsageError(`no command ${shown(words, 32)}${suggestion(topic[0]!, firstWords())}`)
+}
+
+/**
+ * The help asked for, or null: `help [CMD...]`, `--help`/`-h` alone, and for a group (which has no
+ * command of its own to take the flag) `GROUP --help` and `GROUP help`. A command's own --help is
+ * its parser's (a flag like any other, so that `drain --help --dry-run` still helps).
+ */
+function helpRequest(words: string[], rest: string[]): string | null {
+  if (words[0] === 'help') return words.length > 1 || rest.some((a) => !a.startsWith('-')) ? helpOf([...words.slice(1), ...rest.filter((a) => !a.startsWith('-'))].slice(0, 2)) : mainHelp()
+  if (words.length === 0 && rest.some(isHelpFlag)) return mainHelp()
+  if (words.length === 1 && GROUPS.has(words[0]!) && rest.some(isHelpFlag)) return groupHelp(words[0]!)
+  if (words.length === 2 && GROUPS.has(words[0]!) && words[1] === 'help') return groupHelp(words[0]!)
   return null
 }
 
+/** `pxe-ctl --version` / `-V` before any command is `pxe-ctl version`. */
+function versionAlias(words: string[], rest: string[]): { words: string[]; rest: string[] } {
+  const at = rest.findIndex((a) => a === '--version' || a === '-V')
+  if (words.length > 0 || at < 0) return { words, rest }
+  return { words: ['version'], rest: rest.filter((_, i) => i !== at) }
+}
+
 function resolveCommand(words: string[]): CommandSpec {
-  if (words.length === 0) throw new UsageError('missing command; run "pxe-ctl --help" for the list')
+  if (words.length === 0) throw new UsageError('missing command')
   const command = findCommand(words.join(' '))
   if (command !== undefined) return command
   if (GROUPS.has(words[0]!)) {
-    const subs = COMMANDS.filter((c) => c.words.startsWith(`${words[0]} `)).map((c) => c.words.split(' ')[1])
-    throw new UsageError(words.length === 1 ? `"${words[0]}" needs one of: ${subs.join(', ')}` : `unknown command "${words[0]} ${shown(words[1]!, 32).slice(1, -1)}" (one of: ${subs.join(', ')})`)
+    const subs = groupCommands(words[0]!).map((c) => c.words.split(' ')[1]!)
+    if (words.length === 1) throw new UsageError(`"${words[0]}" needs one of: ${subs.join(', ')}`)
+    const near = suggestion(words[1]!, subs, (w) => `"${words[0]} ${w}"`)
+    throw new UsageError(`unknown command "${words[0]} ${shown(words[1]!, 32).slice(1, -1)}"${near || ` (one of: ${subs.join(', ')})`}`)
   }
-  throw new UsageError(`unknown command ${shown(words[0]!, 32)}; run "pxe-ctl --help" for the list`)
+  throw new UsageError(`unknown command ${shown(words[0]!, 32)}${suggestion(words[0]!, firstWords())}`)
 }
 
 /** Runs one pxe-ctl invocation and returns its exit status. */
@@ -95,7 +120,8 @@ export async function main(argv: readonly string[], deps: MainDeps): Promise<num
   const { io } = deps
   const interrupts = interrupter(deps.onInterrupt ?? processInterrupt)
   try {
-    const { words, rest } = splitCommand(argv, GROUPS)
+    const split = splitCommand(argv, GROUPS)
+    const { words, rest } = versionAlias(split.words, split.rest)
     const help = helpRequest(words, rest)
     if (help !== null) return (io.out(help), EXIT.ok)
     const command = resolveCommand(words)
