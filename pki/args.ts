@@ -1,11 +1,10 @@
-/** Command-line parsing on top of node:util parseArgs (strict), with the toolkit's own error sentences. */
-import { parseArgs } from 'node:util'
-import type { ParseArgsConfig } from 'node:util'
+/** Command-line parsing (src/cli-kit/argv.ts over node:util parseArgs), with the toolkit's own error sentences. */
+import { ArgvError, parseArgv, type FlagDef } from '../src/cli-kit/argv.js'
 import { UsageError } from './errors.js'
 import { printable } from './serial.js'
 
 /** Option definitions of one command (string or boolean flags, optionally repeatable). */
-export type OptionDefs = NonNullable<ParseArgsConfig['options']>
+export type OptionDefs = Record<string, FlagDef>
 
 /** Parsed flags and positionals of one command. */
 export interface ParsedArgs {
@@ -27,19 +26,19 @@ export function splitCommand(argv: readonly string[]): { command: string | undef
   return { command: undefined, rest: [...argv] }
 }
 
-/** Parses the arguments of `command` strictly: an unknown flag or a missing value is a UsageError. */
+/** Parses the arguments of `command` strictly: an unknown flag or a missing value is a UsageError (naming the flag meant, when one is close). */
 export function parseCommandArgs(command: string, args: readonly string[], options: OptionDefs): ParsedArgs {
   try {
-    const { values, positionals } = parseArgs({ args: [...args], options, strict: true, allowPositionals: true })
+    const { values, positionals } = parseArgv(args, options, { allowPositionals: true })
     return { values, positionals }
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code ?? ''
-    const quoted = /'([^']*)'/.exec((err as Error).message)?.[1] ?? ''
-    const flag = printable(quoted.split(' ')[0] ?? '')
+    if (!(err instanceof ArgvError)) throw err
     const help = `see "pxe-pki ${command} --help"`
-    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(`unknown option ${flag} for "${command}"; ${help}`)
-    if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') throw new UsageError(`option ${flag} of "${command}" needs a value; ${help}`)
-    throw new UsageError(`bad arguments for "${command}"; ${help}`)
+    const flag = err.argument
+    if (err.problem === 'unknown_option') throw new UsageError(`unknown option ${flag} for "${command}"${err.near === null ? '' : ` (did you mean ${err.near}?)`}; ${help}`)
+    if (err.problem === 'needs_value') throw new UsageError(`option ${flag} of "${command}" needs a value; ${help}`)
+    if (err.problem === 'takes_no_value') throw new UsageError(`option ${flag} of "${command}" takes no value; ${help}`)
+    throw new UsageError(`unexpected argument "${flag}" for "${command}"; ${help}`)
   }
 }
 

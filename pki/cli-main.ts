@@ -1,4 +1,6 @@
 /** The `pxe-pki` command line: dispatch, help and the one-line error contract (exit 2 usage, 1 other). */
+import { didYouMean } from '../src/cli-kit/did-you-mean.js'
+import { packageVersion } from '../src/cli-kit/version.js'
 import { splitCommand, parseCommandArgs } from './args.js'
 import type { OptionDefs } from './args.js'
 import { COMMANDS, optionDefs } from './commands.js'
@@ -13,13 +15,17 @@ export interface CliIo {
   readonly err: (text: string) => void
 }
 
+/** The flags with a one-letter form, as the help shows it. */
+const SHORT: Readonly<Record<string, string>> = { help: '-h, ', version: '-V, ' }
+
 const DIR_FLAG: FlagSpec = { type: 'string', value: 'DIR', help: `the PKI directory (default ${DEFAULT_PKI_DIR})` }
 const HELP_FLAG: FlagSpec = { type: 'boolean', help: 'show this help' }
-const COMMON_FLAGS = flagLines({ dir: DIR_FLAG, help: HELP_FLAG })
+const VERSION_FLAG: FlagSpec = { type: 'boolean', help: "print pxe-pki's version and exit (also: pxe-pki version)" }
+const COMMON_FLAGS = flagLines({ dir: DIR_FLAG, help: HELP_FLAG, version: VERSION_FLAG })
 
 /** One aligned line per flag: `--name VALUE  what it does`. */
 function flagLines(flags: Readonly<Record<string, FlagSpec>>): string {
-  const left = Object.entries(flags).map(([name, spec]) => `${name === 'help' ? '-h, ' : ''}--${name}${spec.value === undefined ? '' : ` ${spec.value}`}`)
+  const left = Object.entries(flags).map(([name, spec]) => `${SHORT[name] ?? ''}--${name}${spec.value === undefined ? '' : ` ${spec.value}`}`)
   const width = Math.max(...left.map((l) => l.length))
   return Object.values(flags).map((spec, i) => `  ${left[i]!.padEnd(width)}  ${spec.help}`).join('\n')
 }
@@ -38,28 +44,49 @@ function mainHelp(): string {
     'options:',
     COMMON_FLAGS,
     '',
-    'Run "pxe-pki <command> --help" for the options of one command.',
+    'Run "pxe-pki <command> --help" (or "pxe-pki help <command>") for the options of one command.',
+    '',
+    EXIT_TEXT,
   ].join('\n')
 }
 
+const EXIT_TEXT = `exit status: 0 success (also when the reader of a pipe stops reading: pxe-pki list | head); 1 the
+operation was refused or failed (the reason on stderr, one line); 2 usage error (unknown command or option,
+missing or bad argument).`
+
 function commandHelp(name: string, command: Command): string {
   const flags = flagLines({ ...command.options, ...(command.usesDir ? { dir: DIR_FLAG } : {}), help: HELP_FLAG })
-  return [`usage: pxe-pki ${command.usage}${command.usesDir ? ' [--dir DIR]' : ''}`, '', `${command.summary}.`, '', command.details, '', 'options:', flags].join('\n')
+  return [`usage: pxe-pki ${command.usage}${command.usesDir ? ' [--dir DIR]' : ''}`, '', `${command.summary}.`, '', command.details, '', 'options:', flags, '', EXIT_TEXT].join('\n')
 }
+
+/** ` (did you mean "issue"?)` when a command name is close to `name`, else ''. */
+function nearCommand(name: string): string {
+  const near = didYouMean(name, [...Object.keys(COMMANDS), 'help', 'version'])
+  return near === null ? '' : ` (did you mean "${near}"?)`
+}
+
+const isVersionFlag = (arg: string) => arg === '--version' || arg === '-V'
 
 /** Runs one CLI invocation and returns its exit code; never throws. */
 export async function runCli(argv: readonly string[], io: CliIo): Promise<number> {
   try {
     const { command: name, rest } = splitCommand(argv)
+    if (name === 'version' || (name === undefined && rest.some(isVersionFlag))) {
+      // --dir (which may come before any command) means nothing here; anything else is a mistake.
+      const extra = rest.find((a, i) => !isVersionFlag(a) && a !== '--dir' && rest[i - 1] !== '--dir')
+      if (extra !== undefined) throw new UsageError(`"version" takes no argument (got "${printable(extra)}")`)
+      return (io.out(`pxe-pki ${packageVersion()}`), 0)
+    }
     if (name === undefined || name === 'help') {
       const topic = name === 'help' ? rest.find((a) => !a.startsWith('-')) : undefined
-      const known = topic === undefined ? undefined : COMMANDS[topic]
+      const known = topic === undefined || !Object.hasOwn(COMMANDS, topic) ? undefined : COMMANDS[topic]
       if (known !== undefined && topic !== undefined) return (io.out(commandHelp(topic, known)), 0)
+      if (topic !== undefined) throw new UsageError(`no command "${printable(topic)}"${nearCommand(topic)}; run "pxe-pki --help" for the list`)
       if (name === 'help' || rest.includes('--help') || rest.includes('-h')) return (io.out(mainHelp()), 0)
       throw new UsageError('missing command; run "pxe-pki --help" for the list')
     }
     const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
-    if (command === undefined) throw new UsageError(`unknown command "${printable(name)}"; run "pxe-pki --help" for the list`)
+    if (command === undefined) throw new UsageError(`unknown command "${printable(name)}"${nearCommand(name)}; run "pxe-pki --help" for the list`)
     const options: OptionDefs = { ...optionDefs(command.options), help: { type: 'boolean', short: 'h' } }
     if (command.usesDir) options.dir = { type: 'string' }
     const args = parseCommandArgs(name, rest, options)
