@@ -1,5 +1,5 @@
 /** The pxe-node command line: flags, their checks, and the help text. */
-import { parseArgs } from 'node:util'
+import { ArgvError, parseArgv, repeatedFlag, type FlagDef } from '../cli-kit/argv.js'
 import { isLoopbackHost } from '../net/host.js'
 import { controllerUrlProblem } from './agent-options.js'
 
@@ -11,6 +11,8 @@ export class UsageError extends Error {
 /** A validated command line. */
 export interface CliArgs {
   readonly help: boolean
+  /** --version: print "pxe-node <version>" and exit. */
+  readonly version: boolean
   readonly bundle: string
   readonly controllers: string[]
   readonly capacity: number
@@ -47,7 +49,11 @@ const OPTIONS = {
   'metrics-host': { type: 'string' },
   'metrics-allow-remote': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
-} as const
+  version: { type: 'boolean', short: 'V' },
+} as const satisfies Record<string, FlagDef>
+
+/** The parsed values of OPTIONS: a string for a flag that takes one, true for a switch given. */
+type OptionValues = { readonly [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]['type'] extends 'string' ? string : boolean }
 
 /** The text of --help. */
 export const HELP = `Usage: pxe-node --bundle DIR --controller URL[,URL...] [options]
@@ -92,6 +98,7 @@ Options:
   --metrics-allow-remote allow a non-loopback --metrics-host (e.g. 0.0.0.0 for a Prometheus elsewhere):
                          anyone who reaches the port can read the metrics
   -h, --help             print this help
+  -V, --version          print "pxe-node <version>" and exit
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
   PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_SHARD_SET, PXE_MAX_CONCURRENCY,
@@ -171,24 +178,21 @@ function controllers(value: string): string[] {
 
 function tokenize(argv: string[]) {
   try {
-    return parseArgs({ args: argv, options: OPTIONS, strict: true, allowPositionals: false, tokens: true })
+    return parseArgv(argv, OPTIONS, { allowPositionals: false })
   } catch (err) {
-    // parseArgs names the flag ("Unknown option '--x'", "Option '--capacity <value>' argument missing").
-    throw new UsageError((err as Error).message.split('\n')[0]!.slice(0, 200))
+    // One line that names the argument, and the flag meant when one is close (--capcity → --capacity).
+    if (err instanceof ArgvError) throw new UsageError(err.message)
+    throw err
   }
 }
 
 /** Parses argv (without node and the script); throws UsageError. */
 export function parseCliArgs(argv: string[]): CliArgs {
   const parsed = tokenize(argv)
-  const seen = new Set<string>()
-  for (const token of parsed.tokens) {
-    if (token.kind !== 'option') continue
-    if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`)
-    seen.add(token.name)
-  }
-  const v = parsed.values
-  if (v.help) return { help: true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
+  const twice = repeatedFlag(parsed.options)
+  if (twice !== null) throw new UsageError(`--${twice} is given more than once`)
+  const v = parsed.values as OptionValues
+  if (v.help || v.version) return { help: v.help === true, version: v.version === true && v.help !== true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
   const bundle = nonEmpty('bundle', v.bundle)
   if (bundle === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
   if (v.controller === undefined) throw new UsageError('--controller URL[,URL...] is required')
@@ -196,6 +200,7 @@ export function parseCliArgs(argv: string[]): CliArgs {
   if (!LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`)
   return {
     help: false,
+    version: false,
     bundle,
     controllers: controllers(v.controller),
     capacity: v.capacity === undefined ? DEFAULT_CAPACITY : integer('capacity', v.capacity, 1, 128),

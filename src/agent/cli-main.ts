@@ -9,6 +9,7 @@
  */
 import { pino, type Logger } from 'pino'
 import { collectDefaultMetrics } from 'prom-client'
+import { versionLine } from '../cli-kit/version.js'
 import { parseCliArgs, HELP, UsageError, type CliArgs } from './cli-args.js'
 import { FileGenerationStore, MemoryGenerationStore, StateFileError } from './generation-store.js'
 import { IdentityError, loadBundle, loadBundleJwks, type NodeIdentity } from './identity.js'
@@ -69,6 +70,10 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
   }
   if (args.help) {
     io.stdout(HELP)
+    return EXIT.ok
+  }
+  if (args.version) {
+    io.stdout(`${versionLine('pxe-node')}\n`)
     return EXIT.ok
   }
   let identity: NodeIdentity
