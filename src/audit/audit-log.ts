@@ -5,6 +5,8 @@
  * would interleave two chains.
  */
 import { close as closeCb, fstat, open as openCb, read as readCb, write as writeCb } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { dirname } from 'node:path'
 import { promisify } from 'node:util'
 import { pino } from 'pino'
 import type { Logger } from 'pino'
@@ -69,8 +71,11 @@ export class AuditLog {
   /**
    * Opens (creating with mode 0600) the log at `path` and continues its chain. A torn last write is
    * sealed with a newline and kept as evidence; a torn or broken tail is recorded as `audit_chain_resumed`.
+   * A missing folder is created with mode 0700, as the state directory is: `audit_log:
+   * /var/log/pxe/audit.log` works on a fresh host (an existing folder keeps its mode).
    */
   static async open(path: string, opts: AuditLogOptions = {}): Promise<AuditLog> {
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 })
     const fd = await openAsync(path, 'a+', 0o600)
     try {
       let { size } = await fstatAsync(fd)
