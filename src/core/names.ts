@@ -7,7 +7,7 @@ import { z } from 'zod'
 export const NAME_MAX_LENGTH = 64
 
 // First character a letter or digit, so no name can be `.`/`..` or look like a CLI flag.
-const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
+export const NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/
 
 /** Why `value` breaks the name rule, or null when it is a valid name. */
 export function nameProblem(value: unknown): string | null {

@@ -3,7 +3,7 @@ import { AppError } from '../errors.js'
 
 const MAX_SNOWFLAKE = (1n << 64n) - 1n
 // Canonical decimal: no sign, no leading zero except "0" itself, at most 20 digits before the range check.
-const CANONICAL_DECIMAL = /^(?:0|[1-9][0-9]{0,19})$/
+export const CANONICAL_DECIMAL = /^(?:0|[1-9][0-9]{0,19})$/
 
 /** Parses a canonical decimal guild ID in 0..2^64-1; anything else throws AppError invalid_request. */
 export function parseGuildId(raw: string): bigint {

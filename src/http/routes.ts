@@ -1,8 +1,6 @@
-/** The SPEC's endpoints: decode → validate → call the service → render. */
+/** The SPEC's endpoints: decode → validate → call the service → render. Described for the API reference in endpoints.ts. */
 import type { FastifyInstance } from 'fastify'
-import { z } from 'zod'
 import { AppError } from '../errors.js'
-import { nameSchema } from '../core/names.js'
 import { DepositRefused } from '../core/session-deposit.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema, reshardBodySchema } from '../core/schemas.js'
 import type { ServiceApi } from '../service/controller-service.js'
@@ -15,6 +13,7 @@ import { checkinAnswer } from './checkin-answer.js'
 import { assertCheckinBodySize, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { renderIdentify, renderPlan } from './render.js'
 import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText, installCrlBodyParser } from './crl-body.js'
+import { guildParamsSchema, nodeParamsSchema } from './endpoints.js'
 import type { CrlPush } from '../service/crl-push.js'
 
 export interface RouteDeps {
@@ -28,9 +27,6 @@ export interface RouteDeps {
   /** Installs an operator's CRL (POST /v1/crl). */
   readonly crlPush: Pick<CrlPush, 'push'>
 }
-
-const guildParamsSchema = z.object({ guild_id: z.string() }).strict()
-const nodeParamsSchema = z.object({ node_id: nameSchema }).strict()
 
 type LimitedAudit = RouteDeps['peerAudit']
 

@@ -28,6 +28,12 @@ export interface OpsServerDeps {
   readonly logger?: Logger
 }
 
+/** The only paths the ops listener serves, GET alone (the API reference documents each one). */
+export const OPS_PATHS = ['/metrics', '/healthz', '/readyz'] as const
+
+/** A path of the ops listener. */
+export type OpsPath = (typeof OPS_PATHS)[number]
+
 const BASE_HEADERS = { 'cache-control': 'no-store', 'x-content-type-options': 'nosniff' } as const
 
 function send(res: ServerResponse, status: number, contentType: string, body: string, close = false): void {
@@ -102,7 +108,7 @@ export class OpsServer {
   private handle(req: IncomingMessage, res: ServerResponse): void {
     const path = (req.url ?? '').split('?', 1)[0]
     const route = req.method === 'GET' ? path : undefined
-    if (route !== '/metrics' && route !== '/healthz' && route !== '/readyz') {
+    if (route === undefined || !(OPS_PATHS as readonly string[]).includes(route)) {
       return sendError(res, 'not_found', 'the ops endpoint serves only GET /metrics, /healthz and /readyz', hasBody(req))
     }
     // The body is never read: answering and closing is cheaper than draining it.

@@ -1,0 +1,182 @@
+/**
+ * zod schemas of what the controller answers, exactly (strict objects): the served bodies of every route
+ * and the one error shape. The server builds its answers by hand (render.ts, checkin-answer.ts) for speed;
+ * these schemas describe them for the API reference (openapi.ts), and test/http/openapi.test.ts parses real
+ * answers with them, so that an answer and its documentation cannot drift apart unnoticed.
+ */
+import { z } from 'zod'
+import { ERROR_STATUS, type ErrorCode } from '../errors.js'
+import { PLANNER_NAMES } from '../core/planners.js'
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max)
+const generation = int(0, Number.MAX_SAFE_INTEGER).meta({ description: 'plan generation; never decreases for the life of the deployment' })
+const shardCount = int(1, 65536)
+const shardId = int(0, 65535)
+const rangeBound = int(0, 65536)
+const count = int(0, 65536)
+const isoTime = z.string().meta({ format: 'date-time' })
+
+/** The shards of a range, in order: `[range_start, ..., range_start + range_count - 1]`. */
+const assigned = z.array(shardId).max(128).meta({ description: 'the shards of the range, in order' })
+
+/** `POST /v1/checkin` 200 (SPEC "Check-in"); `next` only while a live reshard runs. */
+export const checkinAnswerSchema = z
+  .object({
+    generation,
+    total_shards: shardCount,
+    assigned,
+    range_start: rangeBound,
+    range_count: int(0, 128),
+    lease_seconds: int(1, 86_400),
+    max_concurrency: shardCount,
+    next: z
+      .object({ total_shards: shardCount, range_start: rangeBound, range_count: int(0, 128), assigned })
+      .strict()
+      .optional()
+      .meta({ description: "this node's range of a live reshard's next set (absent without one)" }),
+    plan_jws: z.string().min(1).meta({ description: 'compact JWS (EdDSA, typ pxe-plan+jwt) over the same values; verify it under a key of GET /v1/keys pinned out of band' }),
+  })
+  .strict()
+
+const grantFields = { granted: z.literal(true), shard_id: shardId, bucket: shardId, generation }
+
+/** `POST /v1/identify` 200: a grant (an Identify, a resume handing the deposited session over, a next-set shard) or the wait. */
+export const identifyAnswerSchema = z.union([
+  z.object({ ...grantFields, mode: z.literal('identify') }).strict(),
+  z
+    .object({
+      ...grantFields,
+      mode: z.literal('resume'),
+      session: z.object({ session_id: z.string(), sequence: int(0, Number.MAX_SAFE_INTEGER), resume_url: z.string() }).strict(),
+    })
+    .strict(),
+  z.object({ ...grantFields, mode: z.literal('identify'), set: z.literal('next') }).strict(),
+  z
+    .object({
+      granted: z.literal(false),
+      retry_after_ms: int(0, Number.MAX_SAFE_INTEGER),
+      reason: z.enum(['bucket_busy', 'handoff_pending', 'daily_limit']),
+    })
+    .strict(),
+])
+
+/** `GET /v1/route/:guild_id` 200; `node_id` is null while the shard has no node. */
+export const routeAnswerSchema = z
+  .object({ guild_id: z.string(), shard_id: shardId, node_id: z.string().nullable(), generation })
+  .strict()
+
+/** `GET /v1/keys` 200: the public plan keys, the current one first (two during a rotation). */
+export const jwksAnswerSchema = z
+  .object({
+    keys: z
+      .array(
+        z
+          .object({
+            kty: z.literal('OKP'),
+            crv: z.literal('Ed25519'),
+            x: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
+            kid: z.string().meta({ description: 'RFC 7638 thumbprint (SHA-256) of the key' }),
+            alg: z.literal('EdDSA'),
+            use: z.literal('sig'),
+          })
+          .strict(),
+      )
+      .min(1),
+  })
+  .strict()
+
+const planNodeSchema = z
+  .object({
+    node_id: z.string(),
+    capacity: int(1, 128),
+    draining: z.boolean(),
+    range_start: rangeBound,
+    range_count: int(0, 128),
+    last_seen: isoTime,
+    generation: generation.nullable().meta({ description: 'the generation the node last reported running, or null' }),
+    ready_shards: int(0, 128),
+    starting_shards: int(0, 128),
+    backoff_shards: int(0, 128),
+    fatal_shards: int(0, 128),
+    pending_handoffs: count,
+    next: z.object({ range_start: rangeBound, range_count: int(0, 128), ready_shards: int(0, 128) }).strict().nullable(),
+  })
+  .strict()
+
+const reshardStateSchema = z.union([
+  z.object({ phase: z.literal('restart_barrier'), total_shards: shardCount, generation, waiting_nodes: count }).strict(),
+  z
+    .object({
+      phase: z.literal('identifying'),
+      from_total_shards: shardCount,
+      total_shards: shardCount,
+      generation,
+      ready_shards: count,
+      unassigned: count,
+      pending_handoffs: count,
+    })
+    .strict(),
+])
+
+/** `GET /v1/plan` 200 (SPEC "Operator endpoints", "Operator view"): nodes in byte order of their IDs. */
+export const planAnswerSchema = z
+  .object({
+    generation,
+    total_shards: shardCount,
+    max_concurrency: shardCount,
+    lease_seconds: int(1, 86_400),
+    unassigned: count,
+    planner: z.enum(PLANNER_NAMES as [string, ...string[]]),
+    identify: z
+      .object({ daily_limit: count.nullable(), used_24h: count.nullable(), remaining: count.nullable(), next_release_at: isoTime.nullable() })
+      .strict()
+      .meta({ description: 'the daily Identify budget; nulls without daily_identify_limit' }),
+    pending_handoffs: count,
+    reshard: reshardStateSchema.nullable(),
+    drain_flags_not_live: z.array(z.string()),
+    nodes: z.array(planNodeSchema),
+    leader: z.string().meta({ description: 'controller ID of the replica that answered (only the leader answers)' }),
+  })
+  .strict()
+
+/** `POST /v1/nodes/:node_id/drain` 200. */
+export const drainAnswerSchema = z
+  .object({
+    node_id: z.string(),
+    draining: z.boolean(),
+    generation,
+    live: z.boolean().meta({ description: 'whether the node is live now (the flag is kept for a node that is not)' }),
+    unassigned: count.meta({ description: 'shards without a node after the change' }),
+  })
+  .strict()
+
+/** `POST /v1/reshard` 202: the live reshard started. */
+export const reshardStartedSchema = z.object({ from: shardCount, to: shardCount, generation }).strict()
+
+/** `DELETE /v1/reshard` 200: the live reshard aborted; the deployment stays at `from` shards. */
+export const reshardAbortedSchema = z.object({ from: shardCount, to: shardCount, generation, aborted: z.literal(true) }).strict()
+
+/** `POST /v1/crl` 200: the CRL in force after the push; `changed` is false when it was in force already. */
+export const crlPushAnswerSchema = z
+  .object({
+    crl_number: z.string().regex(/^[0-9]+$/).nullable(),
+    this_update: isoTime,
+    next_update: isoTime.nullable(),
+    revoked: int(0, Number.MAX_SAFE_INTEGER),
+    changed: z.boolean(),
+  })
+  .strict()
+
+/** Every error code, in the order of errors.ts. */
+export const ERROR_CODES = Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]
+
+/** Every refusal, from any route or from the framework and Node's parser before a route runs (SPEC "Errors"). */
+export const errorAnswerSchema = z
+  .object({
+    error: z.enum(ERROR_CODES),
+    message: z.string().meta({ description: 'a sentence for a person; never echoes more than 64 characters of the request' }),
+    retry_after_ms: int(0, Number.MAX_SAFE_INTEGER).optional().meta({ description: 'rate_limited, and reshard_in_progress while a retired set may still run: the wait' }),
+    refused_shard_id: shardId.optional().meta({ description: 'a check-in refused for one of its sessions: that entry\'s shard' }),
+    unassigned: count.optional().meta({ description: 'insufficient_capacity: shards the drain would leave without a node' }),
+  })
+  .strict()
