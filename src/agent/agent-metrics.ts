@@ -1,5 +1,5 @@
 /**
- * The node agent's own metrics (README "Node agent metrics"), on a prom-client registry of each agent's
+ * The node agent's own metrics (docs/monitoring.md "Node agent metrics"), on a prom-client registry of each agent's
  * own, never the global one: a host that runs several agents, or has metrics of its own, is not polluted.
  * Counters follow the events the agent already emits (one call per event, no I/O); gauges of the agent's
  * state are read from its status when scraped. Label values come from fixed sets, never a node, shard or

@@ -1,6 +1,6 @@
 /**
  * When the next check-in goes: every lease/3 with ±10 % jitter; after a failure, a retry timed by what
- * is at stake (SPEC "Node agent", README "Reconnecting").
+ * is at stake (SPEC "Node agent"; docs/limits.md "How the agent retries").
  *
  * The jitter is steered, given a clock: each node has a slot of its own in the lease/3 cycle (drawn at
  * random with its first answer) and each regular delay moves it back toward that slot, by at most the
@@ -45,7 +45,7 @@ export const MAX_APPOINTMENT_MS = 30_000
  * of a plain retry. In 10,000-node restarts every node whose fail-safe fired first had been deferred once
  * and came back at the end of its slack: its attempt began a median 3.9–4.1 s before its fail-safe and
  * took 4.4–5.4 s. With this reserve, side by side in one hour, fewer nodes were late in 5 of 6 pairs
- * (58, 43, 80, 658, 336, 820 against 716, 748, 341, 5,035, 635, 54; README "Measured figures").
+ * (58, 43, 80, 658, 336, 820 against 716, 748, 341, 5,035, 635, 54; bench/RESULTS.md).
  */
 const BUSY_EXTRA_RESERVE_MS = 1500
 

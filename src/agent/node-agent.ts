@@ -60,7 +60,7 @@ export class NodeAgent {
   /** Resolves once the agent halted and every shard stopped (stop(), or a definitive refusal of its certificate). */
   readonly closed: Promise<AgentEnd>
   /**
-   * This agent's metrics (README "Node agent metrics") on a registry of its own, never prom-client's
+   * This agent's metrics (docs/monitoring.md "Node agent metrics") on a registry of its own, never prom-client's
    * global one: serve `await agent.metrics.metrics()` with `agent.metrics.contentType`.
    */
   readonly metrics: Registry

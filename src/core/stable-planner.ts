@@ -9,7 +9,7 @@
  *    ceil(S * cap / C) out of its two neighbours' ranges (each kept at or above its lower bound); the shards
  *    of nodes that left (or drained, or of a capacity cut) go to the nodes on either side of the gap, up to
  *    their upper bound, and further out only where those lack room.
- * 2. rebalance, the balance bound (README "Planner choice"): every non-draining node holds between
+ * 2. rebalance, the balance bound (docs/moving-shards.md "Planner choice"): every non-draining node holds between
  *    floor(min(cap, fair) / 2) and min(cap, max(1, ceil(2 * fair))) shards, fair = S * cap / C. A node
  *    outside is fixed by re-laying the smallest window of neighbours around it (doubling) whose shards,
  *    laid capacity-weighted over the window, put every node of the window inside the bound; shards outside

@@ -64,8 +64,8 @@ export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
   // A restart's or take-over's resumed connections come in a burst: 1,300-1,800 handshakes in flight in
   // the first seconds. The first to come are the nodes whose fail-safes are nearest (the agent sends
   // those first), and at 2 s (1,333 handshakes at 1.5 ms) admission deferred them by the thousand: the
-  // nodes late were the ones deferred. At 3 s, five pairs side by side (10,000 nodes, README "Measured
-  // figures"), three HA take-overs and two restarts left 0, 13, 0 and 0, 55 nodes late (deferred at
+  // nodes late were the ones deferred. At 3 s, five pairs side by side (10,000 nodes,
+  // bench/RESULTS.md), three HA take-overs and two restarts left 0, 13, 0 and 0, 55 nodes late (deferred at
   // most 541), against 129, 3,569, 4 and 964, 1,498 at 2 s; a cold join's full handshakes, 3-6 ms each,
   // still queue for no more than 3 s.
   budgetMs: 3000,
@@ -75,7 +75,7 @@ export const DEFAULT_ADMISSION: Omit<AdmissionOptions, 'now'> = {
   // their sessions (~1-1.5 ms each, less once warm) with seconds of slack. Starting at a full
   // handshake's 3 ms, admission deferred 3,096-7,165 of them while its estimate came down, and 657-3,999
   // nodes were late; starting at 1.5 ms it deferred 190-1,684 and 8-104 were late (10,000 nodes, three
-  // pairs side by side, README "Measured figures"). A cold join's full handshakes raise the estimate
+  // pairs side by side, bench/RESULTS.md). A cold join's full handshakes raise the estimate
   // within a few windows (its stable time did not suffer), and a queue admitted at half the real cost
   // still ends within 6 s (8 s for returning clients), inside a client's 10 s timeout.
   initialCostMs: 1.5,
@@ -226,7 +226,7 @@ export class HandshakeAdmission {
    * to ~15 s out: hundreds of nodes (634 in one) waited idle for them, 593 and 2,239 nodes were late,
    * and every node renewed only 32.6 and 39.5 s after the kill instead of the usual 16 s. (The cost as
    * one ratio over the last 2 s, tried side by side in three restarts each, did worse: nodes late 1,829,
-   * 789, 147 against 1, 557, 24; README "Measured figures".)
+   * 789, 147 against 1, 557, 24; bench/RESULTS.md.)
    */
   endWindow(windowMs: number, utilization: number, serving = true, unanswered?: number): void {
     // A window is a measurement only if the replica served from its start to its end: the one in which
