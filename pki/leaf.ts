@@ -19,6 +19,8 @@ export interface LeafRequest {
   readonly spkiDer: Buffer
   readonly extensions: readonly object[]
   readonly days: number
+  /** A lifetime in ms instead of `days` (enrolled certificates may live less than a day). */
+  readonly lifetimeMs?: number
   readonly notBefore: Date
   readonly command: string
   readonly now: Date
@@ -40,10 +42,11 @@ export function checkWithinCa(ca: LoadedCa, notBefore: Date, days: number): void
 
 /** Signs one leaf with the CA and returns it with its index record. */
 export async function signLeaf(ca: LoadedCa, req: LeafRequest): Promise<{ certPem: string; record: CertRecord }> {
-  checkWithinCa(ca, req.notBefore, req.days)
-  const serial = newSerial()
   const notBefore = wholeSecond(req.notBefore)
-  const notAfter = addDays(notBefore, req.days)
+  const notAfter = req.lifetimeMs === undefined ? addDays(notBefore, req.days) : new Date(notBefore.getTime() + req.lifetimeMs)
+  if (req.lifetimeMs === undefined) checkWithinCa(ca, req.notBefore, req.days)
+  else if (notAfter > ca.notAfter) throw new UsageError(`the certificate would outlive the CA (valid until ${ca.notAfter.toISOString()})`)
+  const serial = newSerial()
   const certPem = await buildCertificate({ serial, subject: req.subject, spkiDer: req.spkiDer, notBefore, notAfter, extensions: req.extensions }, ca)
   const record: CertRecord = {
     serial,

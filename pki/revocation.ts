@@ -90,7 +90,7 @@ async function checkOutPath(out: string): Promise<void> {
 }
 
 /** Signs the next CRL for `index` (whose crl_number is already the new one) and writes crl.pem (and `out`). */
-async function publishCrl(dir: string, index: PkiIndex, now: Date, crlDays: number, out?: string): Promise<void> {
+export async function publishCrl(dir: string, index: PkiIndex, now: Date, crlDays: number, out?: string): Promise<void> {
   const ca = await loadCa(dir)
   const thisUpdate = wholeSecond(now)
   const pem = await buildCrl(ca, { crlNumber: index.crl_number, thisUpdate, nextUpdate: addDays(thisUpdate, crlDays), entries: crlEntries(index) })

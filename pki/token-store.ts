@@ -39,6 +39,8 @@ const tokenRecordSchema = z.strictObject({
   expires_at: isoDate,
   approve: z.enum(APPROVE_MODES),
   cert_days: z.number().int().min(1).max(MAX_ENROLL_CERT_DAYS),
+  /** `--cert-ttl`: a lifetime shorter than a day (short-lived identities); overrides cert_days. */
+  cert_seconds: z.number().int().min(60).max(MAX_ENROLL_CERT_DAYS * 86_400).optional(),
   reenroll: z.enum(REENROLL_MODES),
   secret: z.string().regex(/^[A-Za-z0-9_-]{43}$/),
   revoked_at: isoDate.optional(),
@@ -50,7 +52,7 @@ const tokenFileSchema = z.strictObject({
   version: z.literal(1),
   tokens: z.array(tokenRecordSchema),
 })
-type TokenFile = z.infer<typeof tokenFileSchema>
+export type TokenFile = z.infer<typeof tokenFileSchema>
 
 /** What `token create` takes. */
 export interface TokenOptions {
@@ -59,6 +61,8 @@ export interface TokenOptions {
   readonly ttlMs?: number
   readonly approve?: ApproveMode
   readonly certDays?: number
+  /** A certificate lifetime in ms (from 1 minute), instead of certDays. */
+  readonly certTtlMs?: number
   readonly reenroll?: ReenrollMode
   readonly now?: Date
 }
@@ -73,6 +77,7 @@ export interface TokenEntry {
   readonly expires_at: string
   readonly approve: ApproveMode
   readonly cert_days: number
+  readonly cert_seconds?: number
   readonly reenroll: ReenrollMode
   readonly status: 'active' | 'expired' | 'revoked' | 'used_up'
   readonly revoked_at?: string
@@ -86,6 +91,11 @@ export function tokenUnusable(token: TokenRecord, now: Date): string | null {
   return null
 }
 
+/** The lifetime of the certificates a token enrolls (ms). */
+export function tokenCertLifetimeMs(token: TokenRecord): number {
+  return (token.cert_seconds ?? token.cert_days * 86_400) * 1000
+}
+
 /** True when `name` may enroll under the token's pattern. */
 export function tokenAllowsName(token: TokenRecord, name: string): boolean {
   return nameMatchesPattern(token.names, name)
@@ -97,7 +107,8 @@ function entryOf(token: TokenRecord, now: Date): TokenEntry {
   return { ...rest, status }
 }
 
-async function readTokenFile(dir: string): Promise<TokenFile> {
+/** The token file (with secrets): the signer reads it under the PKI lock. */
+export async function readTokenFile(dir: string): Promise<TokenFile> {
   const path = pkiPath(dir, PKI_FILES.tokens)
   let text: string
   try {
@@ -121,21 +132,22 @@ async function readTokenFile(dir: string): Promise<TokenFile> {
   return parsed.data
 }
 
-async function writeTokenFile(dir: string, file: TokenFile): Promise<void> {
+/** Writes the token file (0600, atomically); callers hold the PKI lock. */
+export async function writeTokenFile(dir: string, file: TokenFile): Promise<void> {
   await writeFileAtomic(pkiPath(dir, PKI_FILES.tokens), `${JSON.stringify(file, null, 2)}\n`, 0o600)
 }
 
 /** Parses a duration like 90s, 30m, 12h or 7d (a whole number and one unit). */
-export function parseDuration(text: string, flag: string): number {
+export function parseDuration(text: string, flag: string, maxMs = MAX_TOKEN_TTL_MS): number {
   const match = /^([0-9]{1,7})(s|m|h|d)$/.exec(text)
   if (match === null) throw new UsageError(`invalid ${flag} "${printable(text)}": expected a whole number and a unit, e.g. 30m, 12h or 7d`)
   const unit = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[match[2] as 's' | 'm' | 'h' | 'd']
   const ms = Number(match[1]) * unit
-  if (ms < 60_000 || ms > MAX_TOKEN_TTL_MS) throw new UsageError(`invalid ${flag} "${printable(text)}": from 1m to 365d`)
+  if (ms < 60_000 || ms > maxMs) throw new UsageError(`invalid ${flag} "${printable(text)}": from 1m to ${maxMs / 86_400_000}d`)
   return ms
 }
 
-function checkOptions(opts: TokenOptions): Required<Omit<TokenOptions, 'now'>> {
+function checkOptions(opts: TokenOptions): Required<Omit<TokenOptions, 'now' | 'certTtlMs'>> & { certSeconds: number | undefined } {
   const problem = namePatternProblem(opts.names)
   if (problem !== null) throw new UsageError(`invalid --names "${printable(opts.names)}": a name pattern ${problem}`)
   const uses = opts.uses ?? DEFAULT_TOKEN_USES
@@ -145,7 +157,13 @@ function checkOptions(opts: TokenOptions): Required<Omit<TokenOptions, 'now'>> {
     throw new UsageError(`invalid --cert-days ${certDays}: enrolled certificates live from 1 to ${MAX_ENROLL_CERT_DAYS} days`)
   }
   const ttlMs = opts.ttlMs ?? DEFAULT_TOKEN_TTL_MS
-  return { names: opts.names, uses, ttlMs, approve: opts.approve ?? 'auto', certDays, reenroll: opts.reenroll ?? 'manual' }
+  if (!Number.isSafeInteger(ttlMs) || ttlMs < 60_000 || ttlMs > MAX_TOKEN_TTL_MS) throw new UsageError('invalid --ttl: from 1m to 365d')
+  const certTtl = opts.certTtlMs
+  if (certTtl !== undefined && (!Number.isSafeInteger(certTtl) || certTtl < 60_000 || certTtl > MAX_ENROLL_CERT_DAYS * 86_400_000 || certTtl % 1000 !== 0)) {
+    throw new UsageError(`invalid --cert-ttl: from 1m to ${MAX_ENROLL_CERT_DAYS}d`)
+  }
+  const certSeconds = certTtl === undefined ? undefined : certTtl / 1000
+  return { names: opts.names, uses, ttlMs, approve: opts.approve ?? 'auto', certDays, certSeconds, reenroll: opts.reenroll ?? 'manual' }
 }
 
 /** Makes a token; returns its one printable form (shown once) and its entry. */
@@ -167,11 +185,12 @@ export async function createToken(dir: string, opts: TokenOptions): Promise<{ to
       expires_at: new Date(now.getTime() + checked.ttlMs).toISOString(),
       approve: checked.approve,
       cert_days: checked.certDays,
+      ...(checked.certSeconds === undefined ? {} : { cert_seconds: checked.certSeconds }),
       reenroll: checked.reenroll,
       secret: secret.toString('base64url'),
     }
     await writeTokenFile(dir, { ...file, tokens: [...file.tokens, record] })
-    const detail = `id=${id} names=${record.names} uses=${record.uses} expires=${record.expires_at} approve=${record.approve} cert_days=${record.cert_days} reenroll=${record.reenroll}`
+    const detail = `id=${id} names=${record.names} uses=${record.uses} expires=${record.expires_at} approve=${record.approve} cert_days=${record.cert_days}${record.cert_seconds === undefined ? '' : ` cert_seconds=${record.cert_seconds}`} reenroll=${record.reenroll}`
     await writeIndex(dir, withHistory(index, now, 'token create', detail))
     return { token: formatToken({ id, secret }), entry: entryOf(record, now) }
   })
