@@ -15,10 +15,11 @@ const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/
 t.test('prometheus.yml scrapes the ops endpoint and loads the rules', async (t) => {
   const config = load('prometheus.yml')
   t.same(Object.keys(config).sort(), ['global', 'rule_files', 'scrape_configs'])
-  t.same(config.rule_files, ['alerts.yml'])
-  t.ok(existsSync(join(dir, 'alerts.yml')))
-  const [job, ...more] = config.scrape_configs
-  t.same(more, [])
+  t.same(config.rule_files, ['alerts.yml', 'node-alerts.yml'])
+  for (const file of config.rule_files) t.ok(existsSync(join(dir, file)), file)
+  // The node agents' job is checked with their rules (test/deploy/node-prometheus.test.ts).
+  t.same(config.scrape_configs.map((j: any) => j.job_name), ['pxe-controller', 'pxe-node'])
+  const [job] = config.scrape_configs
   t.match(job, { job_name: 'pxe-controller', metrics_path: '/metrics', scheme: 'http' })
   t.same(job.static_configs[0].targets, ['127.0.0.1:9464'], 'the SPEC default of the ops listener')
   for (const key of ['scrape_interval', 'scrape_timeout']) t.match(job[key], DURATION, key)
