@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the compiled operator client (npm run build, or npm ci, which builds through `prepare`).
+// Runs the compiled operator client: dist/ comes with the installed package (npm pack builds it), or in a clone from npm run build / npm ci.
 import { runBuilt } from './run-built.js'
 
 await runBuilt('pxe-ctl', 'src/ctl/cli.js')

@@ -1,4 +1,5 @@
-// Shared by the bins: they run the compiled JavaScript in dist/ and never compile. Without a build
+// Shared by the bins: they run the compiled JavaScript in dist/ and never compile (an installed tarball
+// carries dist/; a clone builds it through npm ci or npm run build). Without a build
 // (a fresh clone before `npm ci`, or `npm ci --ignore-scripts`) they say so in one line, no stack trace.
 import { existsSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
