@@ -155,6 +155,22 @@ t.test('watch: the status refreshed until SIGINT, then exit 0; -o json one plan 
   for (const line of out.stdout.trim().split('\n')) t.equal(JSON.parse(line).total_shards, 32, 'the count the reshard test switched to')
 })
 
+t.test('watch | head: the reader leaving ends the watch quietly, status 0 under pipefail (no EPIPE stack trace)', async (t) => {
+  for (const name of ['compaq-01', 'compaq-02', 'dell-01']) await fleet.checkIn(name, { capacity: 32, generation: (await fleet.plan()).generation })
+  // A real shell pipeline: head takes the first refresh's 3 lines and exits; the next refresh's write
+  // then meets a closed pipe. PIPESTATUS[0] is pxe-ctl's own status; stderr is pxe-ctl's alone.
+  const command = `set -o pipefail; ${process.execPath} ${CLI} --context ${fleet.contextFile} watch --interval 0.2 | head -3; echo "status \${PIPESTATUS[0]}"`
+  const child = spawn('bash', ['-c', command], { env: { PATH: process.env.PATH, HOME: fleet.home, NODE_OPTIONS: '' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  let out = ''
+  let err = ''
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d))
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d))
+  const code = await new Promise((resolve) => child.on('close', resolve))
+  t.equal(code, 0, 'the pipeline succeeds under pipefail')
+  t.match(out, /^--- \d{4}-.*\ncontroller\s+https:.*\nleader\s+\S+\nstatus 0\n$/, 'three lines through head, then pxe-ctl ended with 0')
+  t.equal(err, '', 'nothing on stderr: no EPIPE, no stack trace')
+})
+
 t.test('watch on a terminal clears the screen before each refresh', { skip: existsSync('/usr/bin/script') ? false : 'no script(1) for a pseudo-terminal' }, async (t) => {
   // script(1) gives the CLI a pseudo-terminal; timeout(1) sends it SIGINT and passes its exit status on.
   // 5 s for two refreshes 0.3 s apart: with 2 s, a CI run on a busy machine saw only one (the process
