@@ -9,11 +9,11 @@ const isoDate = z.iso.datetime({ offset: true })
 const hexSerial = z.string().regex(/^[0-9a-f]+$/)
 
 /** Roles a certificate of this PKI can have; node and operator are the client roles of SPEC "Identity". */
-export const certRoleSchema = z.enum(['ca', 'server', 'node', 'operator'])
+export const certRoleSchema = z.enum(['ca', 'server', 'node', 'operator', 'signer'])
 export type CertRole = z.infer<typeof certRoleSchema>
 
 /** Client roles an operator may issue (`--role`). */
-export const CLIENT_ROLES = ['node', 'operator'] as const
+export const CLIENT_ROLES = ['node', 'operator', 'signer'] as const
 export type ClientRole = (typeof CLIENT_ROLES)[number]
 
 const certRecordSchema = z.strictObject({

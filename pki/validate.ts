@@ -18,9 +18,9 @@ export function checkName(value: string, what = 'name'): string {
 
 /** Checks a `--role` value. */
 export function checkRole(value: string | undefined): ClientRole {
-  if (value === undefined) throw new UsageError('missing --role (node or operator)')
+  if (value === undefined) throw new UsageError('missing --role (node, operator or signer)')
   if (!(CLIENT_ROLES as readonly string[]).includes(value)) {
-    throw new UsageError(`invalid role "${printable(value)}": use node or operator`)
+    throw new UsageError(`invalid role "${printable(value)}": use node, operator or signer`)
   }
   return value as ClientRole
 }

@@ -21,7 +21,27 @@ const bucketSchema = z
   .strict()
 
 /** SPEC "Rate limits" defaults: a node checks in every few seconds and claims a few Identifies a second. */
-export const DEFAULT_RATE_LIMITS = { node: { per_second: 5, burst: 20 }, operator: { per_second: 20, burst: 40 } } as const
+export const DEFAULT_RATE_LIMITS = {
+  node: { per_second: 5, burst: 20 },
+  operator: { per_second: 20, burst: 40 },
+  // the CA host's signer posts one answer per request: a boot storm of a thousand nodes is a thousand posts
+  signer: { per_second: 200, burst: 1000 },
+} as const
+
+/** SPEC "Device enrollment and renewal": the enrollment listener's defaults (it is off unless configured). */
+export const DEFAULT_ENROLL = { poll_after_ms: 2000, per_address: { per_second: 2, burst: 20 }, per_address_pending: 8, per_token_pending: 2000 } as const
+
+/** The enrollment listener: TLS with the server certificate, no client certificate asked. */
+const enrollSchema = z
+  .object({
+    host: z.string().min(1).max(255),
+    port: int(0, 65535),
+    poll_after_ms: int(200, 60_000).default(DEFAULT_ENROLL.poll_after_ms),
+    per_address: bucketSchema.default(DEFAULT_ENROLL.per_address),
+    per_address_pending: int(1, 10_000).default(DEFAULT_ENROLL.per_address_pending),
+    per_token_pending: int(1, 10_000).default(DEFAULT_ENROLL.per_token_pending),
+  })
+  .strict()
 
 /** SPEC "Operations endpoint" default: plain HTTP on loopback (`"ops": null` turns it off). */
 export const DEFAULT_OPS = { host: '127.0.0.1', port: 9464, allow_remote: false } as const
@@ -79,16 +99,24 @@ export const configFileSchema = z
     planner: z.enum(['contiguous', 'stable']).optional(),
     session_handoff: sessionHandoffSchema.default({ allowed_hosts: [...DEFAULT_ALLOWED_RESUME_HOSTS], ttl_seconds: DEFAULT_SESSION_TTL_SECONDS }),
     rate_limits: z
-      .object({ node: bucketSchema.default(DEFAULT_RATE_LIMITS.node), operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator) })
+      .object({
+        node: bucketSchema.default(DEFAULT_RATE_LIMITS.node),
+        operator: bucketSchema.default(DEFAULT_RATE_LIMITS.operator),
+        signer: bucketSchema.default(DEFAULT_RATE_LIMITS.signer),
+      })
       .strict()
       .default(DEFAULT_RATE_LIMITS),
     max_connections_per_address: int(1, 1_000_000).default(64),
     max_connections: int(1, 10_000_000).default(20_000),
     ops: opsSchema.nullable().default({ ...DEFAULT_OPS }),
+    enroll: enrollSchema.optional(),
     ha: haConfigSchema.optional(),
   })
   .strict()
   .superRefine((c, ctx) => {
+    if (c.enroll !== undefined && c.enroll.port !== 0 && (c.enroll.port === c.listen.port || (c.ops !== null && c.enroll.port === c.ops.port))) {
+      ctx.addIssue({ code: 'custom', path: ['enroll', 'port'], message: 'must differ from listen.port and ops.port' })
+    }
     if (c.ops !== null && c.ops.port !== 0 && c.ops.port === c.listen.port) {
       ctx.addIssue({ code: 'custom', path: ['ops', 'port'], message: `must differ from listen.port (${c.listen.port})` })
     }
@@ -117,6 +145,8 @@ export interface Config {
   readonly limits: Limits
   /** The operations endpoint (metrics, health, readiness), or null when turned off. */
   readonly ops: OpsConfig | null
+  /** The enrollment listener, or null (off). */
+  readonly enroll: EnrollConfig | null
   /** High availability on etcd (SPEC "High availability"), or null: the file store. */
   readonly ha: HaConfig | null
 }
@@ -128,6 +158,16 @@ export interface OpsConfig {
   readonly allowRemote: boolean
 }
 
+/** The enrollment listener (SPEC "Device enrollment and renewal"). */
+export interface EnrollConfig {
+  readonly host: string
+  readonly port: number
+  readonly pollAfterMs: number
+  readonly perAddress: RateLimit
+  readonly perAddressPending: number
+  readonly perTokenPending: number
+}
+
 /** A token bucket's refill rate and size. */
 export interface RateLimit {
   readonly perSecond: number
@@ -136,7 +176,7 @@ export interface RateLimit {
 
 /** Request and connection limits (SPEC "Rate limits"). */
 export interface Limits {
-  readonly rate: { readonly node: RateLimit; readonly operator: RateLimit }
+  readonly rate: { readonly node: RateLimit; readonly operator: RateLimit; readonly signer: RateLimit }
   readonly maxConnectionsPerAddress: number
   readonly maxConnections: number
 }
@@ -189,11 +229,23 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       rate: Object.freeze({
         node: Object.freeze({ perSecond: c.rate_limits.node.per_second, burst: c.rate_limits.node.burst }),
         operator: Object.freeze({ perSecond: c.rate_limits.operator.per_second, burst: c.rate_limits.operator.burst }),
+        signer: Object.freeze({ perSecond: c.rate_limits.signer.per_second, burst: c.rate_limits.signer.burst }),
       }),
       maxConnectionsPerAddress: c.max_connections_per_address,
       maxConnections: c.max_connections,
     }),
     ops: c.ops === null ? null : Object.freeze({ host: c.ops.host, port: c.ops.port, allowRemote: c.ops.allow_remote }),
+    enroll:
+      c.enroll === undefined
+        ? null
+        : Object.freeze({
+            host: c.enroll.host,
+            port: c.enroll.port,
+            pollAfterMs: c.enroll.poll_after_ms,
+            perAddress: Object.freeze({ perSecond: c.enroll.per_address.per_second, burst: c.enroll.per_address.burst }),
+            perAddressPending: c.enroll.per_address_pending,
+            perTokenPending: c.enroll.per_token_pending,
+          }),
     ha: c.ha === undefined ? null : resolveHaConfig(c.ha, baseDir),
   })
 }

@@ -8,7 +8,7 @@ import { X509Certificate, type KeyObject } from 'node:crypto'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import { buildApp } from './app.js'
-import { assertPrivateKeyFile, type Config } from './config.js'
+import { assertPrivateKeyFile, type Config, type EnrollConfig } from './config.js'
 import { AuditLog } from './audit/audit-log.js'
 import { PeerAuditLimiter, type PeerAuditLimits } from './audit/peer-audit-limiter.js'
 import { CrlEnforcement } from './identity/crl-enforcement.js'
@@ -31,6 +31,10 @@ import { loadPlanKeys } from './signing/plan-keys.js'
 import { PlanSigner } from './signing/plan-signer.js'
 import { openFileBackend } from './backends/file-backend.js'
 import { CloserStack } from './closer-stack.js'
+import { ProofSeal } from './service/proof-seal.js'
+import { enrollLimits, type EnrollHost } from './service/enroll-host.js'
+import { EnrollServer } from './server/enroll-server.js'
+import { buildEnrollApp } from './http/enroll-app.js'
 import type { StateStore } from './state/state-store.js'
 
 export interface RunningController {
@@ -43,6 +47,8 @@ export interface RunningController {
   readonly tls: TlsServer
   /** The ops endpoint's port, or null when `ops` is turned off. */
   readonly opsPort: number | null
+  /** The enrollment listener's port, or null when `enroll` is not configured. */
+  readonly enrollPort: number | null
   /** Graceful stop: stop accepting, finish requests in flight (cut after the grace period), persist, audit. */
   stop(): Promise<void>
 }
@@ -122,6 +128,36 @@ async function loadMaterial(config: Config): Promise<Material> {
   const crl = loadInitialCrl(crlPem, ca, config.tls.crl)
   const planKeys = await loadPlanKeys(config.planKeys)
   return { caPem, certPem, keyPem, ca, crlPem, crl, signer: new PlanSigner(planKeys), planPrivateKey: planKeys.privateKey }
+}
+
+/** What the enrollment listener is made of. */
+interface EnrollListenerParts {
+  readonly cert: string
+  readonly key: string
+  readonly limits: Config['limits']
+  readonly enroll: EnrollHost
+  readonly peerAudit: PeerAuditLimiter
+  readonly now: () => number
+  readonly logger?: Logger | undefined
+}
+
+/** Starts the enrollment listener (TLS, no client certificate, two routes); returns its port. */
+async function startEnrollListener(config: EnrollConfig, parts: EnrollListenerParts, closers: CloserStack): Promise<number> {
+  const server = new EnrollServer({ cert: parts.cert, key: parts.key, connectionLimits: { perAddress: parts.limits.maxConnectionsPerAddress, total: parts.limits.maxConnections }, peerAudit: parts.peerAudit })
+  const app = await buildEnrollApp({
+    enroll: parts.enroll,
+    peerAudit: parts.peerAudit,
+    rateLimiter: new PrincipalRateLimiter<'enroll'>({ enroll: config.perAddress }, parts.now),
+    ...(parts.logger === undefined ? {} : { logger: parts.logger }),
+    serverFactory: server.factory,
+  })
+  await app.listen({ host: config.host, port: config.port, backlog: HTTP_LIMITS.listenBacklog, listenTextResolver: (address) => `enrollment listener at ${address.replace(/^http:/, 'https:')} (TLS, no client certificate)` })
+  closers.push('the enrollment listener', async () => {
+    const cut = await closeGracefully(app, DEFAULT_STOP_GRACE_MS, () => server.openConnections)
+    if (cut > 0) server.destroyAll()
+  })
+  const address = app.server.address()
+  return typeof address === 'object' && address ? address.port : config.port
 }
 
 /** What the stop reports in its audit line, filled in by the closers as they run. */
@@ -214,6 +250,17 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     await host.stop() // the last state write; HA: steps down
   })
 
+  // Enrollment and renewal (SPEC "Device enrollment and renewal"): the queue lives where the state lives.
+  const enrollConfig = config.enroll
+  const enroll = await backend.openEnroll({
+    now,
+    audit,
+    sealer: ProofSeal.derive(material.planPrivateKey, config.ha?.prefix ?? 'state_dir'),
+    caPem: material.caPem,
+    planJwks: () => material.signer.jwks,
+    ...(enrollConfig === null ? {} : { limits: enrollLimits(enrollConfig.perAddressPending, enrollConfig.perTokenPending), pollAfterMs: enrollConfig.pollAfterMs }),
+  })
+
   const authDeps = {
     isRevoked,
     wallClock: Date.now,
@@ -234,7 +281,8 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     ...(opts.admission ? { admission: opts.admission } : {}),
   })
   const crlPush = new CrlPush({ crls, store: host.crlStore, logger })
-  const app = await buildApp({ ...authDeps, crlPush, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
+  const certOnRecord = (nodeId: string) => host.current()?.certSerialOf(nodeId) ?? null
+  const app = await buildApp({ ...authDeps, crlPush, enroll, certOnRecord, service: host.api, signer: material.signer, controllerId: config.controllerId, logger, serverFactory: tls.factory })
 
   // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
   // ready (and pxe_is_leader 1) only while it leads with its state loaded.
@@ -253,6 +301,8 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     if (report.connectionsCut > 0) logger?.warn({ connections: report.connectionsCut, graceMs: DEFAULT_STOP_GRACE_MS }, 'stop: requests still in flight after the grace period; their connections were closed')
     peerAudit.flushSuppressed(true) // what open windows held back is still reported
   })
+
+  const enrollPort = enrollConfig === null ? null : await startEnrollListener(enrollConfig, { cert: material.certPem, key: material.keyPem, limits: config.limits, enroll, peerAudit, now, logger }, closers)
 
   crls.start({
     installTls: (pem) => tls.updateCrl(pem),
@@ -293,6 +343,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
     },
     tls,
     opsPort: ops.port,
+    enrollPort,
     stop: () => closers.closeAll(),
   }
 }

@@ -30,10 +30,11 @@ const FULL = {
   daily_identify_limit: 1000,
   planner: 'stable',
   session_handoff: { allowed_hosts: ['gateway.discord.gg'], ttl_seconds: 60 },
-  rate_limits: { node: { per_second: 5, burst: 20 }, operator: { per_second: 20, burst: 40 } },
+  rate_limits: { node: { per_second: 5, burst: 20 }, operator: { per_second: 20, burst: 40 }, signer: { per_second: 200, burst: 1000 } },
   max_connections_per_address: 64,
   max_connections: 20000,
   ops: { host: '127.0.0.1', port: 9464, allow_remote: true },
+  enroll: { host: '10.0.0.2', port: 8444, poll_after_ms: 2000, per_address: { per_second: 2, burst: 20 }, per_address_pending: 8, per_token_pending: 2000 },
   ha: {
     etcd: { endpoints: ['https://10.0.0.5:2379'], ca: 'etcd/ca.pem', cert: 'etcd/client.pem', key: 'etcd/client-key.pem', server_name: 'etcd.pxe.internal', max_txn_ops: 128 },
     prefix: '/pxe/',
@@ -137,6 +138,7 @@ const RULE_PROBES: Record<string, { refused: [string, unknown][][]; accepted: [s
   },
   'ops.host': { refused: [[['ops.allow_remote', false], ['ops.host', '0.0.0.0']]], accepted: [[['ops.allow_remote', false], ['ops.host', 'localhost']]] },
   'ops.port': { refused: [[['ops.port', 8443]]], accepted: [[['ops.port', 9100]]] },
+  'enroll.port': { refused: [[['enroll.port', 8443]], [['enroll.port', 9464]]], accepted: [[['enroll.port', 9443]]] },
   'ha.etcd.endpoints': {
     refused: [[['ha.etcd.endpoints', ['http://10.0.0.5:2379']]], [['ha.etcd.endpoints', ['https://10.0.0.5:2379/v3']]], [['ha.etcd.endpoints', ['https://10.0.0.5']]]],
     accepted: [[['ha.etcd.endpoints', ['https://etcd-1.pxe.internal:2379']]]],

@@ -34,7 +34,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/state': ['src/core'],
   'src/ha': ['src/core', 'src/state', 'src/errors.ts', 'src/config.ts'],
   'src/audit': ['src/net'],
-  'src/service': ['src/core', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
+  'src/service': ['src/core', 'src/der', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
   'src/agent': ['src/core', 'src/state', 'src/log', 'src/net', 'src/cli-kit'],
   'src/discordjs': ['src/agent'],
   // The operator CLI speaks only the public HTTP API; core for the name rule and the dry run's planner.

@@ -31,6 +31,10 @@ export const AUDIT_EVENTS = [
   'leader_lost', // HA: this replica stopped leading (renew deadline, fence refused, key lost, stop)
   'fenced_write_refused', // HA: etcd refused a state write: another replica may lead; this one steps down
   'audit_chain_resumed', // the log was reopened after a torn write or with a broken tail
+  'enroll_requested', // a node asked for a certificate (enrollment with a token id, or renewal): queued for the signer
+  'enroll_issued', // the signer's certificate was installed for a request (with the signer and the rule)
+  'enroll_denied', // the signer denied a request (with its reason)
+  'enroll_refused', // a request refused at the door (shape, CSR, key, name; limited per address), or a signer's certificate that does not fit its request
 ] as const
 
 /** One audit event name. */

@@ -12,7 +12,7 @@ import { addressKey } from '../net/address-key.js'
 import { OVERFLOW_KEY, WindowRateLimiter } from './rate-limiter.js'
 
 /** Events keyed by the peer address (no identity needed to cause them). */
-export type PeerEvent = 'tls_rejected' | 'unauthenticated' | 'connection_refused'
+export type PeerEvent = 'tls_rejected' | 'unauthenticated' | 'connection_refused' | 'enroll_refused'
 /** Events keyed by the certificate serial of an authenticated principal. */
 export type PrincipalEvent = 'identity_mismatch' | 'identity_conflict' | 'not_owner' | 'session_deposit_refused'
 export type LimitedEvent = PeerEvent | PrincipalEvent
@@ -21,6 +21,7 @@ const KEY_FIELD: Readonly<Record<LimitedEvent, 'peer' | 'serial'>> = {
   tls_rejected: 'peer',
   unauthenticated: 'peer',
   connection_refused: 'peer',
+  enroll_refused: 'peer',
   identity_mismatch: 'serial',
   identity_conflict: 'serial',
   not_owner: 'serial',

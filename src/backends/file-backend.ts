@@ -3,6 +3,8 @@ import type { X509Certificate } from 'node:crypto'
 import type { ParsedCrl } from '../identity/crl.js'
 import { assertNotRolledBack, pickStartingCrl } from '../identity/crl-startup.js'
 import { SingleServiceHost, startService, type StateBackend } from '../service/service-host.js'
+import { SingleEnrollHost } from '../service/enroll-host.js'
+import { EnrollFileStore } from '../state/enroll-file-store.js'
 import { JournaledFileStore } from '../state/journaled-file-store.js'
 import { PushedCrlFile } from './pushed-crl-file.js'
 import type { StateStore } from '../state/state-store.js'
@@ -28,5 +30,10 @@ export async function openFileBackend(stateDir: string, fileCrl: FileBackendCrl,
   const pushed = await pushedFile.load(fileCrl.ca)
   const startingCrl = pickStartingCrl(fileCrl.crl, pushed?.crl ?? null)
   assertNotRolledBack(startingCrl.crl, state?.meta.crlNumber ?? undefined, startingCrl.pushed ? pushedFile.path : fileCrl.path)
-  return { restored: state !== null, startingCrl, start: (deps) => new SingleServiceHost(startService(deps, store, state), store, pushedFile) }
+  return {
+    restored: state !== null,
+    startingCrl,
+    start: (deps) => new SingleServiceHost(startService(deps, store, state), store, pushedFile),
+    openEnroll: (parts) => SingleEnrollHost.open(parts, new EnrollFileStore(stateDir)),
+  }
 }

@@ -32,6 +32,7 @@ import type { TicketKeyStoreAccess } from '../server/shared-ticket-keys.js'
 import type { ParsedCrl } from '../identity/crl.js'
 import { CrlSideNotStarted } from '../identity/crl-enforcement.js'
 import { ClusterCrl } from './cluster-crl.js'
+import { HaEnrollHost } from './ha-enroll-host.js'
 
 /** What the HA host needs besides what every service needs. */
 export interface HaHostOptions {
@@ -175,6 +176,11 @@ export class HaServiceHost implements ServiceHost {
       if (this.servingTerm() !== term) throw new AppError('unavailable', 'this controller stopped leading before it could answer; retry (another replica leads soon)')
       return answer
     })
+  }
+
+  /** The refusal of a request while this replica does not serve (the enrollment side answers the same). */
+  notServing(): AppError {
+    return this.refusal()
   }
 
   private refusal(): AppError {
@@ -323,5 +329,10 @@ export async function openHaBackend(config: HaBackendConfig, logger?: Logger): P
       watch: (onChange) => keyStore.watch(onChange),
     },
     start: (deps) => (host = new HaServiceHost({ ha: config.ha, controllerId: config.controllerId, client, crlPath: config.crlPath, seed, logger }, deps).start()),
+    openEnroll: async (parts) => {
+      const replica = host
+      if (replica === null) throw new Error('openEnroll before start')
+      return new HaEnrollHost({ servingFence: () => replica.servingFence(), notServing: () => replica.notServing() }, client, config.ha.prefix, parts)
+    },
   }
 }

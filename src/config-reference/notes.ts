@@ -58,6 +58,11 @@ export const KEY_GROUPS: readonly KeyGroup[] = [
     keys: ['ops'],
   },
   {
+    title: 'Enrollment',
+    intro: 'A second TLS listener where diskless nodes enroll with a bootstrap token (no client certificate); the CA host\'s signer answers them.',
+    keys: ['enroll'],
+  },
+  {
     title: 'High availability',
     intro: 'Two or more controllers share one deployment through etcd (v3 API, mutual TLS); one leads, the others answer 503 `not_leader`.',
     keys: ['ha'],
@@ -139,6 +144,21 @@ export const KEY_NOTES: Readonly<Record<string, KeyNote>> = {
   'rate_limits.operator': { text: 'The bucket of each operator certificate (`pxe-ctl`, `pxe-pki`).' },
   'rate_limits.operator.per_second': { text: 'Tokens added per second, continuously.' },
   'rate_limits.operator.burst': { text: 'Size of the bucket: the most requests in a row after a quiet spell.' },
+  'rate_limits.signer': { text: "The bucket of each signer certificate (`pxe-pki signer` on the CA host): it posts one answer per request, so a boot storm of a thousand nodes is a thousand posts." },
+  'rate_limits.signer.per_second': { text: 'Tokens added per second, continuously.' },
+  'rate_limits.signer.burst': { text: 'Size of the bucket: the most requests in a row after a quiet spell.' },
+  enroll: {
+    text: 'The enrollment listener: `POST /v1/enroll` and `GET /v1/enroll/:request_id` over TLS with the server certificate, asking for no client certificate. Renewals and the signer use the mTLS listener whether or not this is on.',
+    absent: 'no enrollment listener: nodes get their certificates from `pxe-pki issue` or `sign-csr`',
+  },
+  'enroll.host': { text: 'Address to bind, usually the provisioning network\'s interface only; the server certificate must name what nodes dial (as for `listen.host`).' },
+  'enroll.port': { text: 'TCP port of the enrollment listener.', rule: 'must differ from `listen.port` and `ops.port`' },
+  'enroll.poll_after_ms': { text: 'How long a node is told to wait between polls of its request.' },
+  'enroll.per_address': { text: 'A token bucket per source address (IPv6: per /64) over both enrollment endpoints; over it, 429 `rate_limited`.' },
+  'enroll.per_address.per_second': { text: 'Tokens added per second, continuously.' },
+  'enroll.per_address.burst': { text: 'Size of the bucket: the most requests in a row after a quiet spell.' },
+  'enroll.per_address_pending': { text: 'Requests one address may have waiting for the signer at once; more get 429 while others are still served.' },
+  'enroll.per_token_pending': { text: 'Requests one token id may have waiting at once (a leaked token id cannot fill the queue of 10,000 alone).' },
   max_connections_per_address: {
     text: 'Open connections allowed from one source address (IPv6 counts per /64); the excess is dropped at accept time, counted, and audited at most once a minute per address. Raise it when many nodes share one address behind NAT.',
   },

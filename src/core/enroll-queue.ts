@@ -198,6 +198,12 @@ export class EnrollQueue {
     return { put, deleted }
   }
 
+  /** Hands back changes a store failed to write: they go with the next write (those still held). */
+  requeueChanges(changes: EnrollChanges): void {
+    for (const request of changes.put) if (this.byId.get(request.id) === request) this.changed.add(request.id)
+    for (const id of changes.deleted) if (!this.byId.has(id)) this.deletedIds.add(id)
+  }
+
   /** True when takeChanges() has something. */
   get dirty(): boolean {
     return this.changed.size > 0 || this.deletedIds.size > 0

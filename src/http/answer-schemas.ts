@@ -167,6 +167,66 @@ export const crlPushAnswerSchema = z
   })
   .strict()
 
+/** `POST /v1/enroll` and `POST /v1/renew` 202: the request queued (or the one this CSR made earlier). */
+export const enrollQueuedSchema = z
+  .object({
+    request_id: z.string().regex(/^[A-Za-z0-9_-]{22}$/).meta({ description: '128 random bits, base64url: poll with it' }),
+    poll_after_ms: int(0, 3_600_000).meta({ description: 'how long to wait before the first poll, and between polls' }),
+  })
+  .strict()
+
+/** `GET /v1/enroll/:request_id` and `GET /v1/renew/:request_id` 200. */
+export const enrollStatusSchema = z
+  .object({
+    status: z.enum(['pending', 'issued', 'denied']),
+    certificate: z.string().optional().meta({ description: 'issued: the node certificate (PEM)' }),
+    ca: z.string().optional().meta({ description: "issued: the controller's CA certificate (PEM), which the node then trusts" }),
+    plan_jwks: z.unknown().optional().meta({ description: 'issued: the public plan keys (JWKS) the node pins' }),
+    reason: z.string().optional().meta({ description: "denied: the signer's reason" }),
+  })
+  .strict()
+
+/** One pending request as the signer pulls it (`GET /v1/enroll/requests`): what it needs to check it itself. */
+const signerRequest = z
+  .object({
+    request_id: z.string(),
+    kind: z.enum(['enroll', 'renew']),
+    name: z.string(),
+    csr: z.string(),
+    token_id: z.string().nullable(),
+    proof: z.string().nullable().meta({ description: "enroll: HMAC-SHA256 under the token's secret over the CSR's DER (null when a restart could not open its seal)" }),
+    source: z.string(),
+    presenting_serial: z.string().nullable().meta({ description: 'renew: the serial of the certificate that asked' }),
+    created_at: isoTime,
+  })
+  .strict()
+export const signerRequestsSchema = z.object({ requests: z.array(signerRequest) }).strict()
+
+/** `POST /v1/enroll/requests/:request_id` 200. */
+export const decisionAnswerSchema = z.object({ request_id: z.string(), status: z.enum(['issued', 'denied']) }).strict()
+
+/** `GET /v1/enroll/queue` 200 (operators): the pending queue, no CSR, no proof. */
+export const enrollQueueSchema = z
+  .object({
+    pending: int(0, 1_000_000),
+    held: int(0, 1_000_000),
+    requests: z.array(
+      z
+        .object({
+          request_id: z.string(),
+          kind: z.enum(['enroll', 'renew']),
+          name: z.string(),
+          token_id: z.string().nullable(),
+          source: z.string(),
+          presenting_serial: z.string().nullable(),
+          created_at: isoTime,
+          age_ms: int(0, Number.MAX_SAFE_INTEGER),
+        })
+        .strict(),
+    ),
+  })
+  .strict()
+
 /** Every error code, in the order of errors.ts. */
 export const ERROR_CODES = Object.keys(ERROR_STATUS) as [ErrorCode, ...ErrorCode[]]
 

@@ -12,6 +12,7 @@ import { CANONICAL_DECIMAL } from '../core/snowflake.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema, reshardBodySchema } from '../core/schemas.js'
 import { BODY_LIMIT_BYTES, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { CRL_BODY_LIMIT_BYTES, CRL_MEDIA_TYPES } from './crl-body.js'
+import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, renewBodySchema, requestParamsSchema } from '../service/enroll-service.js'
 import * as answers from './answer-schemas.js'
 
 /** `GET /v1/route/:guild_id` path parameters; the snowflake rule is checked by the core (parseGuildId). */
@@ -127,6 +128,49 @@ export const ENDPOINT_DOCS: Readonly<Record<Endpoint, EndpointDoc>> = {
     body: json(reshardBodySchema, 'the new shard count'),
     answer: { status: 202, schema: answers.reshardStartedSchema, description: 'the reshard started' },
     errors: [...JSON_BODY, 'reshard_in_progress', 'budget_insufficient', 'agents_outdated', ...STATE],
+  },
+  'POST /v1/renew': {
+    operationId: 'renewCertificate',
+    summary: "Renew the node's certificate: queue a CSR for the signer",
+    description:
+      "The CSR names the certificate's own CN and carries a new key; only the certificate of the node's last accepted check-in may renew. " +
+      'The CA host\'s signer issues a certificate of the same lifetime; poll GET /v1/renew/:request_id. The same CSR again is the same request.',
+    body: json(renewBodySchema, 'the CSR (PEM)', ENROLL_BODY_LIMIT_BYTES),
+    answer: { status: 202, schema: answers.enrollQueuedSchema, description: 'the request queued' },
+    errors: [...JSON_BODY, 'identity_conflict', ...STATE],
+  },
+  'GET /v1/renew/:request_id': {
+    operationId: 'renewalStatus',
+    summary: 'Poll a renewal',
+    description: 'Only the node that asked may read it; a request is gone (410) 1 hour after it was made if still pending, 10 minutes after its answer.',
+    params: requestParamsSchema,
+    answer: { status: 200, schema: answers.enrollStatusSchema, description: 'pending, issued (with the certificate) or denied (with the reason)' },
+    errors: ['invalid_request', 'not_found', 'gone', 'uri_too_long', ...STATE],
+  },
+  'GET /v1/enroll/requests': {
+    operationId: 'pendingRequests',
+    summary: 'The pending enrollments and renewals (signer)',
+    description: 'Oldest first, with what the signer checks itself: token id, proof, CSR, source address, and for a renewal the presenting certificate\'s serial.',
+    answer: { status: 200, schema: answers.signerRequestsSchema, description: 'up to 500 pending requests' },
+    errors: [...STATE],
+  },
+  'POST /v1/enroll/requests/:request_id': {
+    operationId: 'answerRequest',
+    summary: "The signer's answer: a certificate or a denial",
+    description:
+      "A certificate is installed only if it was issued by the controller's CA, carries the request's public key and name, the role node, and is valid; " +
+      'anything else is refused (400) and audited enroll_refused. A request answered already is a conflict (409).',
+    params: requestParamsSchema,
+    body: json(decisionBodySchema, '{"certificate": PEM} or {"denied": reason}', ENROLL_BODY_LIMIT_BYTES),
+    answer: { status: 200, schema: answers.decisionAnswerSchema, description: 'the answer recorded' },
+    errors: [...JSON_BODY, 'not_found', 'gone', 'identity_conflict', 'uri_too_long', ...STATE],
+  },
+  'GET /v1/enroll/queue': {
+    operationId: 'enrollQueue',
+    summary: 'The enrollment queue as the controller sees it (operators; no CSR, no proof)',
+    description: 'Pending enrollments and renewals, oldest first: kind, name, token id, source address, age.',
+    answer: { status: 200, schema: answers.enrollQueueSchema, description: 'the pending requests' },
+    errors: [...STATE],
   },
   'DELETE /v1/reshard': {
     operationId: 'abortReshard',

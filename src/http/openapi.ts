@@ -14,7 +14,8 @@ import { DEFAULT_OPS } from '../config.js'
 import { OPS_ENDPOINT_DOCS } from '../ops/ops-endpoints.js'
 import { OPS_PATHS } from '../ops/ops-server.js'
 import { COMMON_ERRORS, ENDPOINT_DOCS, type EndpointDoc } from './endpoints.js'
-import { errorAnswerSchema } from './answer-schemas.js'
+import { enrollQueuedSchema, enrollStatusSchema, errorAnswerSchema } from './answer-schemas.js'
+import { enrollBodySchema, ENROLL_BODY_LIMIT_BYTES, requestParamsSchema } from '../service/enroll-service.js'
 import { ERROR_MEANINGS } from './error-meanings.js'
 
 type Json = Record<string, unknown>
@@ -23,12 +24,15 @@ const SCHEMAS = '#/components/schemas/'
 const ref = (id: string): Json => ({ $ref: `${SCHEMAS}${id}` })
 
 /** The security scheme of each role: both are client certificates of the controller's CA, told apart by OU. */
-const ROLE_SCHEMES: Readonly<Record<Role, string>> = { node: 'nodeCertificate', operator: 'operatorCertificate' }
+const ROLE_SCHEMES: Readonly<Record<Role, string>> = { node: 'nodeCertificate', operator: 'operatorCertificate', signer: 'signerCertificate' }
 
 const TAG_NODE = 'node'
 const TAG_OPERATOR = 'operator'
 const TAG_SHARED = 'node and operator'
 const TAG_OPS = 'ops'
+const TAG_SIGNER = 'signer'
+const TAG_SHARED_SIGNER = 'operator and signer'
+const TAG_ENROLL = 'enrollment'
 
 /** An mTLS route pattern (`/v1/route/:guild_id`) in OpenAPI's form (`/v1/route/{guild_id}`). */
 export function openApiPath(pattern: string): string {
@@ -48,6 +52,12 @@ class SchemaSet {
     if (known === undefined) registry.add(schema, { id })
     else if (known.id !== id) throw new Error(`schema registered twice, as ${known.id} and ${id}`)
     return ref(id)
+  }
+
+  /** The $ref of `schema` when registered already (under any name), else registers it as `id`. */
+  reuse(schema: z.ZodType, id: string, io: 'input' | 'output'): Json {
+    const known = this.registries[io].get(schema)
+    return known === undefined ? this.add(schema, id, io) : ref(known.id)
   }
 
   /** Every schema as JSON Schema 2020-12, keyed by name in byte order. */
@@ -110,8 +120,8 @@ function mergeResponses(served: Record<string, Json>, errors: Record<string, Jso
 
 /** The tag of an endpoint, from the roles that may call it. */
 function tagOf(roles: readonly Role[]): string {
-  if (roles.length > 1) return TAG_SHARED
-  return roles[0] === 'node' ? TAG_NODE : TAG_OPERATOR
+  if (roles.length > 1) return roles.includes('signer') ? TAG_SHARED_SIGNER : TAG_SHARED
+  return roles[0] === 'node' ? TAG_NODE : roles[0] === 'signer' ? TAG_SIGNER : TAG_OPERATOR
 }
 
 /** One operation of the mTLS API. */
@@ -178,6 +188,40 @@ function opsPaths(schemas: SchemaSet): Record<string, Json> {
   return paths
 }
 
+/** The enrollment listener's two operations: TLS with the server certificate, no client certificate, on its own port. */
+function enrollPaths(schemas: SchemaSet): Record<string, Json> {
+  const server = { url: 'https://{controller}:{port}', description: 'the enrollment listener ("enroll" in the config)', variables: { controller: { default: 'controller.example' }, port: { default: '8444' } } }
+  const common: ErrorCode[] = ['rate_limited', 'not_leader', 'unavailable']
+  const enroll = {
+    operationId: 'enroll',
+    summary: 'Enroll: queue a CSR under a bootstrap token',
+    description:
+      "A node with no certificate sends its CSR (P-256 or RSA >= 2048, CN = its name), the token id and the proof: base64url HMAC-SHA256 under the token's secret of " +
+      '"pxe-enroll-v1\\n" followed by the CSR\'s DER. The controller checks the shape, the CSR\'s signature, key and name, and queues it for the signer (which checks the token, ' +
+      'the proof and the policy); the same CSR again is the same request. Limited per source address, per token id and in total (10,000 pending).',
+    tags: [TAG_ENROLL],
+    security: [],
+    requestBody: { required: true, description: `the enrollment; at most ${ENROLL_BODY_LIMIT_BYTES} bytes`, content: { 'application/json': { schema: schemas.add(enrollBodySchema, 'EnrollBody', 'input') } } },
+    responses: mergeResponses(
+      { '202': { description: 'the request queued', content: { 'application/json': { schema: schemas.reuse(enrollQueuedSchema, 'EnrollQueued', 'output') } } } },
+      errorResponses(['invalid_request', 'payload_too_large', 'unsupported_media_type', ...common]),
+    ),
+  }
+  const status = {
+    operationId: 'enrollmentStatus',
+    summary: 'Poll an enrollment',
+    description: 'pending, issued (with the certificate, the CA certificate and the plan keys) or denied (with the reason); gone (410) 1 hour after the request if still pending, 10 minutes after its answer.',
+    tags: [TAG_ENROLL],
+    security: [],
+    parameters: [{ name: 'request_id', in: 'path', required: true, schema: schemas.reuse(requestParamsSchema.shape.request_id, 'RequestId', 'input') }],
+    responses: mergeResponses(
+      { '200': { description: 'the request', content: { 'application/json': { schema: schemas.reuse(enrollStatusSchema, 'EnrollStatus', 'output') } } } },
+      errorResponses(['invalid_request', 'not_found', 'gone', 'uri_too_long', ...common]),
+    ),
+  }
+  return { '/v1/enroll': { servers: [server], post: enroll }, '/v1/enroll/{request_id}': { servers: [server], get: status } }
+}
+
 /** The whole document; `version` is the package's. */
 export function buildOpenApiDocument(version: string): Json {
   const schemas = new SchemaSet()
@@ -189,6 +233,7 @@ export function buildOpenApiDocument(version: string): Json {
     paths[path] = { ...paths[path], [method.toLowerCase()]: operation(endpoint, ENDPOINT_DOCS[endpoint], schemas) }
   }
   Object.assign(paths, opsPaths(schemas))
+  for (const [path, item] of Object.entries(enrollPaths(schemas))) paths[path] = { ...paths[path], ...item }
   const errorCodes = (Object.keys(ERROR_STATUS) as ErrorCode[]).map((code) => `- \`${code}\` (${ERROR_STATUS[code]}): ${ERROR_MEANINGS[code]}`).join('\n')
   const certificate = (role: Role) => ({
     type: 'mutualTLS',
@@ -209,12 +254,15 @@ export function buildOpenApiDocument(version: string): Json {
       { name: TAG_NODE, description: 'called by nodes (the pxe-node agent)' },
       { name: TAG_OPERATOR, description: 'called by operators (pxe-ctl)' },
       { name: TAG_SHARED, description: 'called by nodes and operators' },
+      { name: TAG_SIGNER, description: "called by the CA host's signer (pxe-pki signer)" },
+      { name: TAG_SHARED_SIGNER, description: 'called by operators and the signer' },
+      { name: TAG_ENROLL, description: 'the enrollment listener: TLS without a client certificate, for nodes that have none yet (pxe-node --enroll)' },
       { name: TAG_OPS, description: 'the ops listener: plain HTTP for Prometheus and probes, no authentication, read-only' },
     ],
     paths: sortedKeys(paths),
     components: {
       schemas: schemas.toJson(),
-      securitySchemes: { [ROLE_SCHEMES.node]: certificate('node'), [ROLE_SCHEMES.operator]: certificate('operator') },
+      securitySchemes: { [ROLE_SCHEMES.node]: certificate('node'), [ROLE_SCHEMES.operator]: certificate('operator'), [ROLE_SCHEMES.signer]: certificate('signer') },
       headers: {
         RetryAfter: { description: 'whole seconds to wait, rounded up (retry_after_ms in the body is exact)', schema: { type: 'integer', minimum: 0 } },
       },

@@ -15,6 +15,11 @@ import { renderIdentify, renderPlan } from './render.js'
 import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText, installCrlBodyParser } from './crl-body.js'
 import { guildParamsSchema, nodeParamsSchema } from './endpoints.js'
 import type { CrlPush } from '../service/crl-push.js'
+import type { EnrollHost } from '../service/enroll-host.js'
+import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, EnrollRefused, renewBodySchema, requestParamsSchema } from '../service/enroll-service.js'
+
+/** Pending requests the signer gets per pull. */
+const SIGNER_PAGE = 500
 
 export interface RouteDeps {
   readonly service: ServiceApi
@@ -26,6 +31,10 @@ export interface RouteDeps {
   readonly peerAudit: Pick<PeerAuditLimiter, 'record'>
   /** Installs an operator's CRL (POST /v1/crl). */
   readonly crlPush: Pick<CrlPush, 'push'>
+  /** The enrollment queue (renewals, the signer's endpoints, the operator's view). */
+  readonly enroll: EnrollHost
+  /** The serial of the certificate a live node's record holds, or null (only that one may renew). */
+  readonly certOnRecord: (nodeId: string) => string | null
 }
 
 type LimitedAudit = RouteDeps['peerAudit']
@@ -115,6 +124,36 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const out = await service.abortReshard(request.principal.name)
     return { from: out.from, to: out.to, generation: out.generation, aborted: true }
   })
+
+  app.post('/v1/renew', { bodyLimit: ENROLL_BODY_LIMIT_BYTES }, async (request, reply) => {
+    const me = request.principal
+    const address = request.raw.socket.remoteAddress ?? 'unknown'
+    try {
+      const { csr } = parseOr400(renewBodySchema, request.body, 'renewal body')
+      const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: me.name, endpoint: 'renew' }, () =>
+        deps.enroll.serve((s) => s.renew(csr, me, address, deps.certOnRecord(me.name))),
+      )
+      return reply.code(202).send(out)
+    } catch (err) {
+      if (err instanceof EnrollRefused) peerAudit.record('enroll_refused', address, { rule: err.rule, detail: err.message, serial: me.serial, name: me.name })
+      throw err
+    }
+  })
+
+  app.get('/v1/renew/:request_id', async (request) => {
+    const { request_id } = parseOr400(requestParamsSchema, request.params, 'request id')
+    return deps.enroll.serve((s) => s.renewalStatus(request_id, request.principal))
+  })
+
+  app.get('/v1/enroll/requests', async () => ({ requests: await deps.enroll.serve((s) => s.pendingForSigner(SIGNER_PAGE)) }))
+
+  app.post('/v1/enroll/requests/:request_id', { bodyLimit: ENROLL_BODY_LIMIT_BYTES }, async (request) => {
+    const { request_id } = parseOr400(requestParamsSchema, request.params, 'request id')
+    const body = parseOr400(decisionBodySchema, request.body, 'answer body')
+    return deps.enroll.serve((s) => s.decide(request_id, body, request.principal))
+  })
+
+  app.get('/v1/enroll/queue', async () => deps.enroll.serve((s) => s.queueView()))
 
   // The CRL media types are parsed in this route's own scope (every other route still answers them 415);
   // the media type is checked before the body is read; the body is PEM text, not JSON.

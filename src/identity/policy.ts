@@ -8,7 +8,12 @@ const ROLES_BY_ENDPOINT = {
   'GET /v1/keys': ['node', 'operator'],
   'GET /v1/plan': ['operator'],
   'POST /v1/nodes/:node_id/drain': ['operator'],
-  'POST /v1/crl': ['operator'],
+  'POST /v1/crl': ['operator', 'signer'],
+  'POST /v1/renew': ['node'],
+  'GET /v1/renew/:request_id': ['node'],
+  'GET /v1/enroll/requests': ['signer'],
+  'POST /v1/enroll/requests/:request_id': ['signer'],
+  'GET /v1/enroll/queue': ['operator'],
   'POST /v1/reshard': ['operator'],
   'DELETE /v1/reshard': ['operator'],
 } as const satisfies Readonly<Record<string, readonly Role[]>>

@@ -7,7 +7,8 @@ import type { TLSSocket } from 'node:tls'
 import { isValidName } from '../core/names.js'
 import { normalizeSerial } from './crl.js'
 
-export type Role = 'node' | 'operator'
+/** The client roles (SPEC "Identity"; `signer`: the CA host's signer, SPEC "Device enrollment and renewal"). */
+export type Role = 'node' | 'operator' | 'signer'
 
 /** Who is calling, as proven by the client certificate. */
 export interface Principal {
@@ -24,7 +25,7 @@ export interface IdentityFailure {
 }
 
 const CLIENT_AUTH_OID = '1.3.6.1.5.5.7.3.2'
-const ROLES: ReadonlySet<string> = new Set(['node', 'operator'])
+const ROLES: ReadonlySet<string> = new Set(['node', 'operator', 'signer'])
 
 /**
  * The subject's attributes from X509Certificate's `subject` text: one `KEY=value` line per RDN.

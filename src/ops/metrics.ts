@@ -61,7 +61,7 @@ export interface AdmissionView {
 /** The route label of a request no route matched. */
 export const UNMATCHED_ROUTE = 'unmatched'
 const IDENTIFY_RESULTS = ['granted', 'resumed', 'bucket_busy', 'handoff_pending', 'daily_limit', 'not_owner'] as const
-const ROLES: readonly Role[] = ['node', 'operator']
+const ROLES: readonly Role[] = ['node', 'operator', 'signer']
 const REFUSALS: readonly ConnectionRefusal[] = ['max_connections_per_address', 'max_connections']
 const REQUEST_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 const WRITE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]

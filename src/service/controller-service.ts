@@ -226,6 +226,11 @@ export class ControllerService {
   }
 
   /** Removes live nodes whose certificate is revoked; returns their IDs. */
+  /** The serial of the certificate a live node's record holds, or null (renewals: only that one may renew). */
+  certSerialOf(nodeId: string): string | null {
+    return this.controller.certSerialOf(nodeId)
+  }
+
   removeRevoked(isRevoked: (serial: string) => boolean): string[] {
     return this.runAlways((now) => this.controller.removeRevoked(now, isRevoked))
   }

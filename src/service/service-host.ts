@@ -13,6 +13,7 @@ import type { PushedCrlStore } from './pushed-crl-store.js'
 import type { StateStore } from '../state/state-store.js'
 import type { AuditSink } from '../audit/audit-sink.js'
 import { ControllerService, type ServiceApi } from './controller-service.js'
+import type { EnrollHost, EnrollServiceParts } from './enroll-host.js'
 
 /** The figures the metrics read (see ControllerService.figures). */
 export type ServiceFigures = ReturnType<ControllerService['figures']>
@@ -60,6 +61,8 @@ export interface StateBackend {
   /** The CRL to start with: `tls.crl`, or the newer copy of a pushed CRL the backend kept (file store). */
   readonly startingCrl: StartingCrl
   start(deps: ServiceStartDeps): ServiceHost
+  /** The enrollment side (after start): the state directory's queue, or with HA etcd's, per leadership term. */
+  openEnroll(parts: EnrollServiceParts): Promise<EnrollHost>
 }
 
 /** The CRL a controller starts with and where it came from. */

@@ -5,6 +5,7 @@
  * (test/e2e) stays the proof for how a certificate becomes a principal.
  */
 import type { Test } from 'tap'
+import { createPrivateKey } from 'node:crypto'
 import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fastify'
 import { buildApp } from '../../src/app.js'
 import type { Principal, Role } from '../../src/identity/principal.js'
@@ -16,6 +17,9 @@ import { PlanSigner } from '../../src/signing/plan-signer.js'
 import { newPlanKey } from '../../pki/plan-keys.js'
 import type { ControllerSettings } from '../../src/core/types.js'
 import { testDir } from '../support/test-dir.js'
+import { SingleEnrollHost } from '../../src/service/enroll-host.js'
+import { EnrollFileStore } from '../../src/state/enroll-file-store.js'
+import { ProofSeal } from '../../src/service/proof-seal.js'
 
 /** An app with callers by address: `as(address)` injects from that principal. */
 export interface InjectedApp {
@@ -64,8 +68,12 @@ export async function injectedApp(t: Test, settings: Partial<ControllerSettings>
     wallClock: () => T0,
     audit: { record },
     peerAudit: { record: (event, source, fields) => (record(event, { source, ...fields }), true) },
-    rateLimiter: new PrincipalRateLimiter({ node: limits, operator: limits }, now),
+    rateLimiter: new PrincipalRateLimiter({ node: limits, operator: limits, signer: limits }, now),
     service,
+    // the enrollment queue over the real state directory's store (enrollment is tested over real TLS: test/e2e/enroll.test.ts)
+    // (no CA here: the inject tests post no certificate, so caPem is never read)
+    enroll: await SingleEnrollHost.open({ now, audit: { record }, sealer: ProofSeal.derive(createPrivateKey({ key: { ...key }, format: 'jwk' }), 'inject'), caPem: '', planJwks: () => signer.jwks }, new EnrollFileStore(dir)),
+    certOnRecord: (nodeId) => service.certSerialOf(nodeId),
     signer,
     controllerId: 'inject-controller',
     // POST /v1/crl is tested over real mTLS (test/e2e/crl-push.test.ts)

@@ -3,6 +3,7 @@
 // controller registers is documented and every documented one is served; and real answers over mTLS and from
 // the ops listener, served and refused, have a documented status and parse with the documented schemas.
 import t, { type Test } from 'tap'
+import { ENROLL_ROUTES } from '../../src/http/enroll-app.js'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Validator } from '@seriousme/openapi-schema-validator'
@@ -102,18 +103,33 @@ function conforms(t: Test, endpoint: Endpoint, reply: Reply): void {
 
 t.test('every route the controller registers is in the document, and every documented route is registered', async (t) => {
   const app = ctl.running.app
+  // printRoutes draws a tree ("├── /v1/renew (POST)" then "│   └── /:request_id (GET)"): a line's path is its
+  // parents' paths (by indentation) followed by its own part
+  const parents: string[] = []
   const registered = app
     .printRoutes({ commonPrefix: false })
     .split('\n')
     .flatMap((line) => {
-      const m = /(\/\S*) \(([A-Z, ]+)\)$/.exec(line)
-      return m === null ? [] : m[2]!.split(', ').map((method) => `${method} ${m[1]}`)
+      const m = /^([│ ]*)[├└]── (\/\S*)(?: \(([A-Z, ]+)\))?$/.exec(line)
+      if (m === null) return []
+      const depth = m[1]!.length / 4
+      parents.length = depth
+      const path = `${parents.join('')}${m[2]}`
+      parents.push(m[2]!)
+      return m[3] === undefined ? [] : m[3].split(', ').map((method) => `${method} ${path}`)
     })
   t.ok(registered.length >= 9, `read ${registered.length} routes from printRoutes`)
-  const documented = Object.entries(committed.paths)
+  // every operation of /v1/ paths, by the listener that serves it: the mTLS API, or the enrollment listener (tag "enrollment")
+  const operations = Object.entries(committed.paths)
     .filter(([path]) => path.startsWith('/v1/'))
-    .flatMap(([path, item]) => Object.keys(item as Json).map((method) => `${method.toUpperCase()} ${path.replace(/\{([^}]+)\}/g, ':$1')}`))
+    .flatMap(([path, item]) =>
+      Object.entries(item as Json)
+        .filter(([key]) => key !== 'servers')
+        .map(([method, op]) => ({ route: `${method.toUpperCase()} ${path.replace(/\{([^}]+)\}/g, ':$1')}`, enrollment: ((op as Json).tags as string[]).includes('enrollment') })),
+    )
+  const documented = operations.filter((o) => !o.enrollment).map((o) => o.route)
   t.same([...registered].sort(), [...documented].sort(), 'registered = documented')
+  t.same(operations.filter((o) => o.enrollment).map((o) => o.route).sort(), [...ENROLL_ROUTES].sort(), 'the enrollment listener serves exactly its documented routes')
   for (const endpoint of documented) {
     const [method, url] = endpoint.split(' ') as [string, string]
     t.ok(app.hasRoute({ method: method as 'GET', url }), `${endpoint} is served`)

@@ -22,6 +22,7 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
   const s = await injectedApp(t)
   s.principal('10.0.0.1', 'node-a', 'node')
   s.principal('10.0.0.2', 'alice', 'operator')
+  s.principal('10.0.0.3', 'ca-signer', 'signer')
   const requests: Record<string, { method: 'GET' | 'POST' | 'DELETE'; url: string; body?: unknown }> = {
     'POST /v1/checkin': { method: 'POST', url: '/v1/checkin', body: checkin('node-a') },
     'POST /v1/identify': { method: 'POST', url: '/v1/identify', body: { node_id: 'node-a', shard_id: 0 } },
@@ -34,10 +35,16 @@ t.test('the policy table, route by route and role by role; no identity is 401 be
     // a count that is refused (400) changes nothing for the tests after it
     'POST /v1/reshard': { method: 'POST', url: '/v1/reshard', body: { total_shards: 3 } },
     'DELETE /v1/reshard': { method: 'DELETE', url: '/v1/reshard' },
+    // bodies and ids that are refused (400, 404) or answered change nothing that matters here
+    'POST /v1/renew': { method: 'POST', url: '/v1/renew', body: { csr: 'x' } },
+    'GET /v1/renew/:request_id': { method: 'GET', url: '/v1/renew/AAAAAAAAAAAAAAAAAAAAAA' },
+    'GET /v1/enroll/requests': { method: 'GET', url: '/v1/enroll/requests' },
+    'POST /v1/enroll/requests/:request_id': { method: 'POST', url: '/v1/enroll/requests/AAAAAAAAAAAAAAAAAAAAAA', body: { denied: 'x' } },
+    'GET /v1/enroll/queue': { method: 'GET', url: '/v1/enroll/queue' },
   }
   t.same(Object.keys(requests).sort(), Object.keys(ENDPOINT_ROLES).sort(), 'every endpoint of the table is tried')
   for (const [endpoint, r] of Object.entries(requests)) {
-    for (const [address, role] of [['10.0.0.1', 'node'], ['10.0.0.2', 'operator']] as const) {
+    for (const [address, role] of [['10.0.0.1', 'node'], ['10.0.0.2', 'operator'], ['10.0.0.3', 'signer']] as const) {
       const res = await s.from(address, { method: r.method, url: r.url, ...(r.body ? { payload: r.body as object, headers: json } : {}) })
       if (ENDPOINT_ROLES[endpoint]!.includes(role)) t.not(res.statusCode, 403, `${role} may call ${endpoint} (${res.statusCode} ${res.body.slice(0, 80)})`)
       else errorShape(t, res, 403, 'forbidden')

@@ -176,7 +176,7 @@ t.test('no label carries a node ID, a certificate serial or any other unbounded 
     status: /^[1-5]\d\d$/,
     result: /^[a-z_]+$/,
     reason: /^[a-z_]+$/,
-    role: /^(node|operator)$/,
+    role: /^(node|operator|signer)$/,
   }
   const pxe = s.samples.filter((x) => x.name.startsWith('pxe_'))
   t.ok(pxe.length > 20)
