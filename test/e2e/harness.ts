@@ -30,7 +30,7 @@ export async function makePki(root: string): Promise<Pki> {
 }
 
 /** Issues a bundle with the toolkit and reads it back (with `replace`: tests issue a name again on purpose, as rotations). */
-export async function bundle(pki: Pki, name: string, role: 'node' | 'operator', opts: { notBefore?: Date; days?: number; outDir?: string } = {}): Promise<Identity & { serial: string }> {
+export async function bundle(pki: Pki, name: string, role: 'node' | 'operator' | 'signer', opts: { notBefore?: Date; days?: number; outDir?: string } = {}): Promise<Identity & { serial: string }> {
   const out = await issueBundle(pki.dir, name, role, { replace: true, ...opts })
   return { cert: readFileSync(join(out.bundleDir, 'cert.pem'), 'utf8'), key: readFileSync(join(out.bundleDir, 'key.pem'), 'utf8'), serial: out.serial }
 }
@@ -71,7 +71,7 @@ export function testConfig(pki: Pki, root: string, overrides: Record<string, unk
     total_shards: 64,
     max_concurrency: 16,
     // Tests send bursts from one certificate; the rate-limit tests set their own limits.
-    rate_limits: { node: { per_second: 100_000, burst: 100_000 }, operator: { per_second: 100_000, burst: 100_000 } },
+    rate_limits: { node: { per_second: 100_000, burst: 100_000 }, operator: { per_second: 100_000, burst: 100_000 }, signer: { per_second: 100_000, burst: 100_000 } },
     // A free port: the default 9464 would collide between tests running in parallel.
     ops: { host: '127.0.0.1', port: 0 },
     ...overrides,
