@@ -11,6 +11,8 @@ export interface NodeRecord {
   reportedGeneration: number | null
   certSerial: string
   certNotBefore: number
+  /** When that certificate expires (ms), or null after a restore until the next check-in. Memory only. */
+  certNotAfter: number | null
   readyShards: number
   startingShards: number
   backoffShards: number
@@ -31,6 +33,7 @@ export function newNodeRecord(now: number, body: CheckinBody, cert: CertRef): No
     reportedGeneration: body.generation ?? null,
     certSerial: cert.serial,
     certNotBefore: cert.notBefore,
+    certNotAfter: cert.notAfter ?? null,
     readyShards: body.ready_shards,
     startingShards: body.starting_shards,
     backoffShards: body.backoff_shards,
@@ -45,6 +48,7 @@ export function renewRecord(record: NodeRecord, now: number, body: CheckinBody, 
   record.capacity = body.capacity
   record.certSerial = cert.serial
   record.certNotBefore = cert.notBefore
+  record.certNotAfter = cert.notAfter ?? null
   record.lastSeen = now
   record.readyShards = body.ready_shards
   record.startingShards = body.starting_shards
@@ -63,6 +67,7 @@ export function restoredNodeRecord(now: number, node: PersistedNode): NodeRecord
     reportedGeneration: node.reportedGeneration,
     certSerial: node.certSerial,
     certNotBefore: node.certNotBefore,
+    certNotAfter: null,
     readyShards: node.readyShards,
     startingShards: node.startingShards,
     backoffShards: node.backoffShards,
@@ -117,6 +122,7 @@ export function planNodeView(record: NodeRecord, range: NodeRange, draining: boo
     backoffShards: record.backoffShards,
     fatalShards: record.fatalShards,
     pendingHandoffs,
+    certNotAfter: record.certNotAfter,
     next,
   }
 }

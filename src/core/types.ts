@@ -30,6 +30,8 @@ export interface SessionHandoffSettings {
 export interface CertRef {
   readonly serial: string // lower-case hex, no colons
   readonly notBefore: number // ms since epoch
+  /** When the certificate expires (ms since epoch), for the operator's view; not persisted. */
+  readonly notAfter?: number
 }
 
 /** One contiguous range of the plan. */
@@ -93,6 +95,8 @@ export interface PlanNodeView extends NodeRange {
   readonly fatalShards: number
   /** Shards taken from this node that wait for it to release them (handoffs). */
   readonly pendingHandoffs: number
+  /** When the certificate of its last check-in expires (ms), or null (not checked in since a restart). */
+  readonly certNotAfter: number | null
   /** Its part of a live reshard's next set, and how many of those shards it reported running; null: no reshard. */
   readonly next: { readonly rangeStart: number; readonly rangeCount: number; readonly readyShards: number } | null
 }

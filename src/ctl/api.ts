@@ -3,8 +3,8 @@ import type { z } from 'zod'
 import type { Answer, Body, ControllerClient } from './client.js'
 import { errorBody } from './client.js'
 import { CtlError } from './errors.js'
-import { drainAnswerSchema, planSchema, reshardAnswerSchema, routeAnswerSchema } from './wire.js'
-import type { DrainAnswer, Plan, RouteAnswer } from './wire.js'
+import { drainAnswerSchema, enrollQueueSchema, planSchema, reshardAnswerSchema, routeAnswerSchema } from './wire.js'
+import type { DrainAnswer, EnrollQueue, Plan, RouteAnswer } from './wire.js'
 
 /** A parsed answer, with the controller's JSON as it came (for -o json) and who answered. */
 export interface Result<T> {
@@ -70,6 +70,11 @@ export class ControllerApi {
   async startReshard(totalShards: number): Promise<Result<z.infer<typeof reshardAnswerSchema>>> {
     const body: Body = { contentType: 'application/json', data: JSON.stringify({ total_shards: totalShards }) }
     return parsed(await this.client.request('POST', '/v1/reshard', body), reshardAnswerSchema, 'the reshard', this.forbiddenHint)
+  }
+
+  /** GET /v1/enroll/queue (a 404 from a controller that has no enrollment: the caller says so). */
+  async enrollQueue(): Promise<Result<EnrollQueue>> {
+    return parsed(await this.client.request('GET', '/v1/enroll/queue'), enrollQueueSchema, 'the enrollment queue', this.forbiddenHint)
   }
 
   /** DELETE /v1/reshard. */

@@ -45,6 +45,17 @@ export function renderStatus(plan: Plan, controller: string, now: number): strin
   return renderPairs(pairs)
 }
 
+/** Below this much certificate life left a node is flagged (renewal runs at two thirds of a lifetime). */
+const CERT_WARN_MS = 60 * 60 * 1000
+
+/** How long the node's certificate has left: "5h", "expired", or "-" when the controller does not say. */
+function certLeft(notAfter: string | null | undefined, now: number): string {
+  if (notAfter === undefined || notAfter === null) return '-'
+  const at = Date.parse(notAfter)
+  if (Number.isNaN(at)) return '?'
+  return at <= now ? 'expired' : age(at - now)
+}
+
 /** The flags of one node: why an operator should look at it. */
 export function nodeFlags(node: PlanNode, plan: Plan): string[] {
   const flags: string[] = []
@@ -53,6 +64,9 @@ export function nodeFlags(node: PlanNode, plan: Plan): string[] {
   if ((node.pending_handoffs ?? 0) > 0) flags.push(`handoffs:${node.pending_handoffs}`)
   if (node.fatal_shards > 0) flags.push('fatal')
   if (node.range_count === 0 && !node.draining) flags.push('idle')
+  const expires = node.cert_not_after === undefined || node.cert_not_after === null ? NaN : Date.parse(node.cert_not_after)
+  // an enrolled node renews at two thirds of its lifetime: a day-long certificate with an hour left did not
+  if (!Number.isNaN(expires) && expires - Date.parse(node.last_seen) < CERT_WARN_MS) flags.push('cert-expiring')
   return flags
 }
 
@@ -66,9 +80,10 @@ export function renderNodes(plan: Plan, now: number): string {
     `${n.ready_shards}/${n.starting_shards}/${n.backoff_shards}/${n.fatal_shards}`,
     n.generation === null ? '-' : String(n.generation),
     Number.isNaN(Date.parse(n.last_seen)) ? '?' : age(now - Date.parse(n.last_seen)),
+    certLeft(n.cert_not_after, now),
     nodeFlags(n, plan).join(',') || '-',
   ])
-  const table = plan.nodes.length === 0 ? 'no live node' : renderTable(['NODE', 'RANGE', 'COUNT', 'CAP', 'READY/START/BACKOFF/FATAL', 'GEN', 'LAST SEEN', 'FLAGS'], rows, new Set([2, 3, 5, 6]))
+  const table = plan.nodes.length === 0 ? 'no live node' : renderTable(['NODE', 'RANGE', 'COUNT', 'CAP', 'READY/START/BACKOFF/FATAL', 'GEN', 'LAST SEEN', 'CERT LEFT', 'FLAGS'], rows, new Set([2, 3, 5, 6, 7]))
   const flagged = (plan.drain_flags_not_live ?? []).map((name) => `${name}: flagged for drain, not live (no check-in within the lease); the flag is kept for when it joins`)
   return [table, ...flagged].join('\n')
 }

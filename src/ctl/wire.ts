@@ -22,6 +22,8 @@ export const planNodeSchema = z.object({
   backoff_shards: count,
   fatal_shards: count,
   pending_handoffs: count.optional(),
+  /** When the node's certificate expires (missing from an older controller's answer). */
+  cert_not_after: z.string().nullable().optional(),
 })
 
 export const identifySchema = z.object({
@@ -64,6 +66,24 @@ export const drainAnswerSchema = z.object({ node_id: z.string(), draining: z.boo
 export const routeAnswerSchema = z.object({ guild_id: z.string(), shard_id: count, node_id: z.string().nullable(), generation })
 
 export const reshardAnswerSchema = z.looseObject({ from: count.optional(), to: count.optional(), generation: generation.optional() })
+
+/** GET /v1/enroll/queue: the pending enrollments and renewals (no CSR, no proof). */
+export const enrollQueueSchema = z.object({
+  pending: count,
+  held: count,
+  requests: z.array(
+    z.looseObject({
+      request_id: z.string(),
+      kind: z.string(),
+      name: z.string(),
+      token_id: z.string().nullable(),
+      source: z.string(),
+      created_at: z.string(),
+      age_ms: count,
+    }),
+  ),
+})
+export type EnrollQueue = z.infer<typeof enrollQueueSchema>
 
 export type Plan = z.infer<typeof planSchema>
 export type PlanNode = z.infer<typeof planNodeSchema>

@@ -99,6 +99,7 @@ const planNodeSchema = z
     backoff_shards: int(0, 128),
     fatal_shards: int(0, 128),
     pending_handoffs: count,
+    cert_not_after: isoTime.nullable().meta({ description: "when the certificate of the node's last check-in expires; null until its first check-in after a controller restart" }),
     next: z.object({ range_start: rangeBound, range_count: int(0, 128), ready_shards: int(0, 128) }).strict().nullable(),
   })
   .strict()

@@ -45,6 +45,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
       backoff_shards: n.backoffShards,
       fatal_shards: n.fatalShards,
       pending_handoffs: n.pendingHandoffs,
+      cert_not_after: n.certNotAfter === null ? null : new Date(n.certNotAfter).toISOString(),
       next: n.next === null ? null : { range_start: n.next.rangeStart, range_count: n.next.rangeCount, ready_shards: n.next.readyShards },
     })),
   }

@@ -75,7 +75,7 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     const body = parseOr400(checkinBodySchema, request.body, 'check-in body')
     const me = request.principal
     assertSelf(body.node_id, me, peerAudit, 'checkin')
-    const cert = { serial: me.serial, notBefore: me.notBefore }
+    const cert = { serial: me.serial, notBefore: me.notBefore, notAfter: me.notAfter }
     const out = await auditRefusal('identity_conflict', me, peerAudit, { node_id: body.node_id }, () => auditDepositRefusal(me, peerAudit, body.node_id, () => service.checkIn(body, cert)))
     const body_ = checkinAnswer(out, body.node_id, deps.controllerId, deps.wallClock(), signer)
     return reply.type('application/json; charset=utf-8').send(body_)

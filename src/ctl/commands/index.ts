@@ -4,13 +4,14 @@ import { completionCommand } from './completion.js'
 import { contextInit } from './context-init.js'
 import { crlPush } from './crl-push.js'
 import { drain, undrain } from './drain.js'
+import { enrollList } from './enroll.js'
 import { reshard } from './reshard.js'
 import { route } from './route.js'
 import { nodes, status } from './status.js'
 import { version } from './version.js'
 import { watch } from './watch.js'
 
-export const COMMANDS: readonly CommandSpec[] = [contextInit, status, nodes, drain, undrain, route, reshard, watch, crlPush, completionCommand(() => COMMANDS), version]
+export const COMMANDS: readonly CommandSpec[] = [contextInit, status, nodes, drain, undrain, route, reshard, watch, crlPush, enrollList, completionCommand(() => COMMANDS), version]
 
 /** First words that need a second one (`context init`, `crl push`). */
 export const GROUPS: ReadonlySet<string> = new Set(COMMANDS.filter((c) => c.words.includes(' ')).map((c) => c.words.split(' ')[0]!))
