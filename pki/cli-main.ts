@@ -3,8 +3,8 @@ import { didYouMean } from '../src/cli-kit/did-you-mean.js'
 import { packageVersion } from '../src/cli-kit/version.js'
 import { splitCommand, parseCommandArgs } from './args.js'
 import type { OptionDefs } from './args.js'
-import { COMMANDS, optionDefs } from './commands.js'
-import type { Command, FlagSpec } from './commands.js'
+import { COMMANDS, GROUPS, optionDefs } from './commands.js'
+import type { Command, CommandGroup, FlagSpec } from './commands.js'
 import { DEFAULT_PKI_DIR } from './layout.js'
 import { PkiError, UsageError } from './errors.js'
 import { printable } from './serial.js'
@@ -31,12 +31,17 @@ function flagLines(flags: Readonly<Record<string, FlagSpec>>): string {
 }
 
 function mainHelp(): string {
-  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.split(' ')[0]!.length))
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`)
+  const entries: [string, string][] = [
+    ...Object.entries(COMMANDS).map(([name, c]): [string, string] => [name, c.summary]),
+    ...Object.entries(GROUPS).map(([name, g]): [string, string] => [`${name} ${Object.keys(g.commands).join('|')}`, g.summary]),
+  ]
+  const width = Math.max(...entries.map(([name]) => name.length))
+  const lines = entries.map(([name, summary]) => `  ${name.padEnd(width)}  ${summary}`)
   return [
     'usage: pxe-pki <command> [options]   (npm run pki -- <command> [options])',
     '',
-    'Operator PKI of the Discord-PXE controller: CA, node and operator certificates, CRL, plan keys.',
+    'Operator PKI of the Discord-PXE controller: CA, node, operator and signer certificates, CRL, plan keys,',
+    'and device enrollment (bootstrap tokens, the signer, manual approval).',
     '',
     'commands:',
     ...lines,
@@ -54,15 +59,56 @@ const EXIT_TEXT = `exit status: 0 success (also when the reader of a pipe stops 
 operation was refused or failed (the reason on stderr, one line); 2 usage error (unknown command or option,
 missing or bad argument).`
 
+function groupHelp(name: string, group: CommandGroup): string {
+  const width = Math.max(...Object.keys(group.commands).map((n) => n.length + name.length + 1))
+  const lines = Object.entries(group.commands).map(([sub, c]) => `  ${`${name} ${sub}`.padEnd(width)}  ${c.summary}`)
+  return [`usage: pxe-pki ${name} <${Object.keys(group.commands).join('|')}> [options]`, '', `${group.summary}.`, '', group.details, '', 'commands:', ...lines, '', 'options:', flagLines({ dir: DIR_FLAG, help: HELP_FLAG }), '', `Run "pxe-pki ${name} <command> --help" for the options of one command.`, '', EXIT_TEXT].join('\n')
+}
+
 function commandHelp(name: string, command: Command): string {
   const flags = flagLines({ ...command.options, ...(command.usesDir ? { dir: DIR_FLAG } : {}), help: HELP_FLAG })
   return [`usage: pxe-pki ${command.usage}${command.usesDir ? ' [--dir DIR]' : ''}`, '', `${command.summary}.`, '', command.details, '', 'options:', flags, '', EXIT_TEXT].join('\n')
 }
 
 /** ` (did you mean "issue"?)` when a command name is close to `name`, else ''. */
-function nearCommand(name: string): string {
-  const near = didYouMean(name, [...Object.keys(COMMANDS), 'help', 'version'])
+function nearCommand(name: string, among: readonly string[] = [...Object.keys(COMMANDS), ...Object.keys(GROUPS), 'help', 'version']): string {
+  const near = didYouMean(name, among)
   return near === null ? '' : ` (did you mean "${near}"?)`
+}
+
+const wantsHelp = (args: readonly string[]) => args.includes('--help') || args.includes('-h')
+
+/** Help for `help <group> [<command>]` and `<group> help [<command>]`. */
+function groupTopicHelp(name: string, group: CommandGroup, topic: string | undefined): string {
+  if (topic === undefined) return groupHelp(name, group)
+  const command = Object.hasOwn(group.commands, topic) ? group.commands[topic] : undefined
+  if (command === undefined) throw new UsageError(`no command "${name} ${printable(topic)}"${nearCommand(topic, Object.keys(group.commands))}; run "pxe-pki ${name} --help" for the list`)
+  return commandHelp(`${name} ${topic}`, command)
+}
+
+/** Runs `pxe-pki <group> <command> ...`. */
+async function runGroup(name: string, group: CommandGroup, rest: readonly string[], io: CliIo): Promise<number> {
+  const { command: sub, rest: subRest } = splitCommand(rest)
+  if (sub === undefined) {
+    if (wantsHelp(subRest)) return (io.out(groupHelp(name, group)), 0)
+    throw new UsageError(`"${name}" needs a command: ${Object.keys(group.commands).join(', ')}; run "pxe-pki ${name} --help"`)
+  }
+  if (sub === 'help') return (io.out(groupTopicHelp(name, group, subRest.find((a) => !a.startsWith('-')))), 0)
+  const command = Object.hasOwn(group.commands, sub) ? group.commands[sub] : undefined
+  if (command === undefined) throw new UsageError(`unknown command "${name} ${printable(sub)}"${nearCommand(sub, Object.keys(group.commands))}; run "pxe-pki ${name} --help" for the list`)
+  return runCommand(`${name} ${sub}`, command, subRest, io)
+}
+
+/** Parses the flags of `command` and runs it (or prints its help). */
+async function runCommand(name: string, command: Command, rest: readonly string[], io: CliIo): Promise<number> {
+  const options: OptionDefs = { ...optionDefs(command.options), help: { type: 'boolean', short: 'h' } }
+  if (command.usesDir) options.dir = { type: 'string' }
+  const args = parseCommandArgs(name, rest, options)
+  if (args.values.help === true) return (io.out(commandHelp(name, command)), 0)
+  const dir = typeof args.values.dir === 'string' ? args.values.dir : DEFAULT_PKI_DIR
+  if (dir.length === 0) throw new UsageError('--dir needs a non-empty path')
+  await command.run(args, { dir, print: io.out, notice: io.err })
+  return 0
 }
 
 const isVersionFlag = (arg: string) => arg === '--version' || arg === '-V'
@@ -78,23 +124,19 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
       return (io.out(`pxe-pki ${packageVersion()}`), 0)
     }
     if (name === undefined || name === 'help') {
-      const topic = name === 'help' ? rest.find((a) => !a.startsWith('-')) : undefined
+      const words = name === 'help' ? rest.filter((a) => !a.startsWith('-')) : []
+      const topic = words[0]
+      if (topic !== undefined && Object.hasOwn(GROUPS, topic)) return (io.out(groupTopicHelp(topic, GROUPS[topic]!, words[1])), 0)
       const known = topic === undefined || !Object.hasOwn(COMMANDS, topic) ? undefined : COMMANDS[topic]
       if (known !== undefined && topic !== undefined) return (io.out(commandHelp(topic, known)), 0)
       if (topic !== undefined) throw new UsageError(`no command "${printable(topic)}"${nearCommand(topic)}; run "pxe-pki --help" for the list`)
-      if (name === 'help' || rest.includes('--help') || rest.includes('-h')) return (io.out(mainHelp()), 0)
+      if (name === 'help' || wantsHelp(rest)) return (io.out(mainHelp()), 0)
       throw new UsageError('missing command; run "pxe-pki --help" for the list')
     }
+    if (Object.hasOwn(GROUPS, name)) return await runGroup(name, GROUPS[name]!, rest, io)
     const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined
     if (command === undefined) throw new UsageError(`unknown command "${printable(name)}"${nearCommand(name)}; run "pxe-pki --help" for the list`)
-    const options: OptionDefs = { ...optionDefs(command.options), help: { type: 'boolean', short: 'h' } }
-    if (command.usesDir) options.dir = { type: 'string' }
-    const args = parseCommandArgs(name, rest, options)
-    if (args.values.help === true) return (io.out(commandHelp(name, command)), 0)
-    const dir = typeof args.values.dir === 'string' ? args.values.dir : DEFAULT_PKI_DIR
-    if (dir.length === 0) throw new UsageError('--dir needs a non-empty path')
-    await command.run(args, { dir, print: io.out, notice: io.err })
-    return 0
+    return await runCommand(name, command, rest, io)
   } catch (err) {
     const code = err instanceof PkiError ? err.exitCode : 1
     const message = err instanceof Error ? err.message : String(err)

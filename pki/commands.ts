@@ -13,6 +13,9 @@ import { DEFAULT_LEAF_DAYS } from './leaf.js'
 import type { KeyType } from './keys.js'
 import { PkiError, UsageError } from './errors.js'
 import { verifyAuditFile } from '../src/audit/verify-file.js'
+import { SIGNER_COMMAND } from './signer-command.js'
+import { TOKEN_GROUP } from './token-commands.js'
+import { ENROLL_GROUP } from './enroll-commands.js'
 
 /** Where a command writes: `print` for its result (stdout), `notice` for progress and notes (stderr). */
 export type CommandContext = HandlerContext
@@ -38,6 +41,13 @@ export interface Command {
   readonly run: (args: ParsedArgs, ctx: CommandContext) => Promise<void>
 }
 
+/** A command group (`token create`, `enroll list`): a summary and its subcommands, each a Command. */
+export interface CommandGroup {
+  readonly summary: string
+  readonly details: string
+  readonly commands: Readonly<Record<string, Command>>
+}
+
 const str = (value: string, help: string): FlagSpec => ({ type: 'string', value, help })
 const many = (value: string, help: string): FlagSpec => ({ type: 'string', multiple: true, value, help })
 const flag = (help: string): FlagSpec => ({ type: 'boolean', help })
@@ -49,7 +59,7 @@ export function optionDefs(options: Readonly<Record<string, FlagSpec>>): OptionD
   return defs
 }
 
-const ROLE = str('node|operator', 'the role the certificate grants (required)')
+const ROLE = str('node|operator|signer', 'the role the certificate grants (required); signer: the enrollment signer of the CA host')
 const DAYS = str('N', `validity of the certificate in days (default ${DEFAULT_LEAF_DAYS})`)
 const KEY_TYPE = str('rsa|ec', 'the key type: rsa (default) or ec (P-256, cheaper TLS handshakes)')
 const KEY_BITS = str('N', `RSA key size: ${ALLOWED_KEY_BITS.join(', ')} (default ${DEFAULT_LEAF_KEY_BITS}); not with --key-type ec`)
@@ -97,7 +107,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     },
   },
   issue: {
-    usage: 'issue <name> | issue --names FILE  --role node|operator [--days N] [--out DIR] [--key-type rsa|ec] [--key-bits N] [--replace]',
+    usage: 'issue <name> | issue --names FILE  --role node|operator|signer [--days N] [--out DIR] [--key-type rsa|ec] [--key-bits N] [--replace]',
     summary: 'issue a certificate and write the bundle folder DIR/<name>/ (or one per line of FILE)',
     details: [
       'Makes a new key pair and a certificate with subject CN=<name>, OU=<role> (clientAuth, 90 days by default)',
@@ -110,6 +120,8 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
       'A name that holds a valid certificate (not expired, not revoked, any role) is refused, and so is an existing',
       'bundle folder, unless --replace: then the old bundle folder is moved to <name>.replaced-<serial>, the index',
       'records the serials replaced, and the old certificate stays valid until you revoke it ("revoke --serial").',
+      'Role signer is the bundle of "pxe-pki signer" and "pxe-pki enroll" on the CA host: a controller lets it pull and',
+      'answer enrollment requests and push CRLs, and nothing else.',
     ].join('\n'),
     options: {
       role: ROLE,
@@ -124,7 +136,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
     run: runIssue,
   },
   'sign-csr': {
-    usage: 'sign-csr <file> --role node|operator [--days N] [--out FILE] [--replace]',
+    usage: 'sign-csr <file> --role node|operator|signer [--days N] [--out FILE] [--replace]',
     summary: 'sign a CSR made on the device (its key never leaves it)',
     details: [
       "Checks the CSR's own signature (RSA 2048+ keys, EC P-256/P-384 keys), takes only its CN (which must pass the",
@@ -218,6 +230,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
       ctx.print(`wrote ${written.join(', ')}`)
     },
   },
+  signer: SIGNER_COMMAND,
   'audit-verify': {
     usage: 'audit-verify <file>',
     summary: "check the audit log's hash chain; names the first broken line",
@@ -234,4 +247,10 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
       ctx.print(`ok: ${result.lines} lines, chain intact`)
     },
   },
+}
+
+/** Every command group (`pxe-pki token create`), by its name on the command line. */
+export const GROUPS: Readonly<Record<string, CommandGroup>> = {
+  token: TOKEN_GROUP,
+  enroll: ENROLL_GROUP,
 }
