@@ -35,7 +35,7 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/ha': ['src/core', 'src/state', 'src/errors.ts', 'src/config.ts'],
   'src/audit': ['src/net'],
   'src/service': ['src/core', 'src/der', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
-  'src/agent': ['src/core', 'src/state', 'src/log', 'src/net', 'src/cli-kit'],
+  'src/agent': ['src/core', 'src/der', 'src/state', 'src/log', 'src/net', 'src/cli-kit'],
   'src/discordjs': ['src/agent'],
   // The operator CLI speaks only the public HTTP API; core for the name rule and the dry run's planner.
   'src/ctl': ['src/core', 'src/net', 'src/cli-kit'],

@@ -36,6 +36,10 @@ export type AgentEvent =
    */
   | { readonly type: 'certificate_refused'; readonly definitive: boolean; readonly detail: string }
   | { readonly type: 'halted'; readonly reason: HaltReason; readonly detail: string }
+  /** A renewed certificate is in use for new connections (`notAfter`: wall ms). */
+  | { readonly type: 'certificate_renewed'; readonly serial: string; readonly notAfter: number }
+  /** A renewal failed; it is tried again in `retryInMs`. `expiresAt`: the certificate in use ends then (wall ms). */
+  | { readonly type: 'certificate_renewal_failed'; readonly detail: string; readonly retryInMs: number; readonly expiresAt: number }
 
 /** Why an agent stopped for good. */
 export type HaltReason = 'shutdown' | 'certificate_refused' | 'stop_timeout_too_long'
@@ -53,12 +57,14 @@ function levelOf(event: AgentEvent): Level {
     case 'shard_stopped':
     case 'resume_refused':
     case 'sessions_deposited':
+    case 'certificate_renewed':
       return 'info'
     case 'sessions_dropped':
       return event.reason === 'not_a_plan_move' ? 'debug' : 'warn'
     case 'plan_refused':
     case 'checkin_failed':
     case 'sessions_refused':
+    case 'certificate_renewal_failed':
       return 'warn'
     case 'certificate_refused':
       return event.definitive ? 'error' : 'warn'
@@ -86,6 +92,8 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
   authority_lost: 'authority over the shards ended: every shard is stopped',
   certificate_refused: "every controller refuses this node's certificate: every shard is stopped and the agent halts",
   halted: 'agent halted',
+  certificate_renewed: 'certificate renewed: new connections use the new one (the next check-in records the rotation)',
+  certificate_renewal_failed: 'certificate renewal failed; trying again (if none succeeds before expiry, the controller refuses the certificate and the fail-safe stops the shards)',
 }
 
 /** A probable refusal's message (MESSAGES has the definitive one). */

@@ -18,6 +18,8 @@ export interface AgentMetricSources {
   status(): AgentStatus
   /** The shard counts as the check-in reports them (the host's `health` option, or the agent's own view). */
   health(): ShardHealth
+  /** When the certificate in use expires (wall ms); absent: the gauge reads 0. */
+  certificateExpiry?(): number
 }
 
 const REFUSAL_REASONS: readonly RefusalReason[] = [...PLAN_REFUSAL_REASONS, 'plain_mismatch']
@@ -56,6 +58,7 @@ export class AgentMetrics {
   private readonly waits: Histogram<'mode'>
   private readonly resumes: Counter<'result'>
   private readonly sessions: Counter<'result'>
+  private readonly renewalFailures: Counter
   /** Shards whose claim was answered with a session to resume, until their start ends one way or the other. */
   private readonly resuming = new Set<number>()
 
@@ -74,6 +77,15 @@ export class AgentMetrics {
     })
     for (const mode of ['identify', 'resume']) this.waits.zero({ mode })
     this.resumes = counter('pxe_node_resumes_total', 'Starts with a handed-over session: resumed, refused (the gateway refused the RESUME), failed (the start failed otherwise).', 'result', RESUME_RESULTS, registers)
+    this.renewalFailures = new Counter({ name: 'pxe_node_cert_renewal_failures_total', help: "Renewals of the node's certificate that failed (each is tried again with backoff).", registers })
+    new Gauge({
+      name: 'pxe_node_cert_expiry_timestamp_seconds',
+      help: "When the node's certificate in use expires, unix seconds (it is renewed at about two thirds of its lifetime).",
+      registers,
+      collect() {
+        this.set(seconds(sources.certificateExpiry?.() ?? null))
+      },
+    })
     this.sessions = counter('pxe_node_sessions_total', 'Sessions of shards stopped by this node: deposited for the new owner, refused by the controller, or dropped (by reason).', 'result', SESSION_RESULTS, registers)
   }
 
@@ -107,6 +119,8 @@ export class AgentMetrics {
         return this.sessions.inc({ result: event.reason }, event.shardIds.length)
       case 'halted':
         return this.resuming.clear()
+      case 'certificate_renewal_failed':
+        return this.renewalFailures.inc()
       default:
         return
     }

@@ -56,6 +56,18 @@ export interface NodeAgentOptions extends ShardCallbacks {
   readonly startRetryMs?: number
   /** Overrides the shard counts sent in check-ins (default: derived from the agent's own state). */
   readonly health?: () => ShardHealth
+  /**
+   * Renew the certificate at two thirds of its lifetime (POST /v1/renew; default true). The signer on the
+   * CA host renews only node certificates it issued.
+   */
+  readonly renewCertificate?: boolean
+  /**
+   * Where in the certificate's lifetime it is renewed (0.1..0.9, default 2/3; ±5 % of the lifetime of
+   * jitter around it). Lower it for very short-lived certificates, to leave more room for retries.
+   */
+  readonly renewAtFraction?: number
+  /** Called with each renewed identity once new connections use it (e.g. to keep it on disk); must not throw. */
+  readonly onIdentityRenewed?: (identity: NodeIdentity) => void | Promise<void>
 }
 
 /** Defaults of the optional numeric options. */
@@ -104,5 +116,6 @@ export function assertValidOptions(o: NodeAgentOptions): void {
   checkInt('identifyIntervalMs', o.identifyIntervalMs, 0, 600_000)
   checkInt('handoffPollMs', o.handoffPollMs, 50, 600_000)
   checkInt('startRetryMs', o.startRetryMs, 0, 86_400_000)
+  if (o.renewAtFraction !== undefined && !(o.renewAtFraction >= 0.1 && o.renewAtFraction <= 0.9)) throw new RangeError(`renewAtFraction must be in 0.1..0.9 (got ${String(o.renewAtFraction)})`)
   if (typeof o.onStart !== 'function' || typeof o.onStop !== 'function') throw new RangeError('onStart and onStop callbacks are required')
 }

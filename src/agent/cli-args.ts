@@ -1,6 +1,7 @@
 /** The pxe-node command line: flags, their checks, and the help text. */
 import { ArgvError, parseArgv, repeatedFlag, type FlagDef } from '../cli-kit/argv.js'
 import { isLoopbackHost } from '../net/host.js'
+import { nameProblem } from '../core/names.js'
 import { controllerUrlProblem } from './agent-options.js'
 
 /** A bad command line; the message says what to fix. */
@@ -13,7 +14,10 @@ export interface CliArgs {
   readonly help: boolean
   /** --version: print "pxe-node <version>" and exit. */
   readonly version: boolean
+  /** The bundle folder, or '' when the node enrolls. */
   readonly bundle: string
+  /** --enroll and its companions, or null (a bundle). */
+  readonly enroll: EnrollArgs | null
   readonly controllers: string[]
   readonly capacity: number
   readonly stateFile: string | null
@@ -27,6 +31,16 @@ export interface CliArgs {
   readonly metrics: { readonly host: string; readonly port: number } | null
 }
 
+/** How a node without a bundle gets its identity. */
+export interface EnrollArgs {
+  readonly urls: string[]
+  readonly token: { readonly file: string } | { readonly env: string }
+  readonly name: string
+  readonly caFile: string
+  /** Where key and certificate are kept across restarts, or null: nothing touches the disk. */
+  readonly stateDir: string | null
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 const DEFAULT_CAPACITY = 16
 const DEFAULT_CLOCK_SKEW_MS = 5000
@@ -37,6 +51,12 @@ const DEFAULT_METRICS_HOST = '127.0.0.1'
 
 const OPTIONS = {
   bundle: { type: 'string' },
+  enroll: { type: 'string' },
+  'token-file': { type: 'string' },
+  'token-env': { type: 'string' },
+  name: { type: 'string' },
+  'ca-file': { type: 'string' },
+  'state-dir': { type: 'string' },
   controller: { type: 'string' },
   capacity: { type: 'string' },
   'state-file': { type: 'string' },
@@ -57,6 +77,8 @@ type OptionValues = { readonly [K in keyof typeof OPTIONS]?: (typeof OPTIONS)[K]
 
 /** The text of --help. */
 export const HELP = `Usage: pxe-node --bundle DIR --controller URL[,URL...] [options]
+       pxe-node --enroll URL[,URL...] (--token-file FILE | --token-env VAR) --name NAME --ca-file CA.pem
+                [--state-dir DIR] --controller URL[,URL...] [options]
 
 Runs the node side of the Discord-PXE protocol: checks in with the controller over mutual TLS every
 lease/3, verifies every signed plan against the keys pinned in the bundle, claims an Identify slot
@@ -69,6 +91,27 @@ Required:
   --controller URLS      controller base URL(s), comma-separated, e.g. https://10.0.0.5:8443; tried in
                          order, failing over to the next on a connection error, a 503 or a refused
                          certificate.
+
+Enrollment (instead of --bundle; a diskless node gets its identity at boot):
+  --enroll URLS          the controllers' enrollment listener(s), e.g. https://10.0.0.5:8444, tried in
+                         order (the next on a connection error or a 503). The node makes a P-256 key in
+                         memory, sends a CSR for --name with the token's proof, and polls until the
+                         signer on the CA host answers ("waiting for the signer" lines at info); then it
+                         runs as with a bundle. A request past its time is made again with a new key; a
+                         listener that cannot be reached is retried with backoff (logged at warn).
+  --token-file FILE      the bootstrap token (pxe1.<id>.<secret>, from "pxe-pki token create"), read once
+  --token-env VAR        or the environment variable that holds it (one of the two)
+  --name NAME            the node's name: the certificate's CN, within the token's name pattern
+  --ca-file CA.pem       the controller CA: the only certificate trusted for the enrollment listener, and
+                         the CA the issued certificate must come with
+  --state-dir DIR        keep key (0600), certificate, CA and plan keys in DIR (bundle layout, written
+                         atomically) and use them again at the next start while they are valid, instead
+                         of enrolling. Without it nothing touches the disk: each boot enrolls anew.
+  Every certificate, from a bundle or enrolled, is renewed by the node itself at two thirds of its
+  lifetime (±5 %): a new key in memory, POST /v1/renew, and the new certificate used for new connections
+  without stopping a shard (kept in --state-dir when given). A failed renewal is retried with backoff,
+  logged at warn and counted (pxe_node_cert_renewal_failures_total); at expiry the controller refuses the
+  certificate and the shards stop as for a lost lease. The token's secret and the keys are never logged.
 
 Options:
   --capacity N           shards this node can run, 1..128 (default ${DEFAULT_CAPACITY})
@@ -140,10 +183,11 @@ every shard and exits 3 at once.
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
-Exit status: 0 stopped by a signal; 1 unusable bundle or state file, or a metrics port that cannot be
-listened on; 2 bad command line; 3 every controller refused this node's certificate, as above (every
-shard was stopped first; the reason on stderr); 4 the stop timeout does not fit the controller's lease
-(every shard was stopped first).
+Exit status: 0 stopped by a signal; 1 unusable bundle, token, CA file or state file, or a metrics port
+that cannot be listened on; 2 bad command line; 3 every controller refused this node's certificate, as
+above (every shard was stopped first; the reason on stderr), or the enrollment was denied by the signer
+or refused by the controller (the reason on stderr); 4 the stop timeout does not fit the controller's
+lease (every shard was stopped first).
 
 Example:
   pxe-node --bundle /etc/pxe-node/compaq-01 \\
@@ -151,6 +195,8 @@ Example:
     --state-file /var/lib/pxe-node/state.json \\
     --on-start 'systemctl start "discord-gateway@$PXE_TOTAL_SHARDS-$PXE_SHARD_ID"' \\
     --on-stop 'systemctl stop "discord-gateway@$PXE_TOTAL_SHARDS-$PXE_SHARD_ID"'
+  pxe-node --enroll https://10.0.0.5:8444 --token-file /run/pxe/token --name compaq-01 \\
+    --ca-file /run/pxe/ca.pem --controller https://10.0.0.5:8443 --capacity 16
 `
 
 function integer(flag: string, value: string, min: number, max: number): number {
@@ -166,14 +212,37 @@ function nonEmpty(flag: string, value: string | undefined): string | null {
   return value
 }
 
-function controllers(value: string): string[] {
+function controllers(value: string, flag = 'controller'): string[] {
   const urls = value.split(',').map((u) => u.trim())
   for (const url of urls) {
     const problem = url === '' ? 'is empty' : controllerUrlProblem(url)
-    if (problem !== null) throw new UsageError(`--controller: ${JSON.stringify(url.slice(0, 64))} ${problem}`)
+    if (problem !== null) throw new UsageError(`--${flag}: ${JSON.stringify(url.slice(0, 64))} ${problem}`)
   }
-  if (new Set(urls.map((u) => new URL(u).origin)).size !== urls.length) throw new UsageError('--controller: a URL is listed twice')
+  if (new Set(urls.map((u) => new URL(u).origin)).size !== urls.length) throw new UsageError(`--${flag}: a URL is listed twice`)
   return urls
+}
+
+const ENROLL_ONLY = ['token-file', 'token-env', 'name', 'ca-file', 'state-dir'] as const
+
+/** --enroll and its companions, or null when --enroll is absent (then none of them may be given). */
+function enrollArgs(v: OptionValues): EnrollArgs | null {
+  if (v.enroll === undefined) {
+    const stray = ENROLL_ONLY.find((flag) => v[flag] !== undefined)
+    if (stray !== undefined) throw new UsageError(`--${stray} needs --enroll URL`)
+    return null
+  }
+  const urls = controllers(v.enroll, 'enroll')
+  const file = nonEmpty('token-file', v['token-file'])
+  const env = nonEmpty('token-env', v['token-env'])
+  if ((file === null) === (env === null)) throw new UsageError('--enroll needs the token from one of --token-file FILE or --token-env VAR')
+  if (env !== null && !/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(env)) throw new UsageError('--token-env must name an environment variable (letters, digits, _), not hold the token')
+  const name = nonEmpty('name', v.name)
+  if (name === null) throw new UsageError("--enroll needs --name NAME (the node's name, the certificate's CN)")
+  const problem = nameProblem(name)
+  if (problem !== null) throw new UsageError(`--name ${problem}`)
+  const caFile = nonEmpty('ca-file', v['ca-file'])
+  if (caFile === null) throw new UsageError('--enroll needs --ca-file CA.pem (the controller CA)')
+  return { urls, token: file !== null ? { file } : { env: env! }, name, caFile, stateDir: nonEmpty('state-dir', v['state-dir']) }
 }
 
 function tokenize(argv: string[]) {
@@ -192,16 +261,19 @@ export function parseCliArgs(argv: string[]): CliArgs {
   const twice = repeatedFlag(parsed.options)
   if (twice !== null) throw new UsageError(`--${twice} is given more than once`)
   const v = parsed.values as OptionValues
-  if (v.help || v.version) return { help: v.help === true, version: v.version === true && v.help !== true, bundle: '', controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
+  if (v.help || v.version) return { help: v.help === true, version: v.version === true && v.help !== true, bundle: '', enroll: null, controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
   const bundle = nonEmpty('bundle', v.bundle)
-  if (bundle === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
+  const enroll = enrollArgs(v)
+  if (bundle !== null && enroll !== null) throw new UsageError('--bundle and --enroll are exclusive: a node uses a bundle or enrolls')
+  if (bundle === null && enroll === null) throw new UsageError('--bundle DIR is required (the folder made by "pxe-pki issue NAME --role node")')
   if (v.controller === undefined) throw new UsageError('--controller URL[,URL...] is required')
   const logLevel = v['log-level'] ?? 'info'
   if (!LOG_LEVELS.includes(logLevel)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}`)
   return {
     help: false,
     version: false,
-    bundle,
+    bundle: bundle ?? '',
+    enroll,
     controllers: controllers(v.controller),
     capacity: v.capacity === undefined ? DEFAULT_CAPACITY : integer('capacity', v.capacity, 1, 128),
     stateFile: nonEmpty('state-file', v['state-file']),

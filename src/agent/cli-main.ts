@@ -6,13 +6,21 @@
  * 401, or closing the connection right after the TLS handshake, as a Node controller refuses a revoked
  * or expired one; controller-client.ts). A refusal by some controllers only is logged at warn and the
  * agent keeps trying; the fail-safe stops the shards meanwhile (no exit).
+ * With --enroll instead of a bundle: token and CA file → (the state folder's identity, or) enrollment,
+ * polling until the signer answers (a signal ends the wait, exit 0; a denial exits 3) → the same agent.
  */
+import { X509Certificate } from 'node:crypto'
 import { pino, type Logger } from 'pino'
 import { collectDefaultMetrics } from 'prom-client'
 import { versionLine } from '../cli-kit/version.js'
 import { parseCliArgs, HELP, UsageError, type CliArgs } from './cli-args.js'
 import { FileGenerationStore, MemoryGenerationStore, StateFileError } from './generation-store.js'
+import { readFile } from 'node:fs/promises'
 import { IdentityError, loadBundle, loadBundleJwks, type NodeIdentity } from './identity.js'
+import { enrolledIdentity } from './enrolled-identity.js'
+import { EnrollmentAbortedError, EnrollmentDeniedError, EnrollmentRefusedError } from './enrollment.js'
+import { readToken, TokenSourceError } from './token-source.js'
+import type { EnrollToken } from '../core/enroll-token.js'
 import { NodeAgent } from './node-agent.js'
 import type { AgentEvent } from './agent-events.js'
 import { MetricsListenError, MetricsServer } from './metrics-server.js'
@@ -29,13 +37,15 @@ export interface CliIo {
   readonly warnings?: { attach(logger: Logger): void }
 }
 
-function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): NodeAgent {
+function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger, keep: ((identity: NodeIdentity) => Promise<void>) | null): NodeAgent {
+  // Where plan-jwks.json is read again after a plan-key rotation: the bundle, or the state folder.
+  const jwksDir = args.enroll === null ? args.bundle : args.enroll.stateDir
   const generationStore = args.stateFile === null ? new MemoryGenerationStore() : new FileGenerationStore(args.stateFile, identity.nodeId)
   let agent: NodeAgent | null = null
   const onEvent = (event: AgentEvent) => {
     // After a plan-key rotation the operator copies the new plan-jwks.json into the bundle.
-    if (event.type === 'plan_refused' && event.reason === 'unknown_kid') {
-      loadBundleJwks(args.bundle).then(
+    if (event.type === 'plan_refused' && event.reason === 'unknown_kid' && jwksDir !== null) {
+      loadBundleJwks(jwksDir).then(
         (keys) => agent?.setPinnedKeys(keys),
         (err: Error) => logger.error({ err: err.message }, 'cannot re-read plan-jwks.json'),
       )
@@ -50,6 +60,7 @@ function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger): Node
     generationStore,
     logger,
     onEvent,
+    ...(keep === null ? {} : { onIdentityRenewed: keep }),
     onStart: async (ctx) => {
       if (args.onStart !== null) await runShardCommand(args.onStart, 'start', ctx, logger)
     },
@@ -76,18 +87,28 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stdout(`${versionLine('pxe-node')}\n`)
     return EXIT.ok
   }
-  let identity: NodeIdentity
-  try {
-    identity = await loadBundle(args.bundle)
-  } catch (err) {
-    if (!(err instanceof IdentityError)) throw err
-    io.stderr(`pxe-node: cannot use bundle ${args.bundle}: ${err.message}\n`)
-    return EXIT.startup
+  const enrollInput = args.enroll === null ? null : await enrollInputs(args, io)
+  if (typeof enrollInput === 'number') return enrollInput
+  let identity: NodeIdentity | null = null
+  if (enrollInput === null) {
+    try {
+      identity = await loadBundle(args.bundle)
+    } catch (err) {
+      if (!(err instanceof IdentityError)) throw err
+      io.stderr(`pxe-node: cannot use bundle ${args.bundle}: ${err.message}\n`)
+      return EXIT.startup
+    }
   }
   const logger = pino({ level: args.logLevel, base: { pid: process.pid } }, pino.destination({ fd: 1, sync: true }))
   io.warnings?.attach(logger)
+  let keep: ((identity: NodeIdentity) => Promise<void>) | null = null
+  if (identity === null) {
+    const enrolled = await enrollUntilIssued(args, enrollInput!, logger, io)
+    if (typeof enrolled === 'number') return enrolled
+    ;({ identity, keep } = enrolled)
+  }
   if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
-  const agent = buildAgent(args, identity, logger)
+  const agent = buildAgent(args, identity, logger, keep)
   let metrics: MetricsServer | null
   try {
     metrics = await serveMetrics(args, agent, logger)
@@ -109,6 +130,61 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     await metrics?.close()
+  }
+}
+
+/** The token and the CA file of --enroll, read once; an exit status when one cannot be used. */
+async function enrollInputs(args: CliArgs, io: CliIo): Promise<{ token: EnrollToken; ca: string } | number> {
+  const { token: source, caFile } = args.enroll!
+  let token: EnrollToken
+  try {
+    token = await readToken(source)
+  } catch (err) {
+    if (!(err instanceof TokenSourceError)) throw err
+    io.stderr(`pxe-node: ${err.message}\n`)
+    return EXIT.startup
+  }
+  let ca: string
+  try {
+    ca = await readFile(caFile, 'utf8')
+    new X509Certificate(ca)
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    io.stderr(`pxe-node: cannot use the CA file ${caFile}: ${code === undefined ? 'not a PEM certificate' : `cannot read it (${code})`}\n`)
+    return EXIT.startup
+  }
+  return { token, ca }
+}
+
+/** Enrolls (or reuses the state folder's identity); a signal ends the wait (exit 0), a denial exits 3. */
+async function enrollUntilIssued(args: CliArgs, input: { token: EnrollToken; ca: string }, logger: Logger, io: CliIo): Promise<{ identity: NodeIdentity; keep: ((identity: NodeIdentity) => Promise<void>) | null } | number> {
+  const { urls, name, stateDir } = args.enroll!
+  const abort = new AbortController()
+  const onSignal = (signal: string) => {
+    logger.info({ signal }, 'signal received: enrollment abandoned')
+    abort.abort()
+  }
+  process.once('SIGTERM', onSignal)
+  process.once('SIGINT', onSignal)
+  try {
+    logger.info({ enroll: urls, name, token_id: input.token.id, state_dir: stateDir }, 'node agent enrolling')
+    return await enrolledIdentity({ enrollUrls: urls, token: input.token, name, ca: input.ca, signal: abort.signal, ...(stateDir === null ? {} : { stateDir }) }, logger)
+  } catch (err) {
+    if (err instanceof EnrollmentAbortedError) return EXIT.ok
+    if (err instanceof EnrollmentDeniedError || err instanceof EnrollmentRefusedError) {
+      logger.error({ err: err.message }, 'enrollment refused')
+      io.stderr(`pxe-node: ${err.message}\n`)
+      return EXIT.refused
+    }
+    if (err instanceof IdentityError) {
+      logger.error({ err: err.message }, 'enrollment failed')
+      io.stderr(`pxe-node: ${err.message}\n`)
+      return EXIT.startup
+    }
+    throw err
+  } finally {
+    process.off('SIGTERM', onSignal)
+    process.off('SIGINT', onSignal)
   }
 }
 

@@ -15,6 +15,11 @@
  * (CertificateRefusedError). Anything less, some URLs refusing while others cannot be reached, is busy
  * or times out, or a refusal the second round does not repeat (a controller that stopped just after a
  * handshake), is probable: a ControllerUnreachableError whose `refusals` are not empty.
+ *
+ * A renewed certificate is switched to between requests (switchIdentity): requests wait while those in
+ * flight finish, the kept-alive connections and the TLS session (which would present the old
+ * certificate again) are dropped, and until a check-in with the new certificate is answered 200 only
+ * check-ins go out, so that the controller records the rotation before any claim presents it.
  */
 import https from 'node:https'
 import { createSecureContext, type SecureContext } from 'node:tls'
@@ -130,6 +135,8 @@ const CERT_ALERT = /ALERT_(CERTIFICATE_REVOKED|CERTIFICATE_UNKNOWN|CERTIFICATE_E
 /** Local verification failures of the controller's certificate (that controller is not ours). */
 const SERVER_UNTRUSTED = /^(ERR_TLS_CERT_ALTNAME_INVALID|UNABLE_TO_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|CERT_|ERR_TLS_CERT)/
 const MAX_BODY_BYTES = 256 * 1024
+/** The request that records a renewed certificate as a rotation (it goes first after a switch). */
+const CHECKIN_PATH = '/v1/checkin'
 
 type Attempt = { reply: ControllerReply } | { failed: FailedAttempt; retryFresh: boolean }
 /** One pass over the URLs: an answer, or every failure and whether every URL was tried (a busy notice ends a pass early). */
@@ -153,11 +160,18 @@ function retryAfterOf(res: IncomingMessage, body: unknown): number | null {
 /** Talks to the controller URLs in order, sticking to the last one that answered. */
 export class ControllerClient {
   private readonly urls: readonly string[]
-  private readonly context: SecureContext
+  private context: SecureContext
   private readonly agents = new Map<string, https.Agent>()
   /** One TLS session for every URL: HA replicas share ticket keys, so it resumes on a new leader. */
-  private readonly sessions = new SharedSessions()
+  private sessions = new SharedSessions()
   private readonly order: FailoverOrder
+  /** Requests sent and not yet settled (a switch of identity waits for none). */
+  private inFlight = 0
+  private idleWaiters: (() => void)[] = []
+  /** While an identity switch waits for the requests in flight: every new request waits for it. */
+  private switching: Promise<void> | null = null
+  /** After a switch, until a check-in is answered 200: requests other than check-ins wait for it. */
+  private checkinFirst: { promise: Promise<void>; open: () => void } | null = null
 
   constructor(private readonly opts: ControllerClientOptions) {
     if (opts.urls.length === 0) throw new Error('at least one controller URL is required')
@@ -178,6 +192,61 @@ export class ControllerClient {
    * failover-order.ts); throws the two errors above (when a refusal is definitive: the module comment).
    */
   async post(path: string, body: unknown): Promise<ControllerReply> {
+    return this.request(path, body)
+  }
+
+  /** GETs `path` with the same failover and errors as post(). */
+  async get(path: string): Promise<ControllerReply> {
+    return this.request(path, undefined)
+  }
+
+  /**
+   * Presents `cert` and `key` on every new connection from now on (a renewal): waits for the requests in
+   * flight, drops the kept-alive connections and the shared TLS session, and holds every request but a
+   * check-in until a check-in is answered 200 (the module comment). Resolves once switched.
+   */
+  async switchIdentity(cert: string, key: string): Promise<void> {
+    while (this.switching !== null) await this.switching
+    let done!: () => void
+    this.switching = new Promise((resolve) => (done = resolve))
+    try {
+      while (this.inFlight > 0) await new Promise<void>((resolve) => this.idleWaiters.push(resolve))
+      this.context = createSecureContext({ ca: this.opts.ca, cert, key, minVersion: 'TLSv1.2' })
+      for (const agent of this.agents.values()) agent.destroy()
+      this.agents.clear()
+      this.sessions = new SharedSessions()
+      this.checkinFirst?.open()
+      let open!: () => void
+      const promise = new Promise<void>((resolve) => (open = resolve))
+      this.checkinFirst = { promise, open }
+    } finally {
+      this.switching = null
+      done()
+    }
+  }
+
+  /** One request once the identity gates let it through (a method per body: undefined is a GET). */
+  private async request(path: string, body: unknown): Promise<ControllerReply> {
+    for (;;) {
+      if (this.switching !== null) await this.switching
+      else if (this.checkinFirst !== null && path !== CHECKIN_PATH) await this.checkinFirst.promise
+      else break
+    }
+    this.inFlight += 1
+    try {
+      const reply = await this.failingOver(path, body)
+      if (path === CHECKIN_PATH && reply.status === 200 && this.checkinFirst !== null) {
+        this.checkinFirst.open()
+        this.checkinFirst = null
+      }
+      return reply
+    } finally {
+      this.inFlight -= 1
+      if (this.inFlight === 0) for (const wake of this.idleWaiters.splice(0)) wake()
+    }
+  }
+
+  private async failingOver(path: string, body: unknown): Promise<ControllerReply> {
     const first = await this.pass(path, body, false)
     if ('reply' in first) return first.reply
     if (!refusedByEvery(first)) throw new ControllerUnreachableError(first.failures)
@@ -208,10 +277,12 @@ export class ControllerClient {
     return { failures, everyUrl: true }
   }
 
-  /** Closes every connection. */
+  /** Closes every connection (and lets any request held for a check-in go, to fail or be answered). */
   close(): void {
     for (const agent of this.agents.values()) agent.destroy()
     this.agents.clear()
+    this.checkinFirst?.open()
+    this.checkinFirst = null
   }
 
   private agentFor(url: string): https.Agent {
@@ -250,7 +321,7 @@ export class ControllerClient {
 
   /** One request; `seen` reports whether the socket was reused and whether a fresh handshake completed. */
   private send(url: string, agent: https.Agent, path: string, body: unknown, seen: (reused: boolean, handshook: boolean) => void): Promise<ControllerReply> {
-    const payload = JSON.stringify(body)
+    const payload = body === undefined ? null : JSON.stringify(body)
     const { clock } = this.opts
     const requestTimeoutMs = this.opts.requestTimeoutMs()
     return new Promise((resolve, reject) => {
@@ -258,9 +329,9 @@ export class ControllerClient {
       let handshook = false
       let settled = false
       const req = https.request(new URL(path, url), {
-        method: 'POST',
+        method: payload === null ? 'GET' : 'POST',
         agent,
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), accept: 'application/json' },
+        headers: payload === null ? { accept: 'application/json' } : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), accept: 'application/json' },
       })
       const settle = (outcome: () => ControllerReply) => {
         if (settled) return
@@ -298,7 +369,8 @@ export class ControllerClient {
         res.on('end', () => settle(() => this.reply(url, res, Buffer.concat(chunks).toString('utf8'))))
         res.on('error', (err: NodeJS.ErrnoException) => fail(classify(err)))
       })
-      req.end(payload)
+      if (payload === null) req.end()
+      else req.end(payload)
     })
   }
 

@@ -29,8 +29,12 @@ export interface NodeIdentity {
   readonly key: string
   readonly ca: string
   readonly pinnedKeys: PinnedKeys
+  /** Start of the certificate's validity (ms since the epoch): a renewal is used from then on. */
+  readonly notBefore: number
   /** End of the certificate's validity (ms since the epoch). */
   readonly notAfter: number
+  /** The certificate's serial (lower-case hex, no leading zeros), for logs. */
+  readonly serial: string
 }
 
 /** The file names of a bundle folder (as `pxe-pki issue` writes them). */
@@ -81,7 +85,9 @@ export async function identityFromPem(material: IdentityMaterial, nowMs: number 
       : await PinnedKeys.fromJwks(material.jwks, 'plan-jwks.json').catch((err: Error) => {
           throw new IdentityError(err.message)
         })
-  return { nodeId: cn, cert: material.cert, key: material.key, ca: material.ca, pinnedKeys, notAfter }
+  const notBefore = Date.parse(cert.validFrom)
+  const serial = cert.serialNumber.toLowerCase().replace(/^0+(?=.)/, '')
+  return { nodeId: cn, cert: material.cert, key: material.key, ca: material.ca, pinnedKeys, notBefore, notAfter, serial }
 }
 
 async function readBundleFile(dir: string, name: string): Promise<string> {

@@ -1,8 +1,16 @@
 /**
  * The node side of the Discord-PXE protocol, as a library: `import { NodeAgent } from '<package>/agent'`.
- * See README.md, section "Node agent", for a usage example.
+ * See docs/node-library.md for usage examples (a bundle, or enrollment with a bootstrap token).
  */
 export { NodeAgent } from './node-agent.js'
+export type { EnrollAgentOptions, EnrolledIdentity } from './enrolled-identity.js'
+export { enrolledIdentity } from './enrolled-identity.js'
+export { enroll, EnrollmentDeniedError, EnrollmentRefusedError, EnrollmentAbortedError } from './enrollment.js'
+export type { EnrollmentOptions } from './enrollment.js'
+export { IdentityStateDir } from './identity-state.js'
+export type { StoredIdentity } from './identity-state.js'
+export { renewalDueAt, RENEW_AT, RENEW_JITTER } from './cert-renewer.js'
+export { readToken, TokenSourceError } from './token-source.js'
 export type { AgentState, AgentStatus, AgentEnd } from './agent-status.js'
 export type { NodeAgentOptions, ShardHealth } from './agent-options.js'
 export { AGENT_DEFAULTS, controllerUrlProblem } from './agent-options.js'

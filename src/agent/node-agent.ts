@@ -20,7 +20,9 @@ import { CertificateRefusedError, ControllerClient, ControllerUnreachableError }
 import { checkInDepositing, type SentCheckin } from './depositing-checkin.js'
 import { MemoryGenerationStore, type GenerationStore } from './generation-store.js'
 import { claimIdentify } from './identify-claim.js'
-import { loadBundle } from './identity.js'
+import { loadBundle, type NodeIdentity } from './identity.js'
+import { CertificateRenewer } from './cert-renewer.js'
+import { enrolledIdentity, type EnrollAgentOptions } from './enrolled-identity.js'
 import type { PinnedKeys } from './pinned-keys.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
@@ -77,6 +79,9 @@ export class NodeAgent {
   private readonly checkinAlarm: Alarm
   private readonly cadence: CheckinCadence
   private pinned: PinnedKeys
+  /** The identity new connections present (replaced by each renewal). */
+  private identity: NodeIdentity
+  private readonly renewer: CertificateRenewer | null
   private floor: number | null = null
   private started = false
   private halt: AgentEnd | null = null
@@ -91,6 +96,7 @@ export class NodeAgent {
   constructor(private readonly opts: NodeAgentOptions) {
     assertValidOptions(opts)
     this.nodeId = opts.identity.nodeId
+    this.identity = opts.identity
     this.pinned = opts.identity.pinnedKeys
     this.clock = opts.clock ?? systemClock
     this.logger = (opts.logger ?? SILENT).child({ node_id: this.nodeId })
@@ -109,8 +115,44 @@ export class NodeAgent {
     this.scheduler = this.newScheduler()
     this.plans = this.newPlanManager()
     this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
-    this.metricsObserver = new AgentMetrics({ status: () => this.status(), health: () => this.shardHealth() })
+    this.metricsObserver = new AgentMetrics({ status: () => this.status(), health: () => this.shardHealth(), certificateExpiry: () => this.identity.notAfter })
     this.metrics = this.metricsObserver.registry
+    this.renewer = opts.renewCertificate === false ? null : this.newRenewer()
+  }
+
+  private newRenewer(): CertificateRenewer {
+    return new CertificateRenewer({
+      clock: this.clock,
+      logger: this.logger,
+      ...(this.opts.renewAtFraction === undefined ? {} : { renewAt: this.opts.renewAtFraction }),
+      current: () => this.identity,
+      post: (path, body) => this.client.post(path, body),
+      get: (path) => this.client.get(path),
+      adopt: (identity) => this.adoptIdentity(identity),
+      emit: (event) => this.emit(event),
+    })
+  }
+
+  /**
+   * Switches to a renewed identity: new connections present it (the client waits for the requests in
+   * flight and lets only check-ins out until one is answered), and a check-in goes at once, so that the
+   * controller records the rotation before any claim presents the new certificate. No shard stops.
+   */
+  private async adoptIdentity(next: NodeIdentity): Promise<void> {
+    await this.client.switchIdentity(next.cert, next.key)
+    this.identity = next
+    this.pinned = next.pinnedKeys
+    this.checkInNow()
+    try {
+      await this.opts.onIdentityRenewed?.(next)
+    } catch (err) {
+      this.logger.error({ err: describe(err) }, 'onIdentityRenewed failed')
+    }
+  }
+
+  /** The identity new connections present: the one given, or the latest renewal. */
+  get currentIdentity(): NodeIdentity {
+    return this.identity
   }
 
   private newClient(): ControllerClient {
@@ -162,6 +204,25 @@ export class NodeAgent {
     return new NodeAgent({ ...opts, identity: await loadBundle(dir) })
   }
 
+  /**
+   * Enrolls (docs/node-library.md "Enrollment") and builds an agent from the identity issued. With
+   * `stateDir`, an identity kept there is used again when it still holds (no enrollment), a new one is
+   * kept there, and so is every renewal. Throws EnrollmentDeniedError when the signer denies it.
+   */
+  static async enroll(opts: Omit<NodeAgentOptions, 'identity'> & { readonly enrollment: EnrollAgentOptions }): Promise<NodeAgent> {
+    const { enrollment, ...rest } = opts
+    const { identity, keep } = await enrolledIdentity(enrollment, rest.logger ?? SILENT, rest.clock ?? systemClock)
+    const renewed = rest.onIdentityRenewed
+    return new NodeAgent({
+      ...rest,
+      identity,
+      onIdentityRenewed: keep === null ? renewed : async (next) => {
+        await keep(next)
+        await renewed?.(next)
+      },
+    })
+  }
+
   /** Reads the stored generation floor (throws StateFileError on a damaged file) and starts checking in. */
   async start(): Promise<void> {
     if (this.started) throw new Error('the agent was already started')
@@ -169,6 +230,7 @@ export class NodeAgent {
     this.floor = await this.store.load()
     this.logger.info({ controllers: this.opts.controllers, capacity: this.opts.capacity, stored_generation: this.floor }, 'node agent starting')
     this.checkInNow()
+    this.renewer?.start()
   }
 
   /** Stops every shard (reason shutdown) and all activity; resolves once done. */
@@ -366,6 +428,7 @@ export class NodeAgent {
     if (this.halt !== null) return
     this.halt = { reason, detail }
     this.checkinAlarm.cancel()
+    this.renewer?.stop()
     this.scheduler.stop()
     // A stop timeout the lease cannot hold is a configuration error: the agent ends as at shutdown.
     const loss = reason === 'certificate_refused' ? 'certificate_refused' : 'shutdown'

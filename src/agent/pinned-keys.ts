@@ -30,7 +30,7 @@ export class PinnedKeysError extends Error {
 
 /** Imported pinned keys by kid. Immutable; one instance may be shared by many agents. */
 export class PinnedKeys {
-  private constructor(private readonly byKid: ReadonlyMap<string, CryptoKey>) {}
+  private constructor(private readonly byKid: ReadonlyMap<string, CryptoKey>, private readonly source: PlanJwks) {}
 
   /** Validates a JWKS (shape, kid = RFC 7638 thumbprint, no duplicates) and imports its keys. */
   static async fromJwks(raw: unknown, source = 'plan JWKS'): Promise<PinnedKeys> {
@@ -46,7 +46,12 @@ export class PinnedKeys {
       if (byKid.has(jwk.kid)) throw new PinnedKeysError(`${source}: key ${jwk.kid} appears twice`)
       byKid.set(jwk.kid, (await importJWK({ kty: jwk.kty, crv: jwk.crv, x: jwk.x }, 'EdDSA')) as CryptoKey)
     }
-    return new PinnedKeys(byKid)
+    return new PinnedKeys(byKid, parsed.data)
+  }
+
+  /** The JWKS these keys came from (public keys only), e.g. to keep them beside an enrolled identity. */
+  get jwks(): PlanJwks {
+    return this.source
   }
 
   /** The key pinned under `kid`, or undefined. */

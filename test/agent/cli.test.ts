@@ -31,7 +31,7 @@ t.test('--help explains the flags, the environment and the exit statuses', async
 t.test('a bad flag: a clear error on stderr, exit status 2', async (t) => {
   const res = run('--bundle', bundleDir, '--controller', 'https://127.0.0.1:1', '--nope')
   t.equal(res.status, 2)
-  t.match(res.stderr, /^pxe-node: unknown option --nope\n/)
+  t.match(res.stderr, /^pxe-node: unknown option --nope(; did you mean --name\?)?\n/)
   t.match(res.stderr, /Run "pxe-node --help" for usage/)
   t.equal(res.stdout, '')
 })
