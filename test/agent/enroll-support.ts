@@ -68,6 +68,7 @@ export class TestSigner {
 
   /** Runs pass() every `everyMs` until stop(). */
   start(everyMs = 200): void {
+    if (this.timer !== null) return
     const tick = () => {
       this.busy = this.pass()
         .catch((err: Error) => void this.errors.push(err.message))
