@@ -69,7 +69,7 @@ export async function signPass(dir: string, requests: readonly PulledRequest[], 
       const { certPem, record } = await signLeaf(ca, {
         name: verdict.csr.name, role: 'node', subject: clientSubject(verdict.csr.name, 'node'), spkiDer: verdict.csr.spkiDer,
         extensions: clientExtensions(verdict.csr.keyType), days: 1, lifetimeMs: verdict.lifetimeMs, notBefore,
-        command: req.kind === 'renew' ? 'renew' : 'enroll', now, replaces: verdict.supersedes,
+        command: req.kind === 'renew' ? 'renew' : 'enroll', now, replaces: verdict.supersedes, requestId: req.request_id,
       })
       const superseded = new Set(verdict.supersedes)
       index = { ...index, certs: [...index.certs.map((c) => (superseded.has(c.serial) ? { ...c, revoked_at: revokedAt, reason: 'superseded' } : c)), record] }

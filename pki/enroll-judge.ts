@@ -63,18 +63,32 @@ function newest(records: readonly CertRecord[]): CertRecord | undefined {
   return [...records].sort((a, b) => Date.parse(b.not_before) - Date.parse(a.not_before) || (a.serial < b.serial ? 1 : -1))[0]
 }
 
+/**
+ * The certificates that hold `name` now, but those issued for `req` itself: an answer that never reached the
+ * controller (a post lost, the signer restarted) is issued again for the same request, not judged as a
+ * re-enrollment or a superseding renewal. Those earlier answers are returned apart (an enrollment revokes them).
+ */
+function holdersBesides(req: PulledRequest, name: string, ctx: JudgeContext): { holders: CertRecord[]; earlier: CertRecord[] } {
+  const all = holdersOf(ctx.index, name, ctx.now)
+  return { holders: all.filter((c) => c.request_id !== req.request_id), earlier: all.filter((c) => c.request_id === req.request_id) }
+}
+
 function judgeEnrollment(req: PulledRequest, ctx: JudgeContext): Verdict {
   const token = req.token_id === null ? undefined : ctx.tokens.get(req.token_id)
   if (token === undefined) return { kind: 'deny', reason: 'unknown token' }
+  const answeredBefore = holdersBesides(req, req.name, ctx).earlier.length > 0
   const unusable = tokenUnusable(token, ctx.now)
-  if (unusable !== null) return { kind: 'deny', reason: unusable }
+  // an answer that never arrived spent its use already: issuing it again spends none
+  if (unusable !== null && !(answeredBefore && token.uses_left <= 0 && token.revoked_at === undefined && Date.parse(token.expires_at) > ctx.now.getTime())) {
+    return { kind: 'deny', reason: unusable }
+  }
   const csr = verifiedCsr(req)
   if (typeof csr === 'string') return { kind: 'deny', reason: csr }
   if (!tokenAllowsName(token, csr.name)) return { kind: 'deny', reason: `the name is outside the token's pattern (${token.names})` }
   if (req.proof === null || !proofMatches(Buffer.from(token.secret, 'base64url'), csr.der, req.proof)) {
     return { kind: 'deny', reason: "the proof does not hold: not made with this token's secret over this CSR" }
   }
-  const holders = holdersOf(ctx.index, csr.name, ctx.now)
+  const { holders, earlier } = holdersBesides(req, csr.name, ctx)
   const foreign = holders.find((c) => c.role !== 'node')
   // a token enrolls nodes: it never takes over the name of an operator, a signer or the server
   if (foreign !== undefined) return { kind: 'deny', reason: `the name is held by a certificate of role ${foreign.role}` }
@@ -82,7 +96,8 @@ function judgeEnrollment(req: PulledRequest, ctx: JudgeContext): Verdict {
     return { kind: 'hold', why: `re-enrollment: ${csr.name} holds a valid certificate (${holders[0]!.serial}); the token asks for manual approval` }
   }
   if (token.approve === 'manual' && !ctx.approving) return { kind: 'hold', why: 'the token asks for manual approval' }
-  return { kind: 'issue', csr, rule: ctx.approving ? 'manual' : 'token_auto', lifetimeMs: tokenCertLifetimeMs(token), supersedes: holders.map((c) => c.serial), token }
+  // a use was spent for this request already when it was answered before: not again
+  return { kind: 'issue', csr, rule: ctx.approving ? 'manual' : 'token_auto', lifetimeMs: tokenCertLifetimeMs(token), supersedes: [...holders, ...earlier].map((c) => c.serial), token: earlier.length > 0 ? null : token }
 }
 
 function judgeRenewal(req: PulledRequest, ctx: JudgeContext): Verdict {
@@ -93,7 +108,7 @@ function judgeRenewal(req: PulledRequest, ctx: JudgeContext): Verdict {
   if (record.name !== req.name) return { kind: 'deny', reason: 'the presenting certificate names another node' }
   if (record.revoked_at !== undefined) return { kind: 'deny', reason: 'the presenting certificate is revoked' }
   if (Date.parse(record.not_after) <= ctx.now.getTime()) return { kind: 'deny', reason: 'the presenting certificate has expired' }
-  if (newest(holdersOf(ctx.index, record.name, ctx.now))?.serial !== record.serial) {
+  if (newest(holdersBesides(req, record.name, ctx).holders)?.serial !== record.serial) {
     return { kind: 'deny', reason: 'the presenting certificate is superseded by a newer one of its name' }
   }
   const csr = verifiedCsr(req)

@@ -33,16 +33,31 @@ export function isRequestId(id: string): boolean {
   return REQUEST_ID.test(id)
 }
 
-/** GET /v1/enroll/requests: the pending requests (oldest first, one page). */
+/** The most pending requests a controller keeps (a pull never reads more). */
+const MAX_PENDING = 10_000
+
+/**
+ * GET /v1/enroll/requests, page after page (`after` the last one read): every pending request, oldest
+ * first, so that requests held for an operator never hide the newer ones behind a full page.
+ */
 export async function pullPending(link: ControllerLink): Promise<PulledRequest[]> {
-  const answer = await link.request('GET', '/v1/enroll/requests')
-  if (answer.status !== 200) throw new PkiError(`${answer.controller} refused to list the requests: ${errorText(answer)}`)
-  const parsed = pullAnswerSchema.safeParse(answer.json)
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0]
-    throw new PkiError(`${answer.controller} answered the pull with something else than a request list${issue === undefined ? '' : ` (at "${issue.path.join('.')}")`}`)
+  const all: PulledRequest[] = []
+  let after: string | null = null
+  for (;;) {
+    const path: string = after === null ? `/v1/enroll/requests?limit=${CONTROLLER_PAGE}` : `/v1/enroll/requests?limit=${CONTROLLER_PAGE}&after=${after}`
+    const answer = await link.request('GET', path)
+    if (answer.status !== 200) throw new PkiError(`${answer.controller} refused to list the requests: ${errorText(answer)}`)
+    const parsed = pullAnswerSchema.safeParse(answer.json)
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]
+      throw new PkiError(`${answer.controller} answered the pull with something else than a request list${issue === undefined ? '' : ` (at "${issue.path.join('.')}")`}`)
+    }
+    const page = parsed.data.requests
+    all.push(...page)
+    const last = page.at(-1)
+    if (page.length < CONTROLLER_PAGE || last === undefined || all.length >= MAX_PENDING) return all
+    after = last.request_id
   }
-  return parsed.data.requests
 }
 
 /** What the signer posts for one request. */

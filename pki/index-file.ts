@@ -28,6 +28,8 @@ const certRecordSchema = z.strictObject({
   reason: z.string().optional(),
   /** Serials of the certificates of the same name this one replaced (`--replace`); they stay valid until revoked. */
   replaces: z.array(hexSerial).optional(),
+  /** The enrollment or renewal request this certificate answered (the signer): the same request judged again is not a re-enrollment. */
+  request_id: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
 })
 export type CertRecord = z.infer<typeof certRecordSchema>
 

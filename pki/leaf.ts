@@ -26,6 +26,8 @@ export interface LeafRequest {
   readonly now: Date
   /** Serials of the valid certificates of the same name this one replaces (`--replace`). */
   readonly replaces?: readonly string[]
+  /** The enrollment or renewal request it answers (the signer). */
+  readonly requestId?: string
 }
 
 /** The subject of a client certificate: `CN=<name>, OU=<role>` (SPEC "Identity"). */
@@ -57,6 +59,7 @@ export async function signLeaf(ca: LoadedCa, req: LeafRequest): Promise<{ certPe
     command: req.command,
     issued_at: req.now.toISOString(),
     ...(req.replaces !== undefined && req.replaces.length > 0 ? { replaces: [...req.replaces] } : {}),
+    ...(req.requestId === undefined ? {} : { request_id: req.requestId }),
   }
   return { certPem, record }
 }

@@ -141,11 +141,19 @@ export class EnrollQueue {
     throw new AppError('not_found', 'no such request')
   }
 
-  /** Up to `limit` pending requests, oldest first (what the signer pulls). */
-  listPending(now: number, limit: number): EnrollRequest[] {
+  /**
+   * Up to `limit` pending requests, oldest first (what the signer pulls); with `after`, those that came after
+   * that request (a page further: requests held for an operator never hide newer ones).
+   */
+  listPending(now: number, limit: number, after?: string): EnrollRequest[] {
     this.expire(now)
     const out: EnrollRequest[] = []
+    let skipping = after !== undefined && this.byId.has(after)
     for (const request of this.byId.values()) {
+      if (skipping) {
+        if (request.id === after) skipping = false
+        continue
+      }
       if (out.length >= limit) break
       if (request.status === 'pending') out.push(request)
     }

@@ -12,7 +12,7 @@ import { CANONICAL_DECIMAL } from '../core/snowflake.js'
 import { checkinBodySchema, drainBodySchema, identifyBodySchema, reshardBodySchema } from '../core/schemas.js'
 import { BODY_LIMIT_BYTES, SESSIONS_BODY_LIMIT_BYTES } from './json-body.js'
 import { CRL_BODY_LIMIT_BYTES, CRL_MEDIA_TYPES } from './crl-body.js'
-import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, renewBodySchema, requestParamsSchema } from '../service/enroll-service.js'
+import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, renewBodySchema, requestParamsSchema, signerListQuerySchema } from '../service/enroll-service.js'
 import * as answers from './answer-schemas.js'
 
 /** `GET /v1/route/:guild_id` path parameters; the snowflake rule is checked by the core (parseGuildId). */
@@ -38,6 +38,8 @@ export interface EndpointDoc {
   readonly summary: string
   readonly description: string
   readonly params?: z.ZodObject
+  /** Query parameters (every one optional). */
+  readonly query?: z.ZodObject
   readonly body?: BodyDoc
   readonly answer: { readonly status: 200 | 202; readonly schema: z.ZodType; readonly description: string }
   /** Refusals of this endpoint, beyond those of every endpoint (COMMON_ERRORS). */
@@ -150,7 +152,10 @@ export const ENDPOINT_DOCS: Readonly<Record<Endpoint, EndpointDoc>> = {
   'GET /v1/enroll/requests': {
     operationId: 'pendingRequests',
     summary: 'The pending enrollments and renewals (signer)',
-    description: 'Oldest first, with what the signer checks itself: token id, proof, CSR, source address, and for a renewal the presenting certificate\'s serial.',
+    description:
+      'Oldest first, with what the signer checks itself: token id, proof, CSR, source address, and for a renewal the presenting certificate\'s serial. ' +
+      'A page holds up to `limit` (default 500); `after` continues after a request, so requests held for an operator never hide newer ones.',
+    query: signerListQuerySchema,
     answer: { status: 200, schema: answers.signerRequestsSchema, description: 'up to 500 pending requests' },
     errors: [...STATE],
   },

@@ -136,6 +136,12 @@ function operation(endpoint: Endpoint, doc: EndpointDoc, schemas: SchemaSet): Js
         required: true,
         schema: schemas.add(schema as z.ZodType, schema === nameSchema ? 'Name' : upperFirst(param.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase())), 'input'),
       }))
+  for (const [param, schema] of Object.entries(doc.query?.shape ?? {})) {
+    const inner = (schema as z.ZodOptional<z.ZodType>).unwrap()
+    // a query value is text: documented as the string it is sent as, with its pattern
+    const text = inner instanceof z.ZodPipe ? (inner.in as z.ZodType) : inner
+    parameters.push({ name: param, in: 'query', required: false, schema: schemas.add(text, `${name}${upperFirst(param)}`, 'input') })
+  }
   const body = doc.body
   const requestBody = body === undefined
     ? undefined

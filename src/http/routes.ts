@@ -16,7 +16,7 @@ import { assertCrlMediaType, CRL_BODY_LIMIT_BYTES, crlBodyText, installCrlBodyPa
 import { guildParamsSchema, nodeParamsSchema } from './endpoints.js'
 import type { CrlPush } from '../service/crl-push.js'
 import type { EnrollHost } from '../service/enroll-host.js'
-import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, EnrollRefused, renewBodySchema, requestParamsSchema } from '../service/enroll-service.js'
+import { decisionBodySchema, ENROLL_BODY_LIMIT_BYTES, EnrollRefused, renewBodySchema, requestParamsSchema, signerListQuerySchema } from '../service/enroll-service.js'
 
 /** Pending requests the signer gets per pull. */
 const SIGNER_PAGE = 500
@@ -145,7 +145,10 @@ export function registerRoutes(app: FastifyInstance, deps: RouteDeps): void {
     return deps.enroll.serve((s) => s.renewalStatus(request_id, request.principal))
   })
 
-  app.get('/v1/enroll/requests', async () => ({ requests: await deps.enroll.serve((s) => s.pendingForSigner(SIGNER_PAGE)) }))
+  app.get('/v1/enroll/requests', async (request) => {
+    const { after, limit } = parseOr400(signerListQuerySchema, request.query, 'query')
+    return { requests: await deps.enroll.serve((s) => s.pendingForSigner(limit ?? SIGNER_PAGE, after)) }
+  })
 
   app.post('/v1/enroll/requests/:request_id', { bodyLimit: ENROLL_BODY_LIMIT_BYTES }, async (request) => {
     const { request_id } = parseOr400(requestParamsSchema, request.params, 'request id')

@@ -35,7 +35,13 @@ export const decisionBodySchema = z.union([
   z.object({ certificate: z.string().max(ENROLL_BODY_LIMIT_BYTES).regex(PEM_CERT, 'must be one PEM certificate') }).strict(),
   z.object({ denied: z.string().min(1).max(256) }).strict(),
 ])
-export const signerListQuerySchema = z.object({ limit: z.coerce.number().int().min(1).max(1000).optional() }).strict()
+/** `GET /v1/enroll/requests` query: a page of at most `limit` pending requests, those after request `after`. */
+export const signerListQuerySchema = z
+  .object({
+    after: z.string().regex(REQUEST_ID, 'must be a request id (22 characters of base64url)').optional(),
+    limit: z.string().regex(/^[1-9][0-9]{0,3}$/, 'must be a whole number from 1 to 1000').transform(Number).refine((n) => n <= 1000, 'must be at most 1000').optional(),
+  })
+  .strict()
 
 export type EnrollBody = z.infer<typeof enrollBodySchema>
 export type DecisionBody = z.infer<typeof decisionBodySchema>
@@ -129,8 +135,8 @@ export class EnrollService {
   }
 
   /** GET /v1/enroll/requests (signer): pending requests with what the signer checks, oldest first. */
-  pendingForSigner(limit: number): object[] {
-    return this.queue.listPending(this.deps.now(), limit).map((r) => ({
+  pendingForSigner(limit: number, after?: string): object[] {
+    return this.queue.listPending(this.deps.now(), limit, after).map((r) => ({
       request_id: r.id,
       kind: r.kind,
       name: r.name,

@@ -92,6 +92,15 @@ t.test('a decision is taken once; the signer list is oldest first and bounded', 
   t.same(q.listPending(12, 10).map((r) => r.id), ids.slice(1))
 })
 
+t.test('pages: after a request, the ones that came later (held ones never hide newer ones)', async (t) => {
+  const q = new EnrollQueue()
+  const ids = [1, 2, 3, 4, 5].map((n) => q.submit(n, enrollment(n), newId).request.id)
+  t.same(q.listPending(10, 2).map((r) => r.id), ids.slice(0, 2))
+  t.same(q.listPending(10, 2, ids[1]).map((r) => r.id), ids.slice(2, 4))
+  t.same(q.listPending(10, 2, ids[3]).map((r) => r.id), ids.slice(4))
+  t.same(q.listPending(10, 10, 'unknown').map((r) => r.id), ids, 'an unknown cursor starts over')
+})
+
 t.test('restore: what a store kept comes back, past-time requests do not, and nothing is dirty', async (t) => {
   const q = new EnrollQueue()
   const a = q.submit(0, enrollment(1), newId).request

@@ -230,7 +230,7 @@ t.test('the signer as a service: passes every --interval, issues what arrives, a
 t.test('--once with no controller reachable: exit 1 and the reason', async (t) => {
   const res = await pxePki('signer', '--once', '--controller', 'https://127.0.0.1:9', '--bundle', signerDir, '--dir', pki.dir)
   t.equal(res.code, 1)
-  t.match(res.stderr, /no controller answered GET \/v1\/enroll\/requests: https:\/\/127\.0\.0\.1:9: connection refused/)
+  t.match(res.stderr, /no controller answered GET \/v1\/enroll\/requests\?limit=500: https:\/\/127\.0\.0\.1:9: connection refused/)
   t.match(res.stderr, /pxe-pki: error: signer --once: no controller could be reached/)
 })
 

@@ -156,3 +156,23 @@ t.test('the CRL is due for a re-sign once half its validity is gone', async (t) 
   t.ok(crlNeedsRefresh(w, half))
   t.match(await readFile(join(dir, 'crl.pem'), 'utf8'), /BEGIN X509 CRL/)
 })
+
+t.test('an answer that never reached the controller is issued again for the same request: no second use, no re-enrollment hold, renewal not superseded', async (t) => {
+  const { token } = await createToken(dir, { names: 'lost-*', uses: 1, reenroll: 'manual' })
+  const req = request('lost-1', token)
+  const first = issuedOf((await signPass(dir, [req])).outcomes[0])!
+  // the post was lost; the signer (restarted) pulls the same request again
+  const again = await signPass(dir, [req])
+  const second = issuedOf(again.outcomes[0])!
+  t.ok(second, 'issued again, not held as a re-enrollment nor denied for a used-up token')
+  t.not(second.serial, first.serial)
+  t.same(second.supersedes, [first.serial], 'the undelivered certificate is revoked')
+  t.equal((await findToken(dir, parseToken(token).id))!.uses_left, 0, 'one use in all')
+  t.match(deniedOf((await signPass(dir, [request('lost-2', token)])).outcomes[0]), /no use left/, 'another request has no use')
+  // a renewal whose answer was lost
+  const renew = request('lost-1', null, { kind: 'renew', presenting_serial: second.serial })
+  const r1 = issuedOf((await signPass(dir, [renew])).outcomes[0])!
+  const r2 = issuedOf((await signPass(dir, [renew])).outcomes[0])
+  t.ok(r2, 'the same renewal is issued again, not denied as superseded by its own lost answer')
+  t.not(r2!.serial, r1.serial)
+})
