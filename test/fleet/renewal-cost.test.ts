@@ -39,7 +39,8 @@ t.test('connections check in at their share of the pace: 1,000 check-ins a secon
   // wall time per check-in = 1 / pace when the pace is kept (each connection waits out its gap)
   const expected = 1000 / RENEWAL_PACE_PER_S
   t.ok(msPerCheckin >= expected * 0.9, `not faster than the pace (${msPerCheckin.toFixed(3)} ms per check-in)`)
-  t.ok(msPerCheckin <= expected * 2.5, `close to the pace on this machine (${msPerCheckin.toFixed(3)} ms per check-in)`)
+  // how close it comes depends on the machine's load (speed is measured by npm run bench, never asserted here)
+  t.comment(`${msPerCheckin.toFixed(3)} ms per check-in against ${expected.toFixed(3)} ms at the pace`)
 })
 
 t.test('a renewal the target refuses ends the measurement with its status', async (t) => {
