@@ -1,13 +1,14 @@
-/** `npm run bench [-- --only core|moves|planner|state|mtls|issuance|ha]` (planner: an alias of moves): prints every benchmark section (or the one named). */
+/** `npm run bench [-- --only core|moves|planner|state|mtls|issuance|ha|enroll]` (planner: an alias of moves): prints every benchmark section (or the one named). */
 import { parseArgs } from 'node:util'
 import { runCoreBench } from './core-bench.js'
+import { runEnrollBench } from './enroll-bench.js'
 import { runHaBench } from './ha-bench.js'
 import { runIssuanceBench } from './issuance-bench.js'
 import { runMtlsBench } from './mtls-bench.js'
 import { runPlannerBench } from './planner-bench.js'
 import { runStateBench } from './state-bench.js'
 
-const SECTIONS = { core: runCoreBench, moves: runPlannerBench, planner: runPlannerBench, state: runStateBench, mtls: runMtlsBench, issuance: runIssuanceBench, ha: runHaBench } as const
+const SECTIONS = { core: runCoreBench, moves: runPlannerBench, planner: runPlannerBench, state: runStateBench, mtls: runMtlsBench, issuance: runIssuanceBench, ha: runHaBench, enroll: runEnrollBench } as const
 
 const log = (line: string): void => {
   process.stdout.write(`${line}\n`)

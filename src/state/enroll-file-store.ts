@@ -1,47 +1,173 @@
 /**
- * The enrollment queue in the state directory (the file backend's EnrollStore): one checksummed snapshot
- * file, `enroll-requests.json` (0600, with the previous good copy beside it), rewritten whole on each
- * write. The service groups the changes of one event-loop turn into one write, so a boot storm of a
- * thousand requests is a few hundred writes of at most a few MB, not one per request.
+ * The enrollment queue in the state directory (the file backend's EnrollStore), built like the state's own
+ * store (journaled-file-store.ts): a checksummed snapshot, `enroll-requests.json` (0600, the previous good
+ * copy beside it), and an append-only journal of the changes since, `enroll-requests.journal`, one
+ * checksummed line per write (journal-format.ts), fsynced before the write is acknowledged. A write costs
+ * what it changes, not the whole queue: a boot storm of a thousand nodes rewrote a growing file of up to
+ * 2 MB on every change when the queue was one file (21.8 ms of controller CPU per enrollment). Once the
+ * journal outgrows the snapshot (and 1 MiB), the queue is written whole and the journal starts over.
+ *
+ * Crash safety as for the state: only the last line can be torn, and a torn tail is ignored and cut off
+ * before the next append; a compaction that stops half-way leaves a snapshot whose `journalSeq` says which
+ * lines it holds. Any other damage stops the start (StateFileError) and nothing on disk is changed.
  */
+import { closeSync, fdatasyncSync, fstatSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs'
+import { readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import { z } from 'zod'
 import { storedEnrollSchema, type EnrollStore, type StoredEnroll } from '../core/enroll-record.js'
+import { removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
+import { decodeJournalLine, encodeJournalLine, splitJournal } from './journal-format.js'
 import { SnapshotFile } from './snapshot-file.js'
+import { StateFileError } from './state-file-error.js'
 
 export const ENROLL_FILE = 'enroll-requests.json'
+export const ENROLL_JOURNAL = 'enroll-requests.journal'
+
+/** More than the queue ever holds (10,000 pending, and answered ones for 10 minutes). */
+const MAX_RECORDS = 50_000
 
 const enrollFileSchema = z
   .object({
     format: z.literal('pxe-enroll-requests'),
     version: z.literal(1),
-    requests: z.array(storedEnrollSchema).max(20_000),
+    journalSeq: z.number().int().min(0),
+    requests: z.array(storedEnrollSchema).max(MAX_RECORDS),
   })
   .strict()
 type EnrollFile = z.infer<typeof enrollFileSchema>
 
-/** The queue's store in `stateDir`. */
-export class EnrollFileStore implements EnrollStore {
-  private readonly file: SnapshotFile<EnrollFile>
-  private readonly records = new Map<string, StoredEnroll>()
+const changeSchema = z
+  .object({ put: z.array(storedEnrollSchema).max(MAX_RECORDS), deleted: z.array(z.string().max(64)).max(MAX_RECORDS) })
+  .strict()
 
-  constructor(stateDir: string) {
-    this.file = new SnapshotFile(stateDir, enrollFileSchema, { fileName: ENROLL_FILE, validateOnSave: false })
+export interface EnrollFileStoreOptions {
+  /** Compact once the journal is larger than this many bytes and than the last snapshot (default 1 MiB). */
+  readonly minCompactBytes?: number
+}
+
+/** The queue's store in `stateDir`. One store, one process, per directory. */
+export class EnrollFileStore implements EnrollStore {
+  readonly journalPath: string
+  private readonly snapshots: SnapshotFile<EnrollFile>
+  private readonly records = new Map<string, StoredEnroll>()
+  private journal: number | null = null
+  private seq = 0
+  private goodBytes = 0
+  private snapshotBytes = 0
+  private hasSnapshot = false
+  private loaded = false
+  /** Set by a failed write: what reached the disk is unknown, so the next write is a whole snapshot. */
+  private needsFull = false
+
+  constructor(
+    readonly dir: string,
+    private readonly opts: EnrollFileStoreOptions = {},
+  ) {
+    this.snapshots = new SnapshotFile(dir, enrollFileSchema, { fileName: ENROLL_FILE, validateOnSave: false })
+    this.journalPath = join(dir, ENROLL_JOURNAL)
   }
 
-  /** The requests kept; a damaged file stops the start (StateFileError), as the state's own does. */
+  /** The requests kept; a damaged snapshot or journal stops the start (StateFileError). */
   async load(): Promise<StoredEnroll[]> {
-    const saved = await this.file.load()
+    const saved = await this.snapshots.load()
+    this.loaded = true
     this.records.clear()
-    for (const record of saved?.requests ?? []) this.records.set(record.id, record)
+    const journal = await readFile(this.journalPath).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return null
+      throw this.damaged(`the journal cannot be read (${err.code ?? String(err)})`)
+    })
+    if (saved === null) {
+      if (journal !== null && journal.length > 0) throw this.damaged('the journal exists but the snapshot does not (deleted or moved by hand?)')
+      return []
+    }
+    this.hasSnapshot = true
+    this.snapshotBytes = (await stat(this.snapshots.path)).size
+    for (const record of saved.requests) this.records.set(record.id, record)
+    this.seq = saved.journalSeq
+    if (journal !== null) this.replay(saved.journalSeq, journal)
     return [...this.records.values()]
   }
 
   async write(put: readonly StoredEnroll[], deleted: readonly string[]): Promise<void> {
-    const next = new Map(this.records)
-    for (const id of deleted) next.delete(id)
-    for (const record of put) next.set(record.id, record)
-    await this.file.save({ format: 'pxe-enroll-requests', version: 1, requests: [...next.values()] })
-    this.records.clear()
-    for (const [id, record] of next) this.records.set(id, record)
+    if (!this.loaded) await this.load() // never append to a journal nobody has checked
+    for (const id of deleted) this.records.delete(id)
+    for (const record of put) this.records.set(record.id, record)
+    try {
+      const limit = Math.max(this.opts.minCompactBytes ?? 1 << 20, this.snapshotBytes)
+      if (this.needsFull || !this.hasSnapshot || this.goodBytes > limit) await this.compact()
+      else this.append({ put, deleted })
+      this.needsFull = false
+    } catch (err) {
+      this.needsFull = true
+      this.closeJournal()
+      throw err
+    }
+  }
+
+  private replay(baseSeq: number, bytes: Buffer): void {
+    const { lines, completeBytes } = splitJournal(bytes)
+    let expected = baseSeq + 1
+    lines.forEach((line, i) => {
+      const decoded = decodeJournalLine(line)
+      if ('problem' in decoded) throw this.damaged(`journal line ${i + 1}: ${decoded.problem}`)
+      if (decoded.seq < expected) return // already in the snapshot (a compaction stopped half-way)
+      if (decoded.seq !== expected) throw this.damaged(`journal line ${i + 1} has seq ${decoded.seq}, expected ${expected}`)
+      const change = changeSchema.safeParse(decoded.delta)
+      if (!change.success) throw this.damaged(`journal line ${i + 1} is not a valid change: ${change.error.issues[0]?.message ?? 'invalid'}`)
+      for (const id of change.data.deleted) this.records.delete(id)
+      for (const record of change.data.put) this.records.set(record.id, record)
+      expected += 1
+    })
+    this.seq = expected - 1
+    this.goodBytes = completeBytes
+  }
+
+  private append(change: { put: readonly StoredEnroll[]; deleted: readonly string[] }): void {
+    if (this.journal === null) {
+      this.journal = openJournal(this.journalPath)
+      // Cut a torn tail (a crash mid-append) so the next line starts on a line boundary.
+      if (fstatSync(this.journal).size !== this.goodBytes) ftruncateSync(this.journal, this.goodBytes)
+    }
+    const bytes = Buffer.from(encodeJournalLine(this.seq + 1, change), 'utf8')
+    for (let done = 0; done < bytes.length; ) done += writeSync(this.journal, bytes, done, bytes.length - done, this.goodBytes + done)
+    fdatasyncSync(this.journal)
+    this.seq += 1
+    this.goodBytes += bytes.length
+  }
+
+  private async compact(): Promise<void> {
+    await this.snapshots.save({ format: 'pxe-enroll-requests', version: 1, journalSeq: this.seq, requests: [...this.records.values()] })
+    this.hasSnapshot = true
+    this.snapshotBytes = statSync(this.snapshots.path).size
+    this.closeJournal()
+    removeLeftoverTemps(this.dir, ENROLL_JOURNAL)
+    replaceFileAtomically(this.journalPath, this.dir, '')
+    this.goodBytes = 0
+  }
+
+  private closeJournal(): void {
+    const fd = this.journal
+    this.journal = null
+    if (fd === null) return
+    try {
+      closeSync(fd)
+    } catch {
+      // nothing to undo: the next write reopens it
+    }
+  }
+
+  private damaged(problem: string): StateFileError {
+    return new StateFileError(this.journalPath, problem, this.snapshots.prevPath, false)
+  }
+}
+
+/** Opens the journal for writing, creating it (0600) when it does not exist yet. */
+function openJournal(path: string): number {
+  try {
+    return openSync(path, 'r+')
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+    return openSync(path, 'w+', 0o600)
   }
 }
