@@ -7,7 +7,7 @@
  * A reconnect storm opens thousands of connections in seconds, so the controller ran a full collection
  * every few hundred connections, each marking the whole heap on the main thread and V8's helper
  * threads. With `--external-memory-accounted-in-global-limit` that memory counts toward V8's global
- * limit instead, which grows with the heap: far fewer full collections in a storm (README "Limits",
+ * limit instead, which grows with the heap: far fewer full collections in a storm (docs/limits.md,
  * garbage collection in a storm, and "Measured figures").
  *
  * Applied only on the V8 it was measured on (13.x: Node 24 LTS, the production target): V8 prints an

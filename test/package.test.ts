@@ -44,7 +44,7 @@ function productionPaths(): Set<string> {
   return new Set(Object.entries(lock.packages).filter(([path, entry]) => path !== '' && entry.dev !== true).map(([path]) => path))
 }
 
-const OWN_TOP = /^(dist\/src\/|dist\/pki\/|bin\/|deploy\/|docs\/|README\.md$|SECURITY\.md$|package\.json$)/
+const OWN_TOP = /^(dist\/src\/|dist\/pki\/|bin\/|deploy\/|docs\/|README\.md$|SECURITY\.md$|CHANGELOG\.md$|package\.json$)/
 // Key material, certificates and bundles by name: none may ever be packed from a developer's tree.
 const SECRET = /\.(pem|key|crt|csr|p12|pfx|jwk)$|(^|\/)(plan-keys|plan-jwks|ticket-keys?)\.json$|(^|\/)\.env/
 
@@ -68,7 +68,7 @@ t.test('the file list: compiled code, bins, deploy files and docs; nothing else 
     for (const file of typeof target === 'string' ? [target] : [target.types, target.default]) t.ok(has.has(file.replace(/^\.\//, '')), `export ${path}: ${file}`)
   }
   t.ok(has.has('dist/src/ha/lease-keeper-worker.js'), 'the HA lease keeper worker, loaded by file name at run time')
-  for (const file of ['deploy/pxe-controller.service', 'deploy/pxe-node.service', 'deploy/Dockerfile', 'deploy/prometheus/prometheus.yml', 'deploy/prometheus/alerts.yml', 'deploy/prometheus/node-alerts.yml', 'deploy/controller.example.json', 'SECURITY.md', 'README.md']) {
+  for (const file of ['deploy/pxe-controller.service', 'deploy/pxe-node.service', 'deploy/Dockerfile', 'deploy/prometheus/prometheus.yml', 'deploy/prometheus/alerts.yml', 'deploy/prometheus/node-alerts.yml', 'deploy/controller.example.json', 'SECURITY.md', 'README.md', 'CHANGELOG.md']) {
     t.ok(has.has(file), file)
   }
 

@@ -130,7 +130,7 @@ Options:
                          starting nothing (exit status 4).
   --clock-skew-ms N      how long past its expiry a plan is still accepted, 0..${MAX_CLOCK_SKEW_MS} (default ${DEFAULT_CLOCK_SKEW_MS})
   --log-level L          ${LOG_LEVELS.join(', ')} (default info)
-  --metrics-port P       serve the agent's metrics (README "Node agent metrics") as plain HTTP on port P,
+  --metrics-port P       serve the agent's metrics (docs/monitoring.md) as plain HTTP on port P,
                          0..65535 (0: a free port; the log line "metrics listener started" names it):
                          GET /metrics answers Prometheus text with the pxe_node_* metrics and the process
                          metrics (process_*, nodejs_*); every other path answers 404. A port that cannot be
