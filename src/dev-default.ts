@@ -12,6 +12,10 @@ import { hostForUrl, isLoopbackHost } from './net/host.js'
 
 export const DEV_NODE = 'dev-node-1'
 export const DEV_OPERATOR = 'dev-operator'
+/** The development signer (the CA host's `pxe-pki signer`, run by hand for enrollment). */
+export const DEV_SIGNER = 'dev-signer'
+/** The enrollment listener's port in development (with `--port 0`, a free one). */
+export const DEV_DEFAULT_ENROLL_PORT = 8444
 export const DEV_DEFAULT_PORT = 8443
 /** The ops endpoint's port in development; with `--port 0` (or this port) it picks a free one too. */
 export const DEV_DEFAULT_OPS_PORT = 9464
@@ -40,7 +44,7 @@ async function ensureDevPki(pkiDir: string, progress: (line: string) => void): P
     progress('issuing the development server certificate (localhost, 127.0.0.1, ::1)')
     await issueServerCert(pkiDir, { dns: ['localhost'], ip: ['127.0.0.1', '::1'] })
   }
-  for (const [name, role] of [[DEV_NODE, 'node'], [DEV_OPERATOR, 'operator']] as const) {
+  for (const [name, role] of [[DEV_NODE, 'node'], [DEV_OPERATOR, 'operator'], [DEV_SIGNER, 'signer']] as const) {
     if (!(await exists(join(pkiDir, PKI_FILES.bundles, name, BUNDLE_FILES.cert)))) {
       progress(`issuing the development ${role} bundle ${name}`)
       await issueBundle(pkiDir, name, role, { replace: true }) // a dev bundle deleted by hand is simply issued again
@@ -65,6 +69,7 @@ export async function prepareDevDefault(varDir: string, host: string, port: numb
       max_concurrency: 1,
       // Same loopback host as the API: development never serves anything beyond this machine.
       ops: { host, port: port === 0 || port === DEV_DEFAULT_OPS_PORT ? 0 : DEV_DEFAULT_OPS_PORT },
+      enroll: { host, port: port === 0 || port === DEV_DEFAULT_ENROLL_PORT ? 0 : DEV_DEFAULT_ENROLL_PORT },
     },
     resolve(varDir),
     'development config',
@@ -79,6 +84,21 @@ export function devCurlCommand(varDir: string, host: string, port: number): stri
     `curl --cacert ${bundle}/${BUNDLE_FILES.ca} --cert ${bundle}/${BUNDLE_FILES.cert} --key ${bundle}/${BUNDLE_FILES.key} \\`,
     `  -H 'content-type: application/json' -d '${body}' \\`,
     `  https://${hostForUrl(host)}:${port}/v1/checkin`,
+  ].join('\n')
+}
+
+/**
+ * The commands that enroll a node with no certificate against the development controller: a token, the
+ * signer (one pass), and the node itself (its key stays in memory).
+ */
+export function devEnrollCommands(varDir: string, host: string, port: number, enrollPort: number): string {
+  const pki = relative(process.cwd(), resolve(varDir, 'pki')) || '.'
+  const at = hostForUrl(host)
+  return [
+    `node bin/pxe-pki.js token create --dir ${pki} --names 'dev-enrolled-*' --uses 5 > ${pki}/dev-token`,
+    `node bin/pxe-node.js --enroll https://${at}:${enrollPort} --token-file ${pki}/dev-token --name dev-enrolled-1 \\`,
+    `  --ca-file ${pki}/${PKI_FILES.caCert} --controller https://${at}:${port} &`,
+    `node bin/pxe-pki.js signer --once --dir ${pki} --controller https://${at}:${port} --bundle ${pki}/${PKI_FILES.bundles}/${DEV_SIGNER}`,
   ].join('\n')
 }
 

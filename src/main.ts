@@ -8,7 +8,7 @@ import { ArgvError, parseArgv } from './cli-kit/argv.js'
 import { endQuietlyOnClosedPipe } from './cli-kit/closed-pipe.js'
 import { versionLine } from './cli-kit/version.js'
 import { loadConfig, type Config } from './config.js'
-import { DEV_DEFAULT_PORT, assertLoopback, devCurlCommand, devMetricsCommand, prepareDevDefault } from './dev-default.js'
+import { DEV_DEFAULT_PORT, assertLoopback, devCurlCommand, devEnrollCommands, devMetricsCommand, prepareDevDefault } from './dev-default.js'
 import { gcTuningLogEntry, tuneGarbageCollection } from './gc-tuning.js'
 import { captureProcessWarnings } from './log/process-warnings.js'
 import { runtimeWarning } from './node-runtime.js'
@@ -132,6 +132,7 @@ async function main(): Promise<void> {
   if (dev) {
     process.stdout.write(`\nDevelopment controller on https://${config.listen.host}:${running.port} — check in as the dev node:\n\n${devCurlCommand(flags.varDir, config.listen.host, running.port)}\n\n`)
     if (running.opsPort !== null) process.stdout.write(`Metrics, health and readiness (plain HTTP, loopback):\n\n${devMetricsCommand(config.listen.host, running.opsPort)}\n\n`)
+    if (running.enrollPort !== null) process.stdout.write(`Or enroll a node with no certificate (a token, the node, one pass of the signer):\n\n${devEnrollCommands(flags.varDir, config.listen.host, running.port, running.enrollPort)}\n\n`)
   }
   handleStopSignals(running, logger)
 }

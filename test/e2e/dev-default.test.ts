@@ -26,6 +26,12 @@ t.test('starts from an empty var/ and the printed curl command succeeds', async 
   t.ok(metricsCommand, 'a metrics command is printed')
   t.equal(Number(metricsCommand![1]), ctl.opsPort)
   t.match(execFileSync('bash', ['-c', `${metricsCommand![0].replace(/^curl /, 'curl -sS --fail ')}`], { encoding: 'utf8' }), /^pxe_plan_generation 1$/m)
+  // Enrollment: the printed commands name the enrollment listener, which serves on loopback.
+  const enrollCommand = /^node bin\/pxe-node\.js --enroll https:\/\/127\.0\.0\.1:(\d+) /m.exec(ctl.stdout())
+  t.ok(enrollCommand, 'the enrollment commands are printed')
+  t.match(ctl.stdout(), /^node bin\/pxe-pki\.js signer --once --dir \S+ --controller https:\/\/127\.0\.0\.1:\d+ --bundle \S+dev-signer$/m)
+  const enrollAnswer = execFileSync('curl', ['-sS', '--cacert', join(cwd, 'var', 'pki', 'ca.pem'), `https://127.0.0.1:${enrollCommand![1]}/v1/enroll/AAAAAAAAAAAAAAAAAAAAAA`], { encoding: 'utf8' })
+  t.match(JSON.parse(enrollAnswer), { error: 'not_found' }, 'the enrollment listener answers without a client certificate')
   t.equal(statSync(join(cwd, 'var', 'pki', 'ca-key.pem')).mode & 0o777, 0o600)
   t.ok(existsSync(join(cwd, 'var', 'audit.log')))
   ctl.child.kill('SIGTERM')
