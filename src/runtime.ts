@@ -287,7 +287,7 @@ async function buildController(config: Config, opts: RuntimeOptions, closers: Cl
   // The ops endpoint comes up first: until the mTLS listener is up, /readyz says so; an HA replica is
   // ready (and pxe_is_leader 1) only while it leads with its state loaded.
   const isLeader = () => host.isLeader()
-  await ops.start(config.ops, { service: host, tls, app, crl: () => crls.inForce, serverCertPem: material.certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
+  await ops.start(config.ops, { service: host, tls, app, enroll, crl: () => crls.inForce, serverCertPem: material.certPem, wallClock: Date.now, isLeader, readinessChecks: [() => (isLeader() ? null : 'not_leader')] }, logger)
   await app.listen({
     host: config.listen.host,
     port: config.listen.port,

@@ -36,6 +36,8 @@ export interface MetricSources {
    * the handshakes in flight and the event loop's utilization over the last window (0..1).
    */
   admission(): AdmissionView
+  /** Enrollment and renewal requests waiting for the signer, and held in all (zeros when none serves). */
+  enroll(): { readonly pending: number; readonly held: number }
 }
 
 /** Everything one scrape reports, read once so that the gauges agree with each other. */
@@ -48,6 +50,7 @@ interface ScrapeView {
   readonly refused: Readonly<Record<ConnectionRefusal, number>>
   readonly openConnections: number
   readonly admission: AdmissionView
+  readonly enroll: { readonly pending: number; readonly held: number }
 }
 
 /** What admission (server/admission.ts) shows of its state. */
@@ -136,6 +139,7 @@ export class ControllerMetrics {
       refused: s.refusedConnections(),
       openConnections: s.openConnections(),
       admission: s.admission(),
+      enroll: s.enroll(),
     }
     return this.registry.metrics()
   }
@@ -220,6 +224,7 @@ export class ControllerMetrics {
     // The contract's name for the same gauge, kept for what reads it (promtool frowns on _total on a gauge).
     gauge('pxe_shards_total', 'Shards of the deployment (total_shards); the same value as pxe_shards', shards)
     gauge('pxe_shards_unassigned', 'Shards no live node is assigned', (v) => v.figures.unassigned)
+    gauge('pxe_enroll_requests_pending', 'Enrollment and renewal requests waiting for the signer (pxe-pki signer); at most 10,000', (v) => v.enroll.pending)
     gauge('pxe_sessions_held', 'Deposited sessions held for the next owner of their shard (memory only, at most session_handoff.ttl_seconds)', (v) => v.figures.sessionsHeld)
     if (dailyLimit !== null) {
       gauge('pxe_identify_daily_budget_remaining', 'Identify grants left in the rolling 24-hour budget', (v) => v.figures.dailyBudgetRemaining)

@@ -29,6 +29,8 @@ export interface OperationsSources {
   readonly wallClock: () => number
   /** HA: whether this replica leads (default: always; a standalone controller serves). */
   readonly isLeader?: (() => boolean) | undefined
+  /** The enrollment queue (its figures; absent: zeros). */
+  readonly enroll?: { figures(): { pending: number; held: number } } | undefined
   /** More readiness checks (HA adds one answering `not_leader`). */
   readonly readinessChecks?: readonly ReadinessCheck[] | undefined
 }
@@ -70,6 +72,7 @@ export class Operations {
       refusedConnections: () => tls.caps.refused,
       openConnections: () => tls.openConnections,
       admission: () => ({ deferred: tls.admission.deferred, costMs: tls.admission.estimatedCostMs, inFlight: tls.handshakesInFlight, loopUtilization: tls.admission.loopUtilization }),
+      enroll: () => sources.enroll?.figures() ?? { pending: 0, held: 0 },
     })
     if (config === null) return
     this.server = await OpsServer.start(config.host, config.port, { metrics: this.metrics, readiness: () => this.readiness(), ...(logger ? { logger } : {}) })
