@@ -10,17 +10,21 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { buildCsr, csrDer } from '../../src/der/csr.js'
 import { enrollProof, parseToken } from '../../src/core/enroll-token.js'
-import { createToken } from '../../pki/token-store.js'
+import { createToken, revokeToken } from '../../pki/token-store.js'
 import { signPass } from '../../pki/enroll-issue.js'
 import { revoke } from '../../pki/revocation.js'
 import type { PulledRequest } from '../../pki/enroll-judge.js'
 import { bundle, checkinBody, makePki, opensslCert, request, startTestController, type Identity, type Reply, type TestController } from './harness.js'
 import { testDir } from '../support/test-dir.js'
+import { pino } from 'pino'
 
 const root = testDir(t)
 const pki = await makePki(root)
 const enrollConfig = { enroll: { host: '127.0.0.1', port: 0, poll_after_ms: 500, per_address_pending: 3, per_token_pending: 4, per_address: { per_second: 1000, burst: 1000 } } }
-let ctl: TestController = await startTestController(pki, join(root, 'c1'), enrollConfig)
+// the operational log at trace level, scanned at the end for secrets
+const logFile = join(root, 'controller.log')
+const logger = () => pino({ level: 'trace' }, pino.destination({ dest: logFile, sync: true, append: true }))
+let ctl: TestController = await startTestController(pki, join(root, 'c1'), enrollConfig, { logger: logger() })
 t.teardown(() => ctl.running.stop())
 const signer = await bundle(pki, 'ca-signer', 'signer')
 const operator = await bundle(pki, 'alice', 'operator')
@@ -138,11 +142,19 @@ t.test('refusals at the door: each answered with its error, audited enroll_refus
 t.test('what only the signer can check: a wrong proof, a proof for another CSR, an unknown or revoked token, a name outside the pattern are queued, then denied', async (t) => {
   const other = await createToken(pki.dir, { names: 'rack-*' })
   const csr = csrFor('rack-c1')
+  const revoked = await createToken(pki.dir, { names: 'rack-*' })
+  await revokeToken(pki.dir, revoked.entry.id)
+  const expired = await createToken(pki.dir, { names: 'rack-*', ttlMs: 60_000, now: new Date(Date.now() - 120_000) })
+  const usedUp = await createToken(pki.dir, { names: 'rack-*', uses: 1 })
+  await signPass(pki.dir, [fake('rack-c9', csrFor('rack-c9'), usedUp.token)])
   const bodies = [
     { ...enrollment(auto.token, csr), proof: enrollment(other.token, csr).proof }, // the wrong secret
     { ...enrollment(auto.token, csrFor('rack-c2')), proof: enrollment(auto.token, csrFor('rack-c2')).proof }, // made for another CSR
     { ...enrollment(auto.token, csrFor('rack-c3')), token_id: 'zzzzzzzzzz' }, // unknown token
     enrollment(auto.token, csrFor('other-c4')), // outside rack-*
+    enrollment(revoked.token, csrFor('rack-c5')),
+    enrollment(expired.token, csrFor('rack-c6')),
+    enrollment(usedUp.token, csrFor('rack-c7')),
   ]
   const ids: string[] = []
   for (const body of bodies) {
@@ -156,7 +168,11 @@ t.test('what only the signer can check: a wrong proof, a proof for another CSR, 
   t.match(reasons[1], { status: 'denied', reason: /proof does not hold/ })
   t.match(reasons[2], { status: 'denied', reason: /unknown token/ })
   t.match(reasons[3], { status: 'denied', reason: /outside the token's pattern/ })
-  t.ok(audit().filter((l) => l.event === 'enroll_denied').length >= 4)
+  t.match(reasons[4], { status: 'denied', reason: /was revoked/ })
+  t.match(reasons[5], { status: 'denied', reason: /expired at/ })
+  t.match(reasons[6], { status: 'denied', reason: /no use left/ })
+  t.ok(audit().filter((l) => l.event === 'enroll_denied').length >= 7, 'each denial audited')
+  t.match(audit().find((l) => l.event === 'enroll_denied' && /was revoked/.test(String(l.reason))), { name: 'rack-c5', signer: 'ca-signer' })
 })
 
 t.test('floods: one address and one token are held to their share while others are served', async (t) => {
@@ -239,7 +255,7 @@ t.test('a restart keeps the queue (pending and issued), the signer still gets th
   const body = enrollment(auto.token, csr)
   const { request_id } = (await toListener('/v1/enroll', { body, localAddress: '127.0.5.1' })).json
   await ctl.running.stop()
-  ctl = await startTestController(pki, join(root, 'c1'), enrollConfig)
+  ctl = await startTestController(pki, join(root, 'c1'), enrollConfig, { logger: logger() })
   t.same((await toListener(`/v1/enroll/${request_id}`)).json, { status: 'pending' }, 'pending across the restart')
   const [again] = (await pull()).filter((r) => r.request_id === request_id)
   t.equal(again!.proof, body.proof, 'the sealed proof opens after the restart')
@@ -249,15 +265,15 @@ t.test('a restart keeps the queue (pending and issued), the signer still gets th
   const stateDir = join(ctl.root, 'state')
   const files = readdirSync(stateDir).map((f) => readFileSync(join(stateDir, f), 'latin1'))
   t.ok(files.some((text) => text.includes(request_id)), 'the queue is in the state directory')
-  for (const text of [...files, readFileSync(join(ctl.root, 'audit.log'), 'latin1')]) {
+  for (const text of [...files, readFileSync(join(ctl.root, 'audit.log'), 'latin1'), readFileSync(logFile, 'latin1')]) {
     t.notOk(text.includes(body.proof), 'no proof')
     t.notOk(text.includes(secret), 'no token secret')
   }
 })
 
 /** A request as the signer would pull it, for a certificate made outside the controller. */
-function fake(name: string, csr: string): PulledRequest {
-  return { request_id: 'x', kind: 'enroll', name, csr, token_id: parseToken(auto.token).id, proof: enrollment(auto.token, csr).proof, source: 'test', presenting_serial: null, created_at: new Date().toISOString() }
+function fake(name: string, csr: string, token = auto.token): PulledRequest {
+  return { request_id: 'x', kind: 'enroll', name, csr, token_id: parseToken(token).id, proof: enrollment(token, csr).proof, source: 'test', presenting_serial: null, created_at: new Date().toISOString() }
 }
 
 /** A key of `args` and its CSR, made by openssl req. */
