@@ -239,7 +239,7 @@ t.test('revoked nodes are removed at once', async (t) => {
 
 t.test('the plan view', async (t) => {
   const c = controllerWith([['Zeta', 2], ['alpha', 2]], { totalShards: 5, maxConcurrency: 1 })
-  checkIn(c, T0 + 1, body('beta', 2, { ready_shards: 1, starting_shards: 2, backoff_shards: 3, fatal_shards: 4, generation: 2 }), cert('b'))
+  checkIn(c, T0 + 1, body('beta', 2, { ready_shards: 1, starting_shards: 2, backoff_shards: 3, fatal_shards: 4, generation: 2 }), { ...cert('b'), notAfter: T0 + 86_400_000 })
   t.same(c.plan(T0 + 1), {
     generation: 3,
     totalShards: 5,
@@ -252,9 +252,9 @@ t.test('the plan view', async (t) => {
     reshard: null,
     drainFlagsNotLive: [],
     nodes: [
-      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, next: null },
-      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, next: null },
-      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4, pendingHandoffs: 0, next: null },
+      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },
+      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },
+      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4, pendingHandoffs: 0, certNotAfter: T0 + 86_400_000, next: null },
     ],
   })
 })
