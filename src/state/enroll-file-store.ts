@@ -11,13 +11,13 @@
  * before the next append; a compaction that stops half-way leaves a snapshot whose `journalSeq` says which
  * lines it holds. Any other damage stops the start (StateFileError) and nothing on disk is changed.
  */
-import { closeSync, fdatasyncSync, fstatSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
 import { storedEnrollSchema, type EnrollStore, type StoredEnroll } from '../core/enroll-record.js'
-import { removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
-import { decodeJournalLine, encodeJournalLine, splitJournal } from './journal-format.js'
+import { JournalFile } from './journal-file.js'
+import { decodeJournalLine, splitJournal } from './journal-format.js'
 import { SnapshotFile } from './snapshot-file.js'
 import { StateFileError } from './state-file-error.js'
 
@@ -51,9 +51,8 @@ export class EnrollFileStore implements EnrollStore {
   readonly journalPath: string
   private readonly snapshots: SnapshotFile<EnrollFile>
   private readonly records = new Map<string, StoredEnroll>()
-  private journal: number | null = null
+  private readonly journal: JournalFile
   private seq = 0
-  private goodBytes = 0
   private snapshotBytes = 0
   private hasSnapshot = false
   private loaded = false
@@ -66,6 +65,7 @@ export class EnrollFileStore implements EnrollStore {
   ) {
     this.snapshots = new SnapshotFile(dir, enrollFileSchema, { fileName: ENROLL_FILE, validateOnSave: false })
     this.journalPath = join(dir, ENROLL_JOURNAL)
+    this.journal = new JournalFile(this.journalPath)
   }
 
   /** The requests kept; a damaged snapshot or journal stops the start (StateFileError). */
@@ -95,12 +95,12 @@ export class EnrollFileStore implements EnrollStore {
     for (const record of put) this.records.set(record.id, record)
     try {
       const limit = Math.max(this.opts.minCompactBytes ?? 1 << 20, this.snapshotBytes)
-      if (this.needsFull || !this.hasSnapshot || this.goodBytes > limit) await this.compact()
+      if (this.needsFull || !this.hasSnapshot || this.journal.goodBytes > limit) await this.compact()
       else this.append({ put, deleted })
       this.needsFull = false
     } catch (err) {
       this.needsFull = true
-      this.closeJournal()
+      this.journal.close()
       throw err
     }
   }
@@ -120,54 +120,22 @@ export class EnrollFileStore implements EnrollStore {
       expected += 1
     })
     this.seq = expected - 1
-    this.goodBytes = completeBytes
+    this.journal.goodBytes = completeBytes
   }
 
   private append(change: { put: readonly StoredEnroll[]; deleted: readonly string[] }): void {
-    if (this.journal === null) {
-      this.journal = openJournal(this.journalPath)
-      // Cut a torn tail (a crash mid-append) so the next line starts on a line boundary.
-      if (fstatSync(this.journal).size !== this.goodBytes) ftruncateSync(this.journal, this.goodBytes)
-    }
-    const bytes = Buffer.from(encodeJournalLine(this.seq + 1, change), 'utf8')
-    for (let done = 0; done < bytes.length; ) done += writeSync(this.journal, bytes, done, bytes.length - done, this.goodBytes + done)
-    fdatasyncSync(this.journal)
+    this.journal.append(this.seq + 1, change)
     this.seq += 1
-    this.goodBytes += bytes.length
   }
 
   private async compact(): Promise<void> {
     await this.snapshots.save({ format: 'pxe-enroll-requests', version: 1, journalSeq: this.seq, requests: [...this.records.values()] })
     this.hasSnapshot = true
     this.snapshotBytes = statSync(this.snapshots.path).size
-    this.closeJournal()
-    removeLeftoverTemps(this.dir, ENROLL_JOURNAL)
-    replaceFileAtomically(this.journalPath, this.dir, '')
-    this.goodBytes = 0
-  }
-
-  private closeJournal(): void {
-    const fd = this.journal
-    this.journal = null
-    if (fd === null) return
-    try {
-      closeSync(fd)
-    } catch {
-      // nothing to undo: the next write reopens it
-    }
+    this.journal.reset() // the snapshot holds its lines
   }
 
   private damaged(problem: string): StateFileError {
     return new StateFileError(this.journalPath, problem, this.snapshots.prevPath, false)
-  }
-}
-
-/** Opens the journal for writing, creating it (0600) when it does not exist yet. */
-function openJournal(path: string): number {
-  try {
-    return openSync(path, 'r+')
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-    return openSync(path, 'w+', 0o600)
   }
 }

@@ -13,7 +13,7 @@
  * snapshot whose `journalSeq` says which old lines it already holds. Any other damage stops the start,
  * and nothing on disk is changed (StateFileError, as for the state file).
  */
-import { closeSync, fdatasyncSync, fstatSync, ftruncateSync, openSync, statSync, writeSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import { readFile, stat } from 'node:fs/promises'
 import { join } from 'node:path'
 import { z } from 'zod'
@@ -23,9 +23,9 @@ import { durableStateSchema, stateDeltaSchema } from '../core/durable-state-sche
 import { fromVersion1 } from '../core/snapshot-schema.js'
 import { controllerSnapshotSchema } from '../core/snapshot-schema.js'
 import { StateBuilder } from './apply-delta.js'
-import { removeLeftoverTemps, replaceFileAtomically } from './durable-fs.js'
 import { SnapshotFile } from './snapshot-file.js'
-import { decodeJournalLine, encodeJournalLine, splitJournal } from './journal-format.js'
+import { decodeJournalLine, splitJournal } from './journal-format.js'
+import { JournalFile } from './journal-file.js'
 import { StateFileError } from './state-file-error.js'
 import type { StateStore } from './state-store.js'
 
@@ -45,12 +45,8 @@ export interface JournaledFileStoreOptions {
 export class JournaledFileStore implements StateStore {
   readonly journalPath: string
   private readonly snapshots: SnapshotFile<SnapshotBody>
-  /** The journal's file descriptor while open. */
-  private journal: number | null = null
+  private readonly journal: JournalFile
   private seq = 0
-  private journalBytes = 0
-  /** Where the last complete journal line ends; a torn tail beyond it is cut before the next append. */
-  private goodBytes = 0
   private snapshotBytes = 0
   private hasSnapshot = false
   private loaded = false
@@ -65,6 +61,7 @@ export class JournaledFileStore implements StateStore {
     // The controller validates nothing it produces itself: what is read back is validated in load().
     this.snapshots = new SnapshotFile<SnapshotBody>(dir, snapshotBodySchema, { validateOnSave: false })
     this.journalPath = join(dir, 'state.journal')
+    this.journal = new JournalFile(this.journalPath)
   }
 
   /** The state file (for messages and tests). */
@@ -100,7 +97,7 @@ export class JournaledFileStore implements StateStore {
     if (this.busy) throw new Error('JournaledFileStore: one write at a time')
     this.busy = true
     const limit = Math.max(this.opts.minCompactBytes ?? 1 << 20, this.snapshotBytes)
-    const state = whole || this.needsFull || !this.hasSnapshot || this.journalBytes > limit ? full() : null // before any await
+    const state = whole || this.needsFull || !this.hasSnapshot || this.journal.goodBytes > limit ? full() : null // before any await
     try {
       if (!this.loaded) await this.load() // never append to a journal nobody has checked
       if (state !== null || !this.hasSnapshot) await this.compact(state ?? full())
@@ -108,7 +105,7 @@ export class JournaledFileStore implements StateStore {
       this.needsFull = false
     } catch (err) {
       this.needsFull = true
-      this.closeJournal()
+      this.journal.close()
       throw err
     } finally {
       this.busy = false
@@ -117,18 +114,7 @@ export class JournaledFileStore implements StateStore {
 
   /** Closes the journal file. */
   async close(): Promise<void> {
-    this.closeJournal()
-  }
-
-  private closeJournal(): void {
-    const fd = this.journal
-    this.journal = null
-    if (fd === null) return
-    try {
-      closeSync(fd)
-    } catch {
-      // a close that fails leaves nothing to undo: the next write reopens the journal
-    }
+    this.journal.close()
   }
 
   private replay(base: DurableState, baseSeq: number, bytes: Buffer): DurableState {
@@ -146,24 +132,13 @@ export class JournaledFileStore implements StateStore {
       expected += 1
     })
     this.seq = expected - 1
-    this.goodBytes = completeBytes
-    this.journalBytes = completeBytes
+    this.journal.goodBytes = completeBytes
     return builder.build()
   }
 
   private append(delta: StateDelta): void {
-    if (this.journal === null) {
-      this.journal = openJournal(this.journalPath)
-      // Cut a torn tail (a crash mid-append) so the next line starts on a line boundary.
-      if (fstatSync(this.journal).size !== this.goodBytes) ftruncateSync(this.journal, this.goodBytes)
-    }
-    const line = encodeJournalLine(this.seq + 1, delta)
-    const bytes = Buffer.from(line, 'utf8')
-    for (let done = 0; done < bytes.length; ) done += writeSync(this.journal, bytes, done, bytes.length - done, this.goodBytes + done)
-    fdatasyncSync(this.journal)
+    this.journal.append(this.seq + 1, delta)
     this.seq += 1
-    this.goodBytes += bytes.length
-    this.journalBytes = this.goodBytes
   }
 
   private async compact(state: DurableState): Promise<void> {
@@ -171,25 +146,11 @@ export class JournaledFileStore implements StateStore {
     this.hasSnapshot = true
     this.snapshotBytes = statSync(this.snapshots.path).size
     // A fresh, empty journal replaces the old one atomically; the snapshot already holds its lines.
-    this.closeJournal()
-    removeLeftoverTemps(this.dir, 'state.journal')
-    replaceFileAtomically(this.journalPath, this.dir, '')
-    this.goodBytes = 0
-    this.journalBytes = 0
+    this.journal.reset()
   }
 
   private damaged(problem: string): StateFileError {
     return new StateFileError(this.journalPath, problem, this.snapshots.prevPath, false)
-  }
-}
-
-/** Opens the journal for writing, creating it (0600) when it does not exist yet. */
-function openJournal(path: string): number {
-  try {
-    return openSync(path, 'r+')
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
-    return openSync(path, 'w+', 0o600)
   }
 }
 
