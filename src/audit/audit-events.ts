@@ -25,6 +25,7 @@ export const AUDIT_EVENTS = [
   'crl_expiring', // nextUpdate less than a day away or past
   'node_expired',
   'node_removed', // e.g. revoked
+  'node_left', // a node shutting down said so ("leaving": true): out of the plan at once, its shards released
   'controller_start',
   'controller_stop',
   'leader_elected', // HA: this replica leads (with the generation it continues from)

@@ -393,6 +393,7 @@ export class Controller {
       markDurable: () => this.markDurable(),
       replan: () => this.replan(),
       settle: () => this.settle(),
+      ownerOf: (shardId) => this.ownerOf(shardId),
     }
   }
 

@@ -41,6 +41,8 @@ export interface MembershipHost {
   markDurable(): void
   replan(): void
   settle(): void
+  /** The node that owns a shard in the current plan, or null. */
+  ownerOf(shardId: number): string | null
 }
 
 /** Joins, renewals and departures of a controller's nodes. */
@@ -56,6 +58,7 @@ export class Membership {
     this.expire(now)
     const existing = host.holders.live.get(body.node_id)
     assertCheckinAccepted(existing, body, cert, host.generation)
+    if (body.leaving === true) return this.leave(now, body, cert, existing)
     const deposit = body.sessions ?? []
     if (deposit.length > 0) {
       // Read before the check-in releases anything: a deposit must name handoffs this check-in releases.
@@ -93,6 +96,37 @@ export class Membership {
     }
     host.reshards.afterCheckin(record.nodeId, body.next_ready_shards, body.generation, !host.stale)
     return { rotated, previousSerial }
+  }
+
+  /**
+   * A node shutting down on purpose (SPEC "Leaving on purpose"): it stopped every shard, so it leaves the
+   * live set at once and everything it had to hand off is released with it, as at an expiry; the sessions
+   * it deposits (for the shards it owned or had to hand off) wait for their new owners. A node that is not
+   * live has nothing to leave: the answer is the plan without it, and nothing changes.
+   */
+  private leave(now: number, body: CheckinBody, cert: CertRef, record: NodeRecord | undefined): Registration {
+    const none = { rotated: false, previousSerial: null }
+    if (record === undefined) return none
+    const host = this.host
+    const deposit = body.sessions ?? []
+    if (deposit.length > 0) {
+      assertDepositAccepted(deposit, {
+        nodeIndexId: host.nodes.find(body.node_id),
+        reportedGeneration: body.generation,
+        totalShards: host.totalShards,
+        handoffs: host.handoffs,
+        allowedHosts: host.allowedResumeHosts,
+        revokedUpTo: host.holders.revokedUpTo(body.node_id),
+        ownsNow: (shardId) => host.ownerOf(shardId) === body.node_id,
+      })
+    }
+    for (const entry of deposit) {
+      host.sessions.deposit(now, entry.shard_id, record.nodeId, { sessionId: entry.session_id, sequence: entry.sequence, resumeUrl: canonicalResumeUrl(entry.resume_url) })
+      host.emit({ kind: 'session_deposited', nodeId: record.nodeId, shardId: entry.shard_id, generation: host.generation })
+    }
+    this.dropNode(record, false)
+    host.emit({ kind: 'node_left', nodeId: record.nodeId, serial: cert.serial, sessions: deposit.length })
+    return none
   }
 
   /** Expires nodes with now - lastSeen > lease and re-plans; O(1) when none is due (core/lease-holders.ts). */

@@ -34,6 +34,8 @@ export const checkinBodySchema = z
     sessions: z.array(sessionEntrySchema).max(MAX_DEPOSITED_SESSIONS, `must hold at most ${MAX_DEPOSITED_SESSIONS} entries`).optional(),
     // next-set shards running during a live reshard
     next_ready_shards: count.optional(),
+    // the node is shutting down on purpose (SPEC "Leaving on purpose"): it stopped every shard
+    leaving: z.literal(true, 'must be true (or absent)').optional(),
   })
   .strict()
 

@@ -38,6 +38,11 @@ export interface DepositContext {
    * see core/revoked-holders.ts), not for this check-in; absent: none.
    */
   readonly revokedUpTo?: number
+  /**
+   * A leaving check-in (SPEC "Leaving on purpose"): the node stopped every shard, so it may also deposit
+   * the sessions of the shards it owns now (the leave moves them); absent: not leaving.
+   */
+  readonly ownsNow?: (shardId: number) => boolean
 }
 
 /** Throws DepositRefused naming the first entry that breaks a rule; returns when every entry passes. */
@@ -49,6 +54,11 @@ export function assertDepositAccepted(sessions: readonly SessionEntry[], ctx: De
     if (shardId >= ctx.totalShards) throw new DepositRefused('shard_range', shardId, `${at}.shard_id must be below total_shards (${ctx.totalShards})`)
     if (seen.has(shardId)) throw new DepositRefused('duplicate_shard', shardId, `${at}: shard ${shardId} is listed twice`)
     seen.add(shardId)
+    if (ctx.ownsNow?.(shardId) === true) {
+      const owned = resumeUrlProblem(entry.resume_url, ctx.allowedHosts)
+      if (owned !== null) throw new DepositRefused('resume_url', shardId, `${at}.resume_url ${owned}`)
+      return
+    }
     if (ctx.nodeIndexId === undefined || ctx.handoffs.fromOf(shardId) !== ctx.nodeIndexId) {
       throw new DepositRefused(
         'not_released_by_node',

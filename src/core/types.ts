@@ -167,6 +167,7 @@ export type CoreEvent =
   | { readonly kind: 'generation_changed'; readonly from: number; readonly to: number }
   | { readonly kind: 'node_expired'; readonly nodeId: string; readonly lastSeen: number }
   | { readonly kind: 'node_removed'; readonly nodeId: string; readonly serial: string; readonly reason: 'revoked' }
+  | { readonly kind: 'node_left'; readonly nodeId: string; readonly serial: string; readonly sessions: number }
   | {
       readonly kind: 'node_rotated'
       readonly nodeId: string

@@ -41,6 +41,8 @@ function auditCoreEvent(audit: AuditSink, event: CoreEvent): void {
       return audit.record('node_expired', { node_id: event.nodeId, last_seen: new Date(event.lastSeen).toISOString() })
     case 'node_removed':
       return audit.record('node_removed', { node_id: event.nodeId, serial: event.serial, reason: event.reason })
+    case 'node_left':
+      return audit.record('node_left', { node_id: event.nodeId, serial: event.serial, sessions_deposited: event.sessions })
     case 'node_rotated':
       return audit.record('identity_rotated', { node_id: event.nodeId, from_serial: event.fromSerial, to_serial: event.toSerial })
     case 'reshard':

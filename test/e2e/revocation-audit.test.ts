@@ -201,8 +201,9 @@ t.test('every audit event kind comes from a real action, and audit-verify checks
   // Every event kind the log knows, but audit_chain_resumed: that needs a torn log, which audit-verify
   // must refuse (test/audit/audit-log.test.ts makes one); the HA events (test/ha/ha-controller.test.ts);
   // the session-handoff events (test/e2e/session-handoff.test.ts); and the live-reshard events
-  // (test/e2e/live-reshard.test.ts); and the enrollment events (test/e2e/enroll.test.ts).
-  const elsewhere = ['audit_chain_resumed', 'leader_elected', 'leader_lost', 'fenced_write_refused', 'session_deposited', 'session_handed', 'session_deposit_refused', 'reshard_started', 'reshard_switched', 'reshard_aborted', 'enroll_requested', 'enroll_issued', 'enroll_denied', 'enroll_refused']
+  // (test/e2e/live-reshard.test.ts); the enrollment events (test/e2e/enroll.test.ts); and node_left
+  // (test/e2e/leaving.test.ts).
+  const elsewhere = ['node_left', 'audit_chain_resumed', 'leader_elected', 'leader_lost', 'fenced_write_refused', 'session_deposited', 'session_handed', 'session_deposit_refused', 'reshard_started', 'reshard_switched', 'reshard_aborted', 'enroll_requested', 'enroll_issued', 'enroll_denied', 'enroll_refused']
   for (const kind of AUDIT_EVENTS.filter((e) => !elsewhere.includes(e))) t.ok(events.has(kind), `audit has ${kind}`)
   const lineOf = (kind: string) => log.split('\n').map((l) => (l ? JSON.parse(l) : {})).find((e) => e.event === kind)
   t.match(lineOf('unauthenticated'), { peer: '127.0.0.1', reason: /OU=\\?"?admin/, path: '/v1/plan' }, 'unauthenticated names the peer, why and what')
