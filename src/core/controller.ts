@@ -238,7 +238,7 @@ export class Controller {
   plan(now: number): PlanView {
     this.prepare(now)
     const { settings, live, draining, handoffs, nodes, limiter, reshards } = this
-    return planView({ generation: this.gen, settings, plan: this.livePlan, live, draining, handoffs, nodes, limiter, reshards }, now)
+    return planView({ generation: this.gen, settings, plan: this.livePlan, live, draining, handoffs, nodes, limiter, reshards, recentLeaves: this.members.recentLeaves(now) }, now)
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */

@@ -45,9 +45,22 @@ export interface MembershipHost {
   ownerOf(shardId: number): string | null
 }
 
+/** How long a leave is shown in the plan view (pxe-ctl status counts recent leaves), and how many at most. */
+export const RECENT_LEAVE_MS = 60 * 60 * 1000
+const RECENT_LEAVES_KEPT = 1000
+
 /** Joins, renewals and departures of a controller's nodes. */
 export class Membership {
+  /** Leaves on purpose, oldest first (memory only). */
+  private readonly leaves: { nodeId: string; at: number }[] = []
+
   constructor(private readonly host: MembershipHost) {}
+
+  /** The leaves within RECENT_LEAVE_MS of `now`, newest first. */
+  recentLeaves(now: number): { nodeId: string; at: number }[] {
+    while (this.leaves.length > 0 && now - this.leaves[0]!.at > RECENT_LEAVE_MS) this.leaves.shift()
+    return [...this.leaves].reverse()
+  }
 
   /**
    * Registers or renews a node (body already validated and bound to the certificate's CN). A join or a
@@ -126,6 +139,8 @@ export class Membership {
     }
     this.dropNode(record, false)
     host.emit({ kind: 'node_left', nodeId: record.nodeId, serial: cert.serial, sessions: deposit.length })
+    this.leaves.push({ nodeId: record.nodeId, at: now })
+    if (this.leaves.length > RECENT_LEAVES_KEPT) this.leaves.shift()
     return none
   }
 

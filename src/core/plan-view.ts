@@ -19,6 +19,8 @@ export interface PlanViewParts {
   readonly nodes: NodeIndex
   readonly limiter: IdentifyLimiter
   readonly reshards: Reshards
+  /** Leaves on purpose within the last hour, newest first. */
+  readonly recentLeaves: readonly { readonly nodeId: string; readonly at: number }[]
 }
 
 /** The plan at `now`, nodes in byte order. */
@@ -38,6 +40,7 @@ export function planView(parts: PlanViewParts, now: number): PlanView {
     pendingHandoffs: handoffs.pendingTotal(),
     reshard: reshards.view(),
     drainFlagsNotLive: [...draining].filter((nodeId) => !live.has(nodeId)).sort(compareBytes),
+    recentLeaves: parts.recentLeaves,
     nodes: views,
   }
 }

@@ -149,6 +149,8 @@ export interface PlanView {
   readonly reshard: ReshardView | null
   /** Names flagged for drain that are not live (the flag waits for them), byte order. */
   readonly drainFlagsNotLive: readonly string[]
+  /** Nodes that left on purpose within the last hour, newest first (memory only: a restart forgets them). */
+  readonly recentLeaves: readonly { readonly nodeId: string; readonly at: number }[]
   readonly nodes: readonly PlanNodeView[] // byte order of node IDs
 }
 

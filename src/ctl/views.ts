@@ -42,7 +42,15 @@ export function renderStatus(plan: Plan, controller: string, now: number): strin
     ['reshard', reshardLine(plan.reshard)],
   ]
   if (notLive.length > 0) pairs.push(['drain flags', `${notLive.join(', ')} (not live: kept for when they join)`])
+  if (plan.recent_leaves !== undefined) pairs.push(['left', leavesLine(plan.recent_leaves, now)])
   return renderPairs(pairs)
+}
+
+/** Nodes that left on purpose in the last hour: how many, and the newest few with how long ago. */
+function leavesLine(leaves: readonly { node_id: string; left_at: string }[], now: number): string {
+  if (leaves.length === 0) return 'none in the last hour'
+  const shown = leaves.slice(0, 3).map((l) => `${l.node_id} ${Number.isNaN(Date.parse(l.left_at)) ? '?' : `${age(now - Date.parse(l.left_at))} ago`}`)
+  return `${leaves.length} in the last hour (${shown.join(', ')}${leaves.length > 3 ? ', …' : ''})`
 }
 
 /** Below this much certificate life left a node is flagged (renewal runs at two thirds of a lifetime). */

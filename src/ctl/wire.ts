@@ -57,6 +57,8 @@ export const planSchema = z.object({
   pending_handoffs: count.optional(),
   reshard: reshardStateSchema.nullable().optional(),
   drain_flags_not_live: z.array(z.string()).optional(),
+  /** Nodes that left on purpose within the last hour (missing from an older controller's answer). */
+  recent_leaves: z.array(z.object({ node_id: z.string(), left_at: z.string() })).optional(),
   nodes: z.array(planNodeSchema),
 })
 

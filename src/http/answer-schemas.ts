@@ -135,6 +135,9 @@ export const planAnswerSchema = z
     pending_handoffs: count,
     reshard: reshardStateSchema.nullable(),
     drain_flags_not_live: z.array(z.string()),
+    recent_leaves: z
+      .array(z.object({ node_id: z.string(), left_at: isoTime }).strict())
+      .meta({ description: 'nodes that left on purpose ("leaving": true) within the last hour, newest first; a restart of the controller forgets them' }),
     nodes: z.array(planNodeSchema),
     leader: z.string().meta({ description: 'controller ID of the replica that answered (only the leader answers)' }),
   })

@@ -32,6 +32,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
     pending_handoffs: view.pendingHandoffs,
     reshard: renderReshard(view.reshard),
     drain_flags_not_live: view.drainFlagsNotLive,
+    recent_leaves: view.recentLeaves.map((l) => ({ node_id: l.nodeId, left_at: new Date(l.at).toISOString() })),
     nodes: view.nodes.map((n) => ({
       node_id: n.nodeId,
       capacity: n.capacity,

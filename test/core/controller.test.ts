@@ -251,6 +251,7 @@ t.test('the plan view', async (t) => {
     pendingHandoffs: 0, // beta took the shard nobody held
     reshard: null,
     drainFlagsNotLive: [],
+    recentLeaves: [],
     nodes: [
       { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },
       { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },

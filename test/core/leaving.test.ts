@@ -30,6 +30,7 @@ t.test('a leaving node is out at once; its shards resume on the new owner at onc
   t.ok(answer.generation > generation, 'a new generation')
   t.equal(c.ownerOf(0), 'b', 'its shards moved')
   t.notOk(c.plan(T0 + 3000).nodes.some((n) => n.nodeId === 'a'), 'out of the live set')
+  t.same(c.plan(T0 + 3000).recentLeaves, [{ nodeId: 'a', at: T0 + 3000 }], 'shown as a recent leave')
   const events = c.drainEvents()
   t.match(events.filter((e) => e.kind === 'node_left'), [{ kind: 'node_left', nodeId: 'a', serial: 'a1', sessions: 2 }])
   t.equal(events.filter((e) => e.kind === 'session_deposited').length, 2)
@@ -37,6 +38,7 @@ t.test('a leaving node is out at once; its shards resume on the new owner at onc
   t.match(claim(c, T0 + 3001, 'b', 0), { granted: true, mode: 'resume', session: { sessionId: 's0', sequence: 0 } })
   t.match(claim(c, T0 + 3002, 'b', 1), { granted: true, mode: 'identify' })
   t.match(claim(c, T0 + 3003, 'b', 5), { granted: true, mode: 'resume' }, 'a resume spends no bucket slot')
+  t.same(c.plan(T0 + 3000 + 3_600_001).recentLeaves, [], 'shown for an hour')
 })
 
 t.test('a leaving node may deposit only for shards it owns or had to hand off; one bad entry refuses the whole leave', async (t) => {
