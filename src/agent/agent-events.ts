@@ -25,10 +25,16 @@ export type AgentEvent =
   | { readonly type: 'shard_stopped'; readonly shardId: number; readonly reason: StopReason }
   | { readonly type: 'shard_stop_failed'; readonly shardId: number; readonly reason: StopReason; readonly detail: string }
   | { readonly type: 'shard_stop_timed_out'; readonly shardId: number; readonly reason: StopReason; readonly timeoutMs: number }
+  /** The host stopped at once (stopNow(): pxe-node's second signal) while this stop ran: it was cut short, and the shard MAY STILL BE RUNNING. */
+  | { readonly type: 'shard_stop_cut_short'; readonly shardId: number; readonly reason: StopReason }
   | { readonly type: 'sessions_deposited'; readonly shardIds: readonly number[]; readonly controller: string }
   | { readonly type: 'sessions_refused'; readonly shardIds: readonly number[]; readonly controller: string; readonly status: number }
   | { readonly type: 'sessions_dropped'; readonly reason: SessionDropReason; readonly shardIds: readonly number[]; readonly detail: string }
   | { readonly type: 'authority_lost'; readonly reason: AuthorityLoss }
+  /** The leaving check-in was answered 200: the controller took this node out of the plan at once (SPEC "Leaving on purpose"). */
+  | { readonly type: 'left'; readonly controller: string }
+  /** The leave did not reach the controller (not sent, refused, or unanswered in time): the node's lease runs out instead. */
+  | { readonly type: 'leave_failed'; readonly detail: string }
   /**
    * `definitive`: every controller URL refused the certificate on new connections, twice in a row; the
    * agent halts (`halted` follows, once every shard stopped). Otherwise probable (some controllers only):
@@ -58,6 +64,7 @@ function levelOf(event: AgentEvent): Level {
     case 'resume_refused':
     case 'sessions_deposited':
     case 'certificate_renewed':
+    case 'left':
       return 'info'
     case 'sessions_dropped':
       return event.reason === 'not_a_plan_move' ? 'debug' : 'warn'
@@ -65,6 +72,7 @@ function levelOf(event: AgentEvent): Level {
     case 'checkin_failed':
     case 'sessions_refused':
     case 'certificate_renewal_failed':
+    case 'leave_failed':
       return 'warn'
     case 'certificate_refused':
       return event.definitive ? 'error' : 'warn'
@@ -86,10 +94,13 @@ const MESSAGES: Record<AgentEvent['type'], string> = {
   shard_stopped: 'shard stopped',
   shard_stop_failed: 'shard stop failed; it is retried and the new generation is not reported until it succeeds',
   shard_stop_timed_out: 'shard stop did not end within the stop timeout and was abandoned: the shard MAY STILL BE RUNNING; it is retried and the new generation is not reported until a stop succeeds',
+  shard_stop_cut_short: 'shard stop cut short: the agent stops at once (a second signal); the shard MAY STILL BE RUNNING',
   sessions_deposited: "sessions deposited for the shards' new owners",
   sessions_refused: 'the controller refused the check-in carrying sessions: sent again at once without them (the new owners will Identify)',
   sessions_dropped: 'sessions dropped: the new owners will Identify',
   authority_lost: 'authority over the shards ended: every shard is stopped',
+  left: "left on purpose: the controller took this node out of the plan at once; its shards move now",
+  leave_failed: "the leave did not reach the controller: this node's shards move once its lease runs out",
   certificate_refused: "every controller refuses this node's certificate: every shard is stopped and the agent halts",
   halted: 'agent halted',
   certificate_renewed: 'certificate renewed: new connections use the new one (the next check-in records the rotation)',
@@ -114,8 +125,9 @@ export function runnerHooks(emit: (event: AgentEvent) => void): ShardRunnerHooks
     stopped: (ctx) => emit({ type: 'shard_stopped', shardId: ctx.shardId, reason: ctx.reason }),
     stopFailed: (ctx, err) => emit({ type: 'shard_stop_failed', shardId: ctx.shardId, reason: ctx.reason, detail: describe(err) }),
     stopTimedOut: (ctx) => emit({ type: 'shard_stop_timed_out', shardId: ctx.shardId, reason: ctx.reason, timeoutMs: ctx.timeoutMs }),
+    stopCutShort: (ctx) => emit({ type: 'shard_stop_cut_short', shardId: ctx.shardId, reason: ctx.reason }),
     sessionDiscarded: (ctx) =>
-      emit({ type: 'sessions_dropped', reason: 'not_a_plan_move', shardIds: [ctx.shardId], detail: `a session is handed over only after a plan move, not a ${ctx.reason} stop` }),
+      emit({ type: 'sessions_dropped', reason: 'not_a_plan_move', shardIds: [ctx.shardId], detail: `a session is handed over only after a plan move or a leave, not a ${ctx.reason} stop` }),
   }
 }
 

@@ -145,7 +145,7 @@ Options:
 
 Shard commands run as /bin/sh -c CMD. The shard is passed in the environment, never in the command text:
   PXE_EVENT (start or stop), PXE_SHARD_ID, PXE_TOTAL_SHARDS, PXE_SHARD_SET, PXE_MAX_CONCURRENCY,
-  PXE_NODE_ID, PXE_GENERATION, for starts PXE_START_MODE (below), and for stops PXE_STOP_REASON (plan,
+  PXE_NODE_ID, PXE_GENERATION, for starts PXE_START_MODE (below), and for stops PXE_STOP_REASON (plan, leave,
   reshard, lease_expiring, certificate_refused, shutdown). "reshard": the session belongs to another
   shard count or PXE_MAX_CONCURRENCY than the plan's (a reshard, an abort), so it ends without being
   handed on; the plan's shards are claimed and started with the new values.
@@ -168,11 +168,18 @@ Session handoff: a shard the plan moves to another node RESUMEs there instead of
   PXE_START_MODE=identify (from an identify start, exit 75 is an ordinary failure).
   A stop command may print the shard's session, still resumable, as its LAST line on stdout:
     {"session_id":"...","sequence":4711,"resume_url":"wss://gateway-us-east1-b.discord.gg"}
-  After a plan move (PXE_STOP_REASON=plan) the agent deposits it with the controller for the new owner;
-  after any other stop it is discarded. Any other last line means no session. Lines of command output
+  After a plan move (PXE_STOP_REASON=plan) or when the node leaves (PXE_STOP_REASON=leave: SIGTERM) the
+  agent deposits it with the controller for the new owner; after any other stop it is discarded. Any other last line means no session. Lines of command output
   that carry a session are never logged.
 
-Logs are JSON lines (pino) on stdout. SIGTERM or SIGINT stops every shard, then exits 0.
+Logs are JSON lines (pino) on stdout.
+SIGTERM or SIGINT: the node leaves. It stops every shard (PXE_STOP_REASON=leave; a stop command may
+  print the session as after a plan move), sends the controller one last check-in that takes it out of
+  the plan at once with those sessions (waiting at most 5 s, or a third of the lease, for the answer),
+  then exits 0: the shards RESUME on other nodes within a check-in interval, not a lease later. If a stop
+  fails, or no controller answers, the node's lease runs out instead (as after a crash). A second signal
+  stops at once: stop commands still running are killed with their process group (their shards may
+  still run), no leave is sent or waited for, exit 0.
 A refused certificate: when every controller URL refuses it on new connections, twice in a row (a TLS
 alert naming it, a 401, or closing the connection right after the TLS handshake, as a controller does
 with a revoked or expired certificate), the agent stops every shard at once and exits 3. A refusal by
@@ -183,7 +190,7 @@ every shard and exits 3 at once.
 If the controller rejects a plan signed with a key missing from plan-jwks.json (after "pxe-pki plan-key
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
-Exit status: 0 stopped by a signal; 1 unusable bundle, token, CA file or state file, or a metrics port
+Exit status: 0 stopped by a signal (after leaving, or at once after a second signal); 1 unusable bundle, token, CA file or state file, or a metrics port
 that cannot be listened on; 2 bad command line; 3 every controller refused this node's certificate, as
 above (every shard was stopped first; the reason on stderr), or the enrollment was denied by the signer
 or refused by the controller (the reason on stderr); 4 the stop timeout does not fit the controller's

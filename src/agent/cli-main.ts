@@ -1,6 +1,7 @@
 /**
  * `pxe-node`: the node agent as a process. Flags → bundle → agent with shell-command callbacks →
- * (the metrics listener) → run until SIGTERM/SIGINT (every shard stopped, exit 0) or a definitive
+ * (the metrics listener) → run until SIGTERM/SIGINT (the node leaves: every shard stopped, its session
+ * deposited, the controller told; exit 0; a second signal stops at once, also 0) or a definitive
  * refusal of the certificate (every shard stopped, the reason on stderr, exit 3). Definitive: every
  * controller URL refused the certificate on new connections, twice in a row (a TLS alert naming it, a
  * 401, or closing the connection right after the TLS handshake, as a Node controller refuses a revoked
@@ -117,13 +118,22 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     io.stderr(`pxe-node: ${err.message}\n`)
     return EXIT.startup
   }
-  // Registered before the start, so that a signal during it still stops cleanly.
+  // Registered before the start, so that a signal during it still stops cleanly. The first signal leaves
+  // (SPEC "Leaving on purpose": every shard stopped, their sessions deposited, the controller told); a
+  // second one stops at once, without waiting for slow stops or for the controller.
+  let signals = 0
   const onSignal = (signal: string) => {
-    logger.info({ signal }, 'signal received: stopping every shard')
-    void agent.stop()
+    signals += 1
+    if (signals === 1) {
+      logger.info({ signal }, 'signal received: leaving (every shard stopped, the controller told); a second signal stops at once')
+      void agent.leave()
+    } else if (signals === 2) {
+      logger.warn({ signal }, 'second signal received: stopping at once')
+      void agent.stopNow()
+    }
   }
-  process.once('SIGTERM', onSignal)
-  process.once('SIGINT', onSignal)
+  process.on('SIGTERM', onSignal)
+  process.on('SIGINT', onSignal)
   try {
     return await runUntilStopped(agent, io)
   } finally {

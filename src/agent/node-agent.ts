@@ -28,6 +28,8 @@ import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
 import { retrySlackMs } from './retry-slack.js'
 import { SessionDeposits, type SessionEntry } from './session-deposits.js'
+import { leaveWaitMs, sendLeave } from './leave-checkin.js'
+import type { PlanClaims } from './plan-claims.js'
 import { ShardRunner } from './shard-runner.js'
 import { keyShard, keyTotal } from './shard-key.js'
 
@@ -84,6 +86,9 @@ export class NodeAgent {
   private readonly renewer: CertificateRenewer | null
   private floor: number | null = null
   private started = false
+  /** From the moment leave() begins: no check-in but the leave goes out. */
+  private departing = false
+  private leaving: Promise<AgentEnd> | null = null
   private halt: AgentEnd | null = null
   private resolveClosed!: (end: AgentEnd) => void
   private inFlight = false
@@ -239,9 +244,75 @@ export class NodeAgent {
     return this.closed
   }
 
+  /**
+   * Leaves on purpose (SPEC "Leaving on purpose"; pxe-node's SIGTERM): stops every shard (reason `leave`,
+   * keeping each resumable session), sends one last check-in with `"leaving": true` and those sessions,
+   * waits for its answer (at most min(5 s, lease/3), failing over like a check-in), then halts as stop()
+   * does. The controller moves the shards at once and their new owners RESUME. When a stop fails (the
+   * shard may still run, so it must not move yet) or no answer comes, the node's lease runs out instead,
+   * as after stop(). Resolves once the agent halted; calling it again returns the same promise.
+   */
+  leave(): Promise<AgentEnd> {
+    this.leaving ??= this.leaveOnce()
+    return this.leaving
+  }
+
+  /**
+   * Stops at once (pxe-node's second signal): stops under way are cut short (a stop command is killed
+   * with its process group; the shard MAY STILL BE RUNNING: event shard_stop_cut_short), a leave not yet
+   * sent is not sent, one in flight is abandoned, and shards not yet stopping are stopped as by stop().
+   */
+  stopNow(): Promise<AgentEnd> {
+    this.runner.hurry() // before the halt: the stops it asks for are not cut short
+    this.haltNow('shutdown', 'stopped at once by the host')
+    this.client.close()
+    return this.closed
+  }
+
+  private async leaveOnce(): Promise<AgentEnd> {
+    if (!this.started || this.halt !== null) return this.stop()
+    this.departing = true
+    this.checkinAlarm.cancel()
+    this.renewer?.stop()
+    this.scheduler.stop()
+    const plan = this.plans.accepted
+    this.plans.leave()
+    this.deposits.prune(plan?.assigned ?? [])
+    this.logger.info({ shards: this.runner.held().length }, 'leaving: stopping every shard')
+    const stopped = await this.stopForLeave(plan)
+    if (this.halt !== null) return this.closed // stop() or stopNow() came meanwhile
+    if (!stopped) {
+      this.emit({ type: 'leave_failed', detail: 'not every shard stopped (a stop failed or timed out, so its shard may still run): no leave is sent' })
+    } else {
+      // Every shard stopped, so every removal of the accepted plan too: its generation is applied.
+      const generation = plan === null ? this.plans.appliedGeneration : Math.max(plan.generation, this.plans.appliedGeneration ?? 0)
+      // Assigned shards are this node's to deposit now (the controller accepts them from a leave).
+      const batch = this.deposits.batchFor(generation, [])
+      await sendLeave(batch, {
+        clock: this.clock,
+        deposits: this.deposits,
+        waitMs: leaveWaitMs(this.cadence.lease),
+        send: (sessions) => this.sendCheckin(generation, sessions, true),
+        emit: (event) => this.emit(event),
+      })
+    }
+    this.haltNow('shutdown', 'left on purpose')
+    return this.closed
+  }
+
+  /** Stops every shard for a leave; true when all stopped. Only the plan's own shards keep a session. */
+  private async stopForLeave(plan: PlanClaims | null): Promise<boolean> {
+    const keeps = (key: number) =>
+      plan !== null && keyTotal(key) === plan.total_shards && plan.assigned.includes(keyShard(key)) && this.runner.sessionValues(key)?.maxConcurrency === plan.max_concurrency
+    const stops = this.runner.held().map((key) =>
+      this.runner.stop(key, 'leave', keeps(key) ? (value: unknown) => this.deposits.keep(keyShard(key), value, plan!.generation) : undefined),
+    )
+    return (await Promise.all(stops)).every(Boolean)
+  }
+
   /** Checks in now (or right after the check-in in flight). */
   checkInNow(): void {
-    if (!this.started || this.halt !== null) return
+    if (!this.started || this.halt !== null || this.departing) return
     if (this.inFlight) {
       this.again = true
       return
@@ -255,7 +326,7 @@ export class NodeAgent {
       })
       .then((delay) => {
         this.inFlight = false
-        if (delay === null || this.halt !== null) return
+        if (delay === null || this.halt !== null || this.departing) return
         const next = this.again ? 0 : delay
         this.again = false
         this.checkinAlarm.arm(next)
@@ -446,12 +517,12 @@ export class NodeAgent {
     this.emit({ type: 'checkin_failed', detail })
   }
 
-  /** Sends one check-in reporting `generation` (authority counts from its send time). */
-  private async sendCheckin(generation: number | null, sessions: readonly SessionEntry[]): Promise<SentCheckin> {
+  /** Sends one check-in reporting `generation` (authority counts from its send time); `leaving`: the last one. */
+  private async sendCheckin(generation: number | null, sessions: readonly SessionEntry[], leaving = false): Promise<SentCheckin> {
     const sentAt = this.clock.now()
     this.budget.spend() // a check-in never waits for the budget, but counts against it
     try {
-      return { sentAt, reply: await this.client.post('/v1/checkin', this.checkinBody(generation, sessions)) }
+      return { sentAt, reply: await this.client.post('/v1/checkin', leaving ? this.leaveBody(generation, sessions) : this.checkinBody(generation, sessions)) }
     } catch (error) {
       return { sentAt, error }
     }
@@ -461,6 +532,12 @@ export class NodeAgent {
     const body = checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
     // always sent (0 without a reshard): it tells the controller this agent runs a next set
     return { ...body, next_ready_shards: this.nextReadyShards() ?? 0 }
+  }
+
+  /** The leave: capacity as usual, every count 0 (every shard stopped), `"leaving": true`. */
+  private leaveBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
+    const none = { ready_shards: 0, starting_shards: 0, backoff_shards: 0, fatal_shards: 0 }
+    return { ...checkinBody(this.nodeId, this.opts.capacity, none, generation, sessions), leaving: true }
   }
 
   /**

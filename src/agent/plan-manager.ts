@@ -227,6 +227,15 @@ export class PlanManager {
     })
   }
 
+  /**
+   * The node leaves (SPEC "Leaving on purpose"): from now on no plan is accepted, no grant starts a shard
+   * and no timer fires; the agent stops the shards itself (reason `leave`, keeping their sessions).
+   */
+  leave(): void {
+    this.lost = 'shutdown'
+    this.close()
+  }
+
   /** Cancels the fail-safe timer (the agent is stopping). */
   close(): void {
     this.failSafe.cancel()

@@ -77,16 +77,21 @@ export class SessionDeposits {
    */
   batchFor(reported: number | null, assigned: readonly number[]): DepositBatch {
     if (this.held.size === 0) return EMPTY
-    const now = this.deps.clock.now()
-    const mine = new Set(assigned)
-    this.dropWhere('given_back', (id) => mine.has(id), 'the plan gave the shard back to this node before its session was deposited')
-    this.dropWhere('expired', (_id, held) => now - held.keptAt > MAX_SESSION_WAIT_MS, `no check-in could deposit the session within ${MAX_SESSION_WAIT_MS / 1000} s`)
+    this.prune(assigned)
     if (reported === null) return EMPTY
     const due = [...this.held].filter(([, held]) => held.generation <= reported).sort(([a], [b]) => a - b)
     const over = due.splice(MAX_SESSIONS_PER_CHECKIN)
     if (over.length > 0) this.dropWhere('over_limit', (id) => over.some(([o]) => o === id), `a check-in carries at most ${MAX_SESSIONS_PER_CHECKIN} sessions`)
     const entries = due.map(([shardId, { session }]) => ({ shard_id: shardId, session_id: session.sessionId, sequence: session.sequence, resume_url: session.resumeUrl }))
     return { entries, held: new Map(due) }
+  }
+
+  /** Drops the sessions no check-in may carry any more: of shards the plan (assigning `assigned`) gave back, and too old. */
+  prune(assigned: readonly number[]): void {
+    const now = this.deps.clock.now()
+    const mine = new Set(assigned)
+    this.dropWhere('given_back', (id) => mine.has(id), 'the plan gave the shard back to this node before its session was deposited')
+    this.dropWhere('expired', (_id, held) => now - held.keptAt > MAX_SESSION_WAIT_MS, `no check-in could deposit the session within ${MAX_SESSION_WAIT_MS / 1000} s`)
   }
 
   /** The check-in carrying `batch` was answered (accepted or refused): its sessions are done with. */

@@ -74,10 +74,12 @@ export interface ShardContext extends ShardInfo {
 
 /**
  * Why the agent stops a shard. `plan`: the plan took the shard away (its session may be handed to the
- * new owner). `reshard`: the plan still gives the shard but under another total_shards or
- * max_concurrency, so the session (which belongs to its shard count) must end.
+ * new owner). `leave`: the node is leaving on purpose (SPEC "Leaving on purpose": agent.leave(), pxe-node's
+ * SIGTERM), so every shard moves to another node and its session may be handed over as after a plan move.
+ * `reshard`: the plan still gives the shard but under another total_shards or max_concurrency, so the
+ * session (which belongs to its shard count) must end.
  */
-export type StopReason = 'plan' | 'reshard' | 'lease_expiring' | 'certificate_refused' | 'shutdown'
+export type StopReason = 'plan' | 'leave' | 'reshard' | 'lease_expiring' | 'certificate_refused' | 'shutdown'
 
 /** What a stop callback learns. */
 export interface ShardStopContext extends ShardInfo {
@@ -90,7 +92,7 @@ export interface ShardStopContext extends ShardInfo {
 
 /**
  * What a stop may resolve to: the session, still resumable (closed with a code other than 1000/1001),
- * for the shard's new owner. Only a stop with reason `plan` deposits it; any other is discarded.
+ * for the shard's new owner. Only a stop with reason `plan` or `leave` deposits it; any other is discarded.
  */
 export type StopResult = ResumableSession | null | undefined | void
 
@@ -146,6 +148,8 @@ export interface ShardRunnerHooks {
   stopTimedOut(ctx: ShardStopContext): void
   /** The stop returned a session, but it is not one to hand over (no plan move): dropped. */
   sessionDiscarded(ctx: ShardStopContext): void
+  /** The stop was cut short by hurry() (the host stops at once): the shard may still be running, and is let go. */
+  stopCutShort(ctx: ShardStopContext): void
 }
 
 /** What the runner needs besides the callbacks. */
@@ -165,6 +169,9 @@ class StopTimeout extends Error {}
 /** Serializes the callbacks per shard and tracks phases. */
 export class ShardRunner {
   private readonly entries = new Map<number, Entry>()
+  /** The timeout of every stop under way: hurry() aborts them all. */
+  private readonly stopsUnderWay = new Set<AbortController>()
+  private hurried = false
 
   constructor(private readonly callbacks: ShardCallbacks, private readonly hooks: ShardRunnerHooks, private readonly deps: ShardRunnerDeps) {}
 
@@ -226,6 +233,7 @@ export class ShardRunner {
     const timeoutMs = this.deps.stopTimeoutMs()
     const timeout = new AbortController()
     const timer = this.deps.clock.setTimeout(() => timeout.abort(), timeoutMs)
+    this.stopsUnderWay.add(timeout)
     const { nodeId, generation, totalShards, maxConcurrency, set } = entry.ctx
     const ctx: ShardStopContext = { nodeId, shardId, generation, totalShards, maxConcurrency, ...(set === undefined ? {} : { set }), reason, signal: timeout.signal, timeoutMs }
     const result = settleWithin(entry.op, timeout.signal)
@@ -247,12 +255,23 @@ export class ShardRunner {
         return true
       })
       .catch((err: unknown) => {
+        if (this.hurried && err instanceof StopTimeout) {
+          // cut short by hurry(): let go, not stopped again (the host is ending now)
+          if (this.entries.get(key) === entry) {
+            this.entries.delete(key)
+            this.hooks.stopCutShort(ctx)
+          }
+          return false
+        }
         entry.phase = 'running' // it may still run: keep it, so that the stop is retried
         if (err instanceof StopTimeout) this.hooks.stopTimedOut(ctx)
         else this.hooks.stopFailed(ctx, err)
         return false
       })
-      .finally(() => this.deps.clock.clearTimeout(timer))
+      .finally(() => {
+        this.deps.clock.clearTimeout(timer)
+        this.stopsUnderWay.delete(timeout)
+      })
     entry.op = result.then(() => undefined)
     return result
   }
@@ -261,6 +280,16 @@ export class ShardRunner {
   async stopAll(reason: StopReason): Promise<boolean> {
     const results = await Promise.all([...this.entries.keys()].map((id) => this.stop(id, reason)))
     return results.every(Boolean)
+  }
+
+  /**
+   * Ends every stop under way now, as if its timeout had passed (a stop command is killed with its process
+   * group): the host stops at once (pxe-node's second signal). Those shards are let go, not stopped again;
+   * they may still be running (hooks.stopCutShort). Stops asked for later run as usual.
+   */
+  hurry(): void {
+    this.hurried = true
+    for (const timeout of [...this.stopsUnderWay]) timeout.abort()
   }
 
   /** Keys of the shards in the given phase, ascending. */

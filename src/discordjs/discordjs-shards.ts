@@ -7,8 +7,9 @@
  *
  * Every IDENTIFY waits for a controller grant: the first of a start uses the grant the agent claimed for
  * it, every later one (after INVALID_SESSION, a refused RESUME, a reconnect that cannot resume) claims one
- * more through the start context. A handed-over session RESUMEs with no grant. A stop by plan closes
- * resumably and returns the session with the last sequence delivered; any other stop closes with 1000.
+ * more through the start context. A handed-over session RESUMEs with no grant. A stop by plan or by a
+ * leave closes resumably and returns the session with the last sequence delivered; any other stop closes
+ * with 1000.
  */
 import type { ShardContext, ShardStopContext, StopResult } from '../agent/index.js'
 import { SharedGatewayInfo } from './gateway-info.js'
@@ -101,8 +102,8 @@ export class DiscordjsShards {
   }
 
   /**
-   * NodeAgent's onStop: a stop by plan (`reason: "plan"`) closes with 4200 and resolves to the session
-   * for the new owner; any other closes with 1000 (Discord ends the session). Resolves once the socket is
+   * NodeAgent's onStop: a stop by plan (`reason: "plan"`) or a leave (`"leave"`: agent.leave()) closes with
+   * 4200 and resolves to the session for the new owner; any other closes with 1000 (Discord ends the session). Resolves once the socket is
    * closed; from the call on, no event of the shard reaches onDispatch.
    */
   async onStop(ctx: ShardStopContext): Promise<StopResult> {
@@ -110,7 +111,8 @@ export class DiscordjsShards {
     const connection = this.running.get(key)
     if (connection === undefined) return undefined
     this.running.delete(key)
-    const session = await connection.stop(ctx.reason === 'plan')
+    // A plan move and a leave hand the session to the shard's next owner; any other stop ends it.
+    const session = await connection.stop(ctx.reason === 'plan' || ctx.reason === 'leave')
     return session ?? undefined
   }
 }

@@ -166,7 +166,7 @@ export class ShardConnection {
     const session = this.session
     const socket = socketOf(this.manager) // read before destroy() forgets the shard
     const open = socket()
-    const destroyed = this.manager.destroy(resumable ? { code: 4200, reason: 'moved by plan' } : { code: 1000, reason: 'stopped' })
+    const destroyed = this.manager.destroy(resumable ? { code: 4200, reason: 'moved to another node' } : { code: 1000, reason: 'stopped' })
     // destroy() may never settle: it aborts a pending wait for HELLO or READY, the aborted wait starts a
     // second destroy(), and that one unhooks the onclose the first awaits. The socket's own close event
     // still comes, and once the socket is closed nothing of the shard runs on (a reconnect is PARKED).

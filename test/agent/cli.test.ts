@@ -85,7 +85,7 @@ t.test('a damaged state file: a clear error and exit status 1, the file left as 
   t.equal(readFileSync(stateFile, 'utf8'), '{"version":1,"node_id":"node-cli","generation":')
 })
 
-t.test('a run: shards started by --on-start with the shard in the environment, stopped on SIGTERM, exit 0', async (t) => {
+t.test('a run: shards started by --on-start with the shard in the environment, stopped on SIGTERM (the node leaves), exit 0', async (t) => {
   const ctl = await controllerIn(pki, join(root, 'c0'), { total_shards: 8, max_concurrency: 8, lease_seconds: 6, identify_interval_ms: 5000 })
   t.teardown(() => ctl.running.stop())
   const started = join(root, 'started.txt')
@@ -113,13 +113,13 @@ t.test('a run: shards started by --on-start with the shard in the environment, s
   t.same(lines(started).filter((l) => l.endsWith(' next')), ['start 0 node-cli 2 16 next', 'start 1 node-cli 2 16 next', 'start 2 node-cli 2 16 next'])
   child.kill('SIGTERM')
   t.equal(await exited, 0, `exit status 0 after SIGTERM\n${stderr}`)
-  t.same(lines(stopped), ['stop 0 shutdown', 'stop 0 shutdown', 'stop 1 shutdown', 'stop 1 shutdown', 'stop 2 shutdown', 'stop 2 shutdown'], 'every shard of both sets stopped before the exit')
+  t.same(lines(stopped), ['stop 0 leave', 'stop 0 leave', 'stop 1 leave', 'stop 1 leave', 'stop 2 leave', 'stop 2 leave'], 'every shard of both sets stopped (the node leaves) before the exit')
   const state = JSON.parse(readFileSync(stateFile, 'utf8'))
   t.equal(state.generation, 2, 'the accepted generation (of the reshard) was stored')
   t.equal(statSync(stateFile).mode & 0o777, 0o600, 'the state file is 0600')
   const logs = stdout.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; level: number })
   t.ok(logs.some((l) => l.msg === 'shard started'), 'JSON logs on stdout')
-  t.ok(logs.some((l) => l.msg === 'signal received: stopping every shard'))
+  t.ok(logs.some((l) => l.msg.startsWith('signal received: leaving')))
   t.equal(stderr, '')
 })
 

@@ -48,7 +48,7 @@ function setup(opts: { failStops?: number; stopTakesMs?: number; session?: unkno
     },
     {
       started: () => undefined, startFailed: () => undefined, resumeRefused: () => undefined, stopped: () => undefined, stopFailed: () => undefined,
-      stopTimedOut: (ctx) => void timedOut.push(ctx), sessionDiscarded: () => undefined,
+      stopTimedOut: (ctx) => void timedOut.push(ctx), sessionDiscarded: () => undefined, stopCutShort: () => undefined,
     },
     { clock, stopTimeoutMs: () => STOP_TIMEOUT_MS, claimFresh: (_shard, signal) => scheduler.claimFresh(_shard, signal) },
   )

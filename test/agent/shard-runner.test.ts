@@ -27,6 +27,7 @@ const hooks = () => {
       stopTimedOut: (c: ShardStopContext) => void seen.push(`stop timed out ${c.shardId} after ${c.timeoutMs}`),
       resumeRefused: (c: ShardContext) => void seen.push(`resume refused ${c.shardId}`),
       sessionDiscarded: (c: ShardStopContext) => void seen.push(`session discarded ${c.shardId} ${c.reason}`),
+      stopCutShort: (c: ShardStopContext) => void seen.push(`stop cut short ${c.shardId} ${c.reason}`),
     },
   }
 }
@@ -209,4 +210,23 @@ t.test("ctx.identifyGrantAgeMs: from the start grant's claim, then from the late
   runner.start({ ...ctx, shardId: 4, resume: { sessionId: 'abc', sequence: 1, resumeUrl: 'wss://gateway.discord.gg' }, grantClaimedAt: clock.now() })
   await clock.advance(0)
   t.equal(starts[1]!.identifyGrantAgeMs(), Infinity, 'a resume start holds no grant')
+})
+
+t.test('hurry(): the stops under way end at once and their shards are let go; a stop asked later runs as usual', async (t) => {
+  const h = hooks()
+  const ended: number[] = []
+  const onStop = (c: ShardStopContext) =>
+    c.shardId === 3 ? new Promise<void>((resolve) => c.signal.addEventListener('abort', () => resolve())) : void ended.push(c.shardId)
+  const runner = new ShardRunner({ onStart: () => undefined, onStop }, h.hooks, { clock: systemClock, stopTimeoutMs: () => 60_000, claimFresh: async () => systemClock.now() })
+  runner.start(ctx)
+  runner.start({ ...ctx, shardId: 4 })
+  await new Promise((r) => setImmediate(r))
+  const slow = runner.stop(3, 'leave')
+  await new Promise((r) => setImmediate(r))
+  runner.hurry()
+  t.equal(await slow, false, 'not stopped: cut short')
+  t.same(h.seen, ['started 3 identify', 'started 4 identify', 'stop cut short 3 leave'])
+  t.same(runner.held(), [4], 'shard 3 let go, not kept to be stopped again')
+  t.equal(await runner.stop(4, 'shutdown'), true, 'a stop asked after hurry() still runs its callback')
+  t.same(ended, [4])
 })
