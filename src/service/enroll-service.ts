@@ -46,6 +46,17 @@ export const signerListQuerySchema = z
 export type EnrollBody = z.infer<typeof enrollBodySchema>
 export type DecisionBody = z.infer<typeof decisionBodySchema>
 
+/**
+ * 128 random bits in base64url, never starting with "-" or "_": an id is typed on command lines
+ * (`pxe-pki enroll deny ID`), where a leading "-" reads as an option.
+ */
+export function newRequestId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url')
+    if (/^[A-Za-z0-9]/.test(id)) return id
+  }
+}
+
 /** A refusal at the door, audited `enroll_refused` (limited per address) by the route. */
 export class EnrollRefused extends AppError {
   constructor(readonly rule: string, message: string) {
@@ -87,7 +98,7 @@ export class EnrollService {
 
   private constructor(private readonly deps: EnrollServiceDeps) {
     this.queue = new EnrollQueue(deps.limits ?? DEFAULT_ENROLL_LIMITS)
-    this.newId = deps.newId ?? (() => randomBytes(16).toString('base64url'))
+    this.newId = deps.newId ?? newRequestId
   }
 
   /** Loads what the store kept (a restart, a take-over) and serves from it. */

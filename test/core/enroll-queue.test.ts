@@ -117,3 +117,12 @@ t.test('restore: what a store kept comes back, past-time requests do not, and no
   late.restore(kept, 2 * HOUR)
   t.equal(late.size, 0)
 })
+
+t.test('request ids never start with "-" or "_" (they are typed on command lines)', async (t) => {
+  const { newRequestId } = await import('../../src/service/enroll-service.js')
+  for (let i = 0; i < 2000; i++) {
+    const id = newRequestId()
+    if (!/^[A-Za-z0-9][A-Za-z0-9_-]{21}$/.test(id)) t.fail(`bad id ${id}`)
+  }
+  t.pass('2000 ids start with a letter or a digit')
+})
