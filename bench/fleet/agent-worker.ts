@@ -9,6 +9,8 @@
  *
  * With --gateway discordjs (`init.gateway`) the shards run in the discord.js adapter against the gateway
  * emulator (gateway-shards.ts), and the test events they deliver go to the orchestrator with the records.
+ *
+ * SIGTERM makes every agent leave, as pxe-node does (the rolling reboot sends it); SIGKILL is a crash.
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -163,6 +165,26 @@ async function onMessage(message: ToWorker): Promise<void> {
       return
   }
 }
+
+/**
+ * SIGTERM, as pxe-node takes it (a rolling reboot's planned stop): every agent leaves (agent.leave():
+ * its shards stop resumably and their sessions go with the leaving check-in), the records go out, and
+ * the process exits 0. A second SIGTERM stops at once (agent.stopNow()).
+ */
+let terminating = false
+process.on('SIGTERM', () => {
+  if (terminating) {
+    for (const agent of agents.values()) void agent.stopNow()
+    return
+  }
+  terminating = true
+  void Promise.all([...agents.values()].map((agent) => agent.leave())).then(() => {
+    for (const proxy of proxies) proxy.close()
+    flush()
+    // the records first (IPC keeps the order), then the exit through 'disconnect'
+    process.send?.({ type: 'shutdown_done' } satisfies FromWorker, () => process.disconnect())
+  })
+})
 
 setInterval(flush, FLUSH_MS)
 process.on('message', (message: ToWorker) => void onMessage(message))

@@ -64,8 +64,8 @@ export class GatewayRun {
   private constructor(
     readonly emulator: GatewayEmulator,
     private readonly eventsPerSecond: number,
-    /** The emulator's time 0 on the shared timeline (its breaches' `at` count from it; within a few ms). */
-    private readonly t0: number,
+    /** The emulator's time 0 on the shared timeline (its records' `at` count from it; within a few ms). */
+    readonly t0: number,
   ) {
     this.mark = this.snapshot()
   }

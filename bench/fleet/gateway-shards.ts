@@ -47,11 +47,16 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
     onDispatch: (shardId, payload) => {
       const ready = payload.t === 'READY' ? (payload.d as { session_id?: unknown } | null)?.session_id : undefined
       if (typeof ready === 'string') deps.own([ready, node])
+      // When the shard serves again: the end of a move's downtime (the rolling-reboot figures read it).
+      if (payload.t === 'READY' || payload.t === 'RESUMED') {
+        record({ t: sharedNow(), node, kind: 'running', shard: shardId, totalShards: counts.get(shardId) ?? 0, mode: payload.t === 'READY' ? 'identify' : 'resume' })
+      }
       const entry = deliveryEntry(shardId, payload, TEST_EVENT)
       if (entry?.sessionId !== undefined && entry.n !== undefined) deps.deliver([entry.sessionId, entry.n])
     },
   })
   const running = new Set<string>() // count/shard, as this node's sessions stand (a live reshard runs one number under two counts)
+  const counts = new Map<number, number>() // shard → the count of its latest start (for the 'running' record)
   const stopped = (shardId: number, totalShards: number, reason: string, calledAt: number, aborted?: boolean) => {
     running.delete(`${totalShards}/${shardId}`)
     record({ t: sharedNow(), node, kind: 'stop', shard: shardId, totalShards, reason, calledAt, ...(aborted ? { aborted } : {}) })
@@ -63,6 +68,7 @@ export function gatewayShardCallbacks(deps: GatewayShardsDeps): { onStart(ctx: S
         running.add(`${ctx.totalShards}/${ctx.shardId}`)
         record({ t: sharedNow(), node, kind: 'start', shard: ctx.shardId, totalShards: ctx.totalShards, generation: ctx.generation })
       }
+      counts.set(ctx.shardId, ctx.totalShards)
       if (ctx.resume !== null) deps.own([ctx.resume.sessionId, node])
       const calledAt = sharedNow()
       try {

@@ -82,6 +82,7 @@ export class FleetLedger {
       return
     }
     if (record.kind === 'stale_grant') return this.count('stale_start_grants')
+    if (record.kind === 'running') return this.count(`serving:${record.mode}`)
     this.applyEvent(record)
   }
 

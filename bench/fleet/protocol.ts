@@ -19,6 +19,8 @@ export type FleetRecord =
   | { readonly t: number; readonly node: string; readonly kind: 'event'; readonly event: AgentEvent }
   /** The discord.js adapter found its start grant too old for the IDENTIFY and claimed a fresh one (one grant unused). */
   | { readonly t: number; readonly node: string; readonly kind: 'stale_grant'; readonly shard: number }
+  /** A gateway session of the shard is serving (--gateway discordjs): READY after an IDENTIFY, or RESUMED. */
+  | { readonly t: number; readonly node: string; readonly kind: 'running'; readonly shard: number; readonly totalShards: number; readonly mode: 'identify' | 'resume' }
 
 /** One test event an agent's gateway client delivered (--gateway discordjs): the emulator's session ID and `n`. */
 export type Delivery = readonly [sessionId: string, n: number]

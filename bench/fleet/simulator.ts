@@ -40,7 +40,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
 const SETTLE_POLL_MS = 1000
 
 /** How one controller process of a run is told apart: its id and files (one without HA, two with). */
-interface ReplicaFiles {
+export interface ReplicaFiles {
   readonly id: string
   readonly config: string
   readonly log: string
@@ -48,7 +48,7 @@ interface ReplicaFiles {
 }
 
 /** The replicas' names and files: `controller.*` for the single controller, `controller-1.*`... with HA. */
-function replicaFiles(root: string, ha: boolean): ReplicaFiles[] {
+export function replicaFiles(root: string, ha: boolean): ReplicaFiles[] {
   const names = ha ? ['controller-1', 'controller-2'] : ['controller']
   return names.map((name) => ({ id: `fleet-${name}`, config: join(root, `${name}.json`), log: join(root, `${name}.log`), audit: join(root, `audit${name.slice(10)}.log`) }))
 }
@@ -60,7 +60,7 @@ function haSection(etcd: EtcdMembers): Record<string, unknown> {
 }
 
 /** A controller's config for a run: a state folder, or with `etcd` the HA section (the state is in etcd). */
-function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string, files: ReplicaFiles, etcd: EtcdMembers | null): Record<string, unknown> {
+export function fleetConfig(opts: FleetOptions, pki: FleetPki, root: string, files: ReplicaFiles, etcd: EtcdMembers | null): Record<string, unknown> {
   return {
     listen: { host: '127.0.0.1', port: 0 },
     ...controllerFiles(pki.dir),
@@ -363,7 +363,7 @@ async function summarize(run: Run, startedAt: number, endT: number, convergedAft
 }
 
 /** Violations the agents reported themselves: a 429 (the agents must live within the default limits), a refused plan. */
-function eventViolations(ledger: FleetLedger): Violation[] {
+export function eventViolations(ledger: FleetLedger): Violation[] {
   const out: Violation[] = []
   const limited = ledger.counter('checkin:429') + ledger.counter('claim:rate_limited')
   if (limited > 0) out.push({ kind: 'rate_limited', detail: `${limited} requests answered 429 under the default per-node limits` })

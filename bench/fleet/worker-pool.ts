@@ -34,6 +34,10 @@ class Worker {
   readonly child: ChildProcess
   private readonly waiters = new Map<string, Waiter>()
   exited = false
+  /** The orchestrator signalled it to end (a node's reboot): its exit is no failure. */
+  endExpected = false
+  /** Resolves with the exit code or signal. */
+  readonly exit: Promise<number | string>
 
   constructor(readonly index: number, onRecords: OnRecords, onExit: (index: number, code: number | string) => void) {
     // stdout is not used; stderr stays visible (a worker's crash must be seen).
@@ -42,11 +46,14 @@ class Worker {
       if (message.type === 'records') onRecords(message.records, message.deliveries ?? [], message.owners ?? [])
       else this.settle(message)
     })
-    this.child.once('exit', (code, signal) => {
-      this.exited = true
-      for (const waiter of this.waiters.values()) waiter.reject(new Error(`worker ${index} exited (${code ?? signal})`))
-      this.waiters.clear()
-      onExit(index, code ?? signal ?? -1)
+    this.exit = new Promise((resolve) => {
+      this.child.once('exit', (code, signal) => {
+        this.exited = true
+        for (const waiter of this.waiters.values()) waiter.reject(new Error(`worker ${index} exited (${code ?? signal})`))
+        this.waiters.clear()
+        if (!this.endExpected) onExit(index, code ?? signal ?? -1)
+        resolve(code ?? signal ?? -1)
+      })
     })
   }
 
@@ -74,18 +81,49 @@ export class WorkerPool {
   private readonly workers: Worker[] = []
   private closing = false
   private readonly unregister = onInterrupt(() => this.kill())
+  private settings: { init: WorkerInit; extras: ReadonlyMap<number, WorkerExtras> } | null = null
 
-  constructor(count: number, onRecords: OnRecords, onUnexpectedExit: (index: number, code: number | string) => void) {
-    for (let i = 0; i < count; i++) {
-      this.workers.push(new Worker(i, onRecords, (index, code) => {
-        if (!this.closing) onUnexpectedExit(index, code)
-      }))
-    }
+  constructor(count: number, private readonly onRecords: OnRecords, private readonly onUnexpectedExit: (index: number, code: number | string) => void) {
+    for (let i = 0; i < count; i++) this.workers.push(this.fork(i))
+  }
+
+  private fork(index: number): Worker {
+    return new Worker(index, this.onRecords, (i, code) => {
+      if (!this.closing) this.onUnexpectedExit(i, code)
+    })
   }
 
   /** Sends every worker its settings (and its extras, by index) and waits until all are ready. */
   async init(init: WorkerInit, extras: ReadonlyMap<number, WorkerExtras> = new Map()): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.request({ type: 'init', ...init, ...(extras.get(w.index) ?? PLAIN) }, 'ready')))
+    this.settings = { init, extras }
+    await Promise.all(this.workers.map((w) => this.initOne(w)))
+  }
+
+  private initOne(w: Worker): Promise<void> {
+    const { init, extras } = this.settings!
+    return w.request({ type: 'init', ...init, ...(extras.get(w.index) ?? PLAIN) }, 'ready')
+  }
+
+  /**
+   * Ends a process the way a node's host would (a reboot): SIGTERM (its agents leave, as pxe-node's do)
+   * or SIGKILL (everything in it vanishes: no stop, no leave, its sockets dropped by the kernel).
+   * Resolves with its exit code or signal once it is gone; the exit is no failure of the run.
+   */
+  async end(process: number, signal: 'SIGTERM' | 'SIGKILL'): Promise<number | string> {
+    const w = this.worker(process)
+    if (w.exited) return w.exit
+    w.endExpected = true
+    w.child.kill(signal)
+    return w.exit
+  }
+
+  /** A fresh process in place of an ended one (the rebooted node's), with the same settings. */
+  async replace(process: number): Promise<void> {
+    const old = this.worker(process)
+    if (!old.exited) throw new Error(`worker ${process} still runs`)
+    const w = this.fork(process)
+    this.workers[process] = w
+    await this.initOne(w)
   }
 
   /** Starts one agent in its process; resolves once it sent its first check-in. */
