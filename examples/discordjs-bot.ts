@@ -5,8 +5,10 @@
  *     --token-file /etc/pxe/bot-token --capacity 16 [--intents 513] [--state-file /var/lib/pxe-node/state.json]
  *
  * The controller decides which shards this machine runs; the agent claims every IDENTIFY from it, and
- * shards moved by plan RESUME on their new machine instead of identifying again. SIGTERM or SIGINT stops
- * every shard (closing with 1000) and exits 0.
+ * shards moved by plan RESUME on their new machine instead of identifying again. SIGTERM or SIGINT leaves
+ * (agent.leave(), SPEC "Leaving on purpose"): every shard closes resumably, its session goes to the
+ * controller with a last check-in, and the other machines RESUME them at once (a rolling reboot needs no
+ * drain); a second signal stops at once (agent.stopNow()). Exit 0 either way.
  */
 import { readFileSync } from 'node:fs'
 import { parseArgs } from 'node:util'
@@ -90,14 +92,15 @@ const report = setInterval(() => {
   process.stdout.write(`${JSON.stringify({ shards: shards.shardIds, messages: counts })}\n`)
 }, 60_000).unref()
 
-let stopping = false
-const stop = async () => {
-  if (stopping) return
-  stopping = true
+// The first signal leaves: the shards move at once and RESUME elsewhere, instead of waiting out the lease
+// and identifying again. A second one stops at once, without waiting for slow stops or the controller.
+let signals = 0
+const onSignal = () => {
+  signals += 1
+  if (signals > 2) return
   clearInterval(report)
-  await agent.stop()
-  process.exit(0)
+  void (signals === 1 ? agent.leave() : agent.stopNow()).then(() => process.exit(0))
 }
-process.on('SIGTERM', () => void stop())
-process.on('SIGINT', () => void stop())
+process.on('SIGTERM', onSignal)
+process.on('SIGINT', onSignal)
 await agent.start()
