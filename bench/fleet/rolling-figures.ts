@@ -109,6 +109,7 @@ export interface RollingSummary {
   readonly leaseSeconds: number
   readonly identifyIntervalMs: number
   readonly rebootMs: number
+  readonly planner: 'contiguous' | 'stable'
   readonly eventsPerSecond: number
   /** Seconds from the start of the agents until every shard served, the rolling phase, and the whole run. */
   readonly coldStartS: number | null
@@ -160,7 +161,7 @@ export function formatRolling(s: RollingSummary): string[] {
   const d = s.gateway.delivery
   const mode = s.signal === 'SIGTERM' ? 'SIGTERM (each agent leaves)' : 'SIGKILL (the control: no stop, no leave)'
   return [
-    `rolling reboot, ${mode}: ${s.nodes} nodes × capacity ${s.capacity}, ${s.shards} shards, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s (check-in every ${(s.leaseSeconds / 3).toFixed(1)} s), identify_interval_ms ${s.identifyIntervalMs}, each node down ${(s.rebootMs / 1000).toFixed(1)} s, ${s.eventsPerSecond} test events/s a session`,
+    `rolling reboot, ${mode}: ${s.nodes} nodes × capacity ${s.capacity}, ${s.shards} shards, max_concurrency ${s.maxConcurrency}, lease ${s.leaseSeconds} s (check-in every ${(s.leaseSeconds / 3).toFixed(1)} s), identify_interval_ms ${s.identifyIntervalMs}, each node down ${(s.rebootMs / 1000).toFixed(1)} s, planner ${s.planner}, ${s.eventsPerSecond} test events/s a session`,
     row('cold start (every shard serving)', s.coldStartS === null ? 'NO' : `${s.coldStartS.toFixed(1)} s`),
     ...s.reboots.map((r, i) => row(`reboot ${i + 1} (${r.node}, exit ${r.exit})`, `gone after ${ms(r.goneAfterMs)}; new agent checked in after ${ms(r.backAfterMs)}, fleet converged after ${ms(r.convergedAfterMs)}; its shards away ${stats(r.away)}; rebalance ${stats(r.rebalance)}`)),
     row('moves (rolling phase)', stats(s.moves)),

@@ -11,6 +11,8 @@ export interface RollingOptions {
   readonly signal: 'SIGTERM' | 'SIGKILL'
   /** How long a node stays down between its process ending and the new one starting (ms). */
   readonly rebootMs: number
+  /** The controller's planner (null: its default, contiguous). */
+  readonly planner: 'contiguous' | 'stable' | null
 }
 
 export const ROLLING_HELP = `Usage: npm run fleet -- --rolling-reboot [--kill] [options]
@@ -34,6 +36,9 @@ RESUMED: median, max), exactly-once delivery and the wall time; exits 1 on any v
   --reboot-s s             how long a node is down between its process ending and the new one
                            starting (lease + 3: longer than a lease, as a machine's reboot is)
   --events-per-second n    test events per gateway session per second (5)
+  --planner contiguous|stable
+                           the controller's planner (its default, contiguous: a node leaving or coming
+                           back shifts the other nodes' ranges too; stable moves only what it must)
   --settle-timeout s       how long each convergence may take (derived)
   --json FILE              also write the summary as JSON
   --keep                   keep the run folder (PKI, state, logs, records.jsonl, gateway.json)
@@ -52,6 +57,7 @@ const flagsSchema = z
     'identify-interval-ms': z.coerce.number().int().min(DISCORDJS_MIN_INTERVAL_MS).max(60_000).default(DISCORDJS_MIN_INTERVAL_MS),
     'reboot-s': z.coerce.number().min(0).max(3600).optional(),
     'events-per-second': z.coerce.number().min(0).max(50).default(5),
+    planner: z.enum(['contiguous', 'stable']).optional(),
     'settle-timeout': z.coerce.number().min(1).max(86_400).optional(),
     json: z.string().min(1).optional(),
     keep: z.boolean().default(false),
@@ -59,7 +65,7 @@ const flagsSchema = z
   })
   .strict()
 
-const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'capacity', 'lease', 'identify-interval-ms', 'reboot-s', 'events-per-second', 'settle-timeout', 'json'] as const
+const STRING_FLAGS = ['nodes', 'shards', 'max-concurrency', 'capacity', 'lease', 'identify-interval-ms', 'reboot-s', 'events-per-second', 'planner', 'settle-timeout', 'json'] as const
 const BOOLEAN_FLAGS = ['rolling-reboot', 'kill', 'keep', 'no-progress'] as const
 
 /** Parses argv (without node and script, --rolling-reboot included); null means --help. Throws UsageError. */
@@ -115,5 +121,5 @@ export function parseRollingArgs(argv: readonly string[]): RollingOptions | null
     keep: f.keep,
     progress: !f['no-progress'],
   }
-  return { fleet, signal: f.kill ? 'SIGKILL' : 'SIGTERM', rebootMs: Math.round((f['reboot-s'] ?? f.lease + 3) * 1000) }
+  return { fleet, signal: f.kill ? 'SIGKILL' : 'SIGTERM', rebootMs: Math.round((f['reboot-s'] ?? f.lease + 3) * 1000), planner: f.planner ?? null }
 }

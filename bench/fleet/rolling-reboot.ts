@@ -68,7 +68,7 @@ export async function runRollingReboot(ro: RollingOptions, out: FleetOutput): Pr
     controller = new ControllerSet([
       new ControllerChild({
         configPath: files!.config,
-        config: fleetConfig(opts, pki, root, files!, null),
+        config: { ...fleetConfig(opts, pki, root, files!, null), ...(ro.planner === null ? {} : { planner: ro.planner }) },
         logPath: files!.log,
         onUnexpectedExit: (code) => violations.push({ kind: 'process_failed', detail: `the controller exited by itself (${code})` }),
       }),
@@ -104,7 +104,7 @@ async function rollThrough(run: Rolling, root: string, auditLog: string): Promis
   const { ro, out, ledger, gateway } = run
   const opts = ro.fleet
   const startedAt = sharedNow()
-  out.info(`rolling: ${opts.nodes} nodes (capacity ${opts.capacity}), ${opts.shards} shards, max_concurrency ${opts.maxConcurrency}, lease ${opts.leaseS} s, identify_interval_ms ${opts.identifyIntervalMs}, reboot ${ro.rebootMs} ms, ${ro.signal}, ${opts.gatewayEventsPerSecond} events/s a session`)
+  out.info(`rolling: ${opts.nodes} nodes (capacity ${opts.capacity}), ${opts.shards} shards, max_concurrency ${opts.maxConcurrency}, lease ${opts.leaseS} s, identify_interval_ms ${opts.identifyIntervalMs}, reboot ${ro.rebootMs} ms, ${ro.signal}, ${opts.gatewayEventsPerSecond} events/s a session, planner ${ro.planner ?? 'contiguous (default)'}`)
   for (const n of run.nodes) await startNode(run, n)
   const coldAt = await converged(run)
   if (coldAt === null) throw new Error(`the fleet did not converge within ${opts.settleTimeoutS} s of the cold start`)
@@ -217,6 +217,7 @@ async function summarize(run: Rolling, m: Marks): Promise<RollingSummary> {
     leaseSeconds: opts.leaseS,
     identifyIntervalMs: opts.identifyIntervalMs,
     rebootMs: ro.rebootMs,
+    planner: ro.planner ?? 'contiguous',
     eventsPerSecond: opts.gatewayEventsPerSecond,
     coldStartS: (m.coldAt - m.startedAt) / 1000,
     rollingS: (m.rollingEnd - m.rollingAt) / 1000,
