@@ -18,6 +18,9 @@ import { pollDelayMs, requestQueuedSchema, requestStatusSchema } from './enroll-
 import { IdentityError, identityFromPem, type NodeIdentity } from './identity.js'
 import { sleep } from './sleep.js'
 
+/** After notBefore, before the first use: X.509 times are whole seconds, and the controller's clock may lag a little. */
+const NOT_BEFORE_MARGIN_MS = 1000
+
 /** What enrollment needs. */
 export interface EnrollmentOptions {
   /** Enrollment listener base URLs (https://host:port), tried in order. */
@@ -175,6 +178,11 @@ class EnrollmentRun {
     const identity = await identityFromPem({ cert, key: keyPem, ca: this.opts.ca, jwks }, this.clock.wallNow())
     if (identity.nodeId !== this.opts.name) throw new IdentityError(`the issued certificate names ${identity.nodeId}, not ${this.opts.name}`)
     this.logger.info({ serial: identity.serial, not_after: new Date(identity.notAfter).toISOString() }, 'enrolled: certificate issued')
+    // A re-enrollment's certificate starts a second after the one it supersedes (the controller takes the
+    // later notBefore for the rotation), and the CA host's clock may run ahead: used before its notBefore,
+    // the handshake would be refused. X.509 times are whole seconds: wait past it, as a renewal does.
+    const early = identity.notBefore + NOT_BEFORE_MARGIN_MS - this.clock.wallNow()
+    if (early > 0) await this.wait(early)
     return identity
   }
 
