@@ -10,7 +10,7 @@ import type { FastifyServerFactory } from 'fastify'
 import { CIPHERS } from '../identity/tls-crl.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import { ConnectionCaps, type ConnectionLimits } from './connection-caps.js'
-import { HTTP_LIMITS } from './http-limits.js'
+import { applyServerDeadlines, SERVER_LIMIT_OPTIONS } from './http-limits.js'
 import { constants } from 'node:crypto'
 
 export interface EnrollServerDeps {
@@ -40,17 +40,11 @@ export class EnrollServer {
         honorCipherOrder: true,
         secureOptions: constants.SSL_OP_NO_RENEGOTIATION | constants.SSL_OP_NO_COMPRESSION,
         requestCert: false,
-        handshakeTimeout: HTTP_LIMITS.handshakeTimeoutMs,
-        maxHeaderSize: HTTP_LIMITS.maxHeaderBytes,
-        connectionsCheckingInterval: HTTP_LIMITS.checkIntervalMs,
-        requireHostHeader: false,
+        ...SERVER_LIMIT_OPTIONS,
       },
       handler,
     )
-    server.headersTimeout = HTTP_LIMITS.headersTimeoutMs
-    server.requestTimeout = HTTP_LIMITS.requestTimeoutMs
-    server.keepAliveTimeout = HTTP_LIMITS.keepAliveTimeoutMs
-    server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
+    applyServerDeadlines(server)
     this.caps.attach(server)
     server.on('secureConnection', (socket: TLSSocket) => {
       socket.disableRenegotiation()

@@ -26,3 +26,20 @@ export const HTTP_LIMITS = {
    */
   listenBacklog: 4096,
 } as const
+
+/** The createServer options every HTTPS listener of the controller takes from HTTP_LIMITS. */
+export const SERVER_LIMIT_OPTIONS = {
+  handshakeTimeout: HTTP_LIMITS.handshakeTimeoutMs,
+  maxHeaderSize: HTTP_LIMITS.maxHeaderBytes,
+  connectionsCheckingInterval: HTTP_LIMITS.checkIntervalMs,
+  // Node would answer a missing Host header with a bare 400 before authentication; we route by path only.
+  requireHostHeader: false,
+} as const
+
+/** Sets the deadlines of HTTP_LIMITS on a server (fastify ignores its timeout options with a server factory). */
+export function applyServerDeadlines(server: { headersTimeout: number; requestTimeout: number; keepAliveTimeout: number; setTimeout(ms: number): unknown }): void {
+  server.headersTimeout = HTTP_LIMITS.headersTimeoutMs
+  server.requestTimeout = HTTP_LIMITS.requestTimeoutMs
+  server.keepAliveTimeout = HTTP_LIMITS.keepAliveTimeoutMs
+  server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
+}

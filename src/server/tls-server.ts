@@ -11,7 +11,7 @@ import type { TLSSocket } from 'node:tls'
 import type { FastifyServerFactory } from 'fastify'
 import type { Logger } from 'pino'
 import { buildSecureContextOptions } from '../identity/tls-crl.js'
-import { HTTP_LIMITS } from './http-limits.js'
+import { applyServerDeadlines, SERVER_LIMIT_OPTIONS } from './http-limits.js'
 import { isPrincipal, principalOfSocket, type Principal } from '../identity/principal.js'
 import type { PeerAuditLimiter } from '../audit/peer-audit-limiter.js'
 import { ConnectionCaps, type ConnectionLimits } from './connection-caps.js'
@@ -111,18 +111,11 @@ export class TlsServer {
         ...this.contextOptions(),
         requestCert: true,
         rejectUnauthorized: true,
-        handshakeTimeout: HTTP_LIMITS.handshakeTimeoutMs,
-        maxHeaderSize: HTTP_LIMITS.maxHeaderBytes,
-        connectionsCheckingInterval: HTTP_LIMITS.checkIntervalMs,
-        // Node would answer a missing Host header with a bare 400 before authentication; we route by path only.
-        requireHostHeader: false,
+        ...SERVER_LIMIT_OPTIONS,
       },
       handler,
     )
-    server.headersTimeout = HTTP_LIMITS.headersTimeoutMs
-    server.requestTimeout = HTTP_LIMITS.requestTimeoutMs
-    server.keepAliveTimeout = HTTP_LIMITS.keepAliveTimeoutMs
-    server.setTimeout(HTTP_LIMITS.socketIdleTimeoutMs)
+    applyServerDeadlines(server)
     this.caps.attach(server)
     if (this.deps.onUnmetExpectation) server.on('checkExpectation', this.deps.onUnmetExpectation)
     this.gateHandshakes(server)
