@@ -3,6 +3,7 @@
  * the defaults differ: a test wants short heartbeats and resume windows, not 41 s and "a few minutes".
  */
 import { PRIVILEGED_INTENTS } from './gateway-codes.js'
+import { resolveRestOptions, type ResolvedRestOptions, type RestEmulatorOptions } from './rest-options.js'
 
 /** Options for `startGatewayEmulator`. Every field is optional. */
 export interface GatewayEmulatorOptions {
@@ -42,6 +43,8 @@ export interface GatewayEmulatorOptions {
   readonly allowedPrivilegedIntents?: number
   /** Gateway send rate limit per connection (default 120 per 60,000 ms, Discord's); over it closes with 4008. */
   readonly sendLimit?: { readonly count: number; readonly windowMs: number }
+  /** The REST side's limits under /api/v10 (defaults: Discord's; see rest-options.ts). */
+  readonly rest?: RestEmulatorOptions
 }
 
 /** The options with every default filled in. */
@@ -62,6 +65,7 @@ export interface ResolvedOptions {
   readonly heartbeatGraceMs: number
   readonly allowedPrivilegedIntents: number
   readonly sendLimit: { readonly count: number; readonly windowMs: number }
+  readonly rest: ResolvedRestOptions
 }
 
 function positiveInt(name: string, value: number): number {
@@ -99,5 +103,6 @@ export function resolveOptions(options: GatewayEmulatorOptions = {}): ResolvedOp
     heartbeatGraceMs: nonNegative('heartbeatGraceMs', options.heartbeatGraceMs ?? Math.max(1500, heartbeatIntervalMs)),
     allowedPrivilegedIntents: options.allowedPrivilegedIntents ?? PRIVILEGED_INTENTS,
     sendLimit: options.sendLimit ?? { count: 120, windowMs: 60_000 },
+    rest: resolveRestOptions(options.rest),
   }
 }

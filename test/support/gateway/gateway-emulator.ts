@@ -3,6 +3,7 @@
  * ports, the gateway's (GET /api/v10/gateway/bot and the WebSocket) and READY's resume_gateway_url (a
  * second, path-free URL, so a test can tell a resume that used it from one that did not). It enforces
  * Discord's rules and records every breach; the hooks below make it misbehave the ways Discord does.
+ * Under /api/v10 it is also a small Discord REST API with Discord's rate limits (rest-http.ts).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -15,7 +16,8 @@ import type { Breach, GatewayStats, IdentifyRecord, ResumeRecord } from './emula
 import { Close, Op, serverCloseEndsSession } from './gateway-codes.js'
 import type { ConnectionView, GatewayConnection } from './gateway-connection.js'
 import { GatewayCore } from './gateway-core.js'
-import { gatewayHttpHandler } from './gateway-http.js'
+import { RestApi } from './rest-http.js'
+import type { RestRequestRecord, RestStats } from './rest-records.js'
 
 /** Which live connections a hook acts on: every one serving `shardId` (of `numShards`, when given). */
 export interface ShardSelector {
@@ -32,6 +34,7 @@ export class GatewayEmulator {
     private readonly core: GatewayCore,
     private readonly servers: readonly Server[],
     private readonly wss: WebSocketServer,
+    private readonly restApi: RestApi,
     /** The gateway's port (HTTP API and WebSocket). */
     readonly port: number,
     /** The resume_gateway_url's port (WebSocket only). */
@@ -51,17 +54,16 @@ export class GatewayEmulator {
       wss.handleUpgrade(req, socket, head, (ws) => core.openConnection(ws, via, url.searchParams))
     }
     let gatewayUrl = ''
-    const api = createServer(
-      gatewayHttpHandler({
-        get gatewayUrl() {
-          return gatewayUrl
-        },
-        currentToken: () => core.currentToken(),
-        recommendedShards: () => core.options.shardCount,
-        sessionStartLimit: () => core.sessionStartLimit(),
-        countGatewayBotRequest: () => void core.gatewayBotRequests++,
-      }),
-    )
+    const restApi = new RestApi(core.options.rest, {
+      get gatewayUrl() {
+        return gatewayUrl
+      },
+      currentToken: () => core.currentToken(),
+      recommendedShards: () => core.options.shardCount,
+      sessionStartLimit: () => core.sessionStartLimit(),
+      countGatewayBotRequest: () => void core.gatewayBotRequests++,
+    })
+    const api = createServer(restApi.handle)
     const resume = createServer((_req, res) => res.writeHead(404).end())
     api.on('upgrade', upgrade('gateway'))
     resume.on('upgrade', upgrade('resume'))
@@ -69,7 +71,7 @@ export class GatewayEmulator {
     const resumePort = await listen(resume)
     gatewayUrl = `ws://127.0.0.1:${port}`
     core.resumeUrl = `ws://127.0.0.1:${resumePort}`
-    return new GatewayEmulator(core, [api, resume], wss, port, resumePort)
+    return new GatewayEmulator(core, [api, resume], wss, restApi, port, resumePort)
   }
 
   /** GET /gateway/bot's `url`. */
@@ -85,6 +87,21 @@ export class GatewayEmulator {
   /** The `api` option for @discordjs/rest's REST (it appends /v10/gateway/bot). */
   get apiUrl(): string {
     return `http://127.0.0.1:${this.port}/api`
+  }
+
+  /** The REST side's totals now: requests, 429s, per-second counts, invalid requests, bans. */
+  get restStats(): RestStats {
+    return this.restApi.stats()
+  }
+
+  /** Every REST request so far, in the order they were answered (`at`: ms since the emulator started). */
+  get restRequests(): readonly RestRequestRecord[] {
+    return this.restApi.records
+  }
+
+  /** Milliseconds since the emulator started on the REST side's clock (the `at` of its records and bans). */
+  restNow(): number {
+    return this.restApi.now()
   }
 
   /** The valid token (it changes when the session start limit resets it). */
