@@ -32,7 +32,7 @@ function benchNodes(count: number): PlannerNode[] {
 function checkIn(controller: Controller, now: number, body: CheckinBody): CheckinOutcome {
   const registration = controller.register(now, body, CERT)
   controller.settle()
-  return controller.checkinOutcome(body.node_id, registration)
+  return controller.checkinOutcome(body.node_id, registration, now)
 }
 
 /** A controller with every node checked in at time 0. */

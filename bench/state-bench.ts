@@ -85,7 +85,7 @@ async function benchOneChange(log: (line: string) => void): Promise<void> {
     log(`one change at N=${NODES}: ${label.padEnd(48)} median ${ms(runs[15]!)}  mean ${ms(mean)}  worst ${ms(runs[29]!)} main-thread`)
   }
   await samples('a node reports a new generation', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
-  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinOutcome(id(k * 16), NOT_REGISTERED).rangeStart }, cert(k * 16).serial).catch(() => null))
+  await samples('an Identify grant (daily budget counted)', (k) => r.service.claimIdentify({ node_id: id(k * 16), shard_id: r.controller.checkinOutcome(id(k * 16), NOT_REGISTERED, r.clock).rangeStart }, cert(k * 16).serial).catch(() => null))
   await samples('a drain flag for a node that is not live', (k) => r.service.setDraining(`gone-${k}`, true, 'ops', true))
   await samples('a steady check-in (nothing changes: no write)', (k) => r.service.checkIn({ node_id: id(k), capacity: 8, ...HEALTH, generation }, cert(k)))
   // Re-plans. Near the end of the byte order, a drain still moves thousands of shards (every node's

@@ -62,6 +62,15 @@ const sessionHandoffSchema = z
   })
   .strict()
 
+/** SPEC "REST budget": the bot's REST limits, shared among the nodes (off when absent). */
+const restSchema = z
+  .object({
+    global_per_second: int(1, 100_000).default(50),
+    safety: z.number().gt(0, 'must be above 0').max(1, 'must be at most 1 (a share above the limit is no safety)').default(0.9),
+    invalid_per_10_minutes: int(1, 10_000_000).default(10_000),
+  })
+  .strict()
+
 /** The ops listener serves plain HTTP: a non-loopback host must be asked for explicitly. */
 const opsSchema = z
   .object({
@@ -97,6 +106,7 @@ export const configFileSchema = z
     daily_identify_limit: int(1, 1_000_000).optional(),
     // SPEC "Planner choice": contiguous (the default) or stable; changing it between runs is a reshard.
     planner: z.enum(['contiguous', 'stable']).optional(),
+    rest: restSchema.optional(),
     session_handoff: sessionHandoffSchema.default({ allowed_hosts: [...DEFAULT_ALLOWED_RESUME_HOSTS], ttl_seconds: DEFAULT_SESSION_TTL_SECONDS }),
     rate_limits: z
       .object({
@@ -224,6 +234,7 @@ export function parseConfig(raw: unknown, baseDir: string, source = 'config'): C
       dailyIdentifyLimit: c.daily_identify_limit ?? null,
       ...(c.planner === undefined ? {} : { planner: c.planner }),
       sessionHandoff: Object.freeze({ allowedHosts: Object.freeze([...c.session_handoff.allowed_hosts]), ttlSeconds: c.session_handoff.ttl_seconds }),
+      ...(c.rest === undefined ? {} : { rest: Object.freeze({ globalPerSecond: c.rest.global_per_second, safety: c.rest.safety, invalidPer10Minutes: c.rest.invalid_per_10_minutes }) }),
     }),
     limits: Object.freeze({
       rate: Object.freeze({

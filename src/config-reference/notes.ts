@@ -48,6 +48,11 @@ export const KEY_GROUPS: readonly KeyGroup[] = [
     keys: ['session_handoff'],
   },
   {
+    title: 'REST budget',
+    intro: "The bot's REST limits, which Discord counts across all its machines: the controller shares them among the nodes (their `pxe-node --rest-proxy` enforces each share).",
+    keys: ['rest'],
+  },
+  {
     title: 'Limits',
     intro: 'Per-certificate request rates, and connection caps applied at accept time before any TLS work.',
     keys: ['rate_limits', 'max_connections_per_address', 'max_connections'],
@@ -137,6 +142,16 @@ export const KEY_NOTES: Readonly<Record<string, KeyNote>> = {
   'session_handoff.ttl_seconds': {
     text: 'How long a deposited session is held in memory for the next owner; past it the session is dropped and the new owner identifies. Discord keeps a resumable session for a short while only.',
   },
+  rest: {
+    absent: 'no REST budget: answers carry no `rest` share',
+    text: "Shares the bot's REST rate limit and invalid-request budget among the live nodes by max-min fairness of the demand they report; each answer and signed plan carries the node's share, valid until its lease ends. A node's REST proxy sends nothing without a share.",
+  },
+  'rest.global_per_second': { text: "Discord's global REST limit of the bot: 50 requests per second unless Discord raised it for the bot." },
+  'rest.safety': {
+    rule: 'above 0, at most 1',
+    text: 'The part of the limits handed out: shares add up to at most `global_per_second × safety` (and `invalid_per_10_minutes × safety`). The rest absorbs clock and network jitter between machines.',
+  },
+  'rest.invalid_per_10_minutes': { text: 'Invalid responses (401, 403, 429) Discord tolerates from one address in 10 minutes before it bans the address for an hour.' },
   rate_limits: { text: 'A token bucket per certificate serial and role, checked right after authentication; over it, 429 `rate_limited` and nothing changes.' },
   'rate_limits.node': { text: "The bucket of each node certificate: a node checks in every third of `lease_seconds` and claims a few Identifies a second." },
   'rate_limits.node.per_second': { text: 'Tokens added per second, continuously.' },

@@ -24,6 +24,7 @@ import { planView } from './plan-view.js'
 import { effectiveSettings } from './live-reshard.js'
 import type { NextSet } from './next-set.js'
 import { Reshards, type ReshardHost } from './reshards.js'
+import { RestBudget } from './rest-budget.js'
 import { LeaseHolders } from './lease-holders.js'
 import { DEFAULT_ALLOWED_RESUME_HOSTS } from './resume-url.js'
 import { DEFAULT_SESSION_TTL_SECONDS, SessionVault } from './session-vault.js'
@@ -64,6 +65,8 @@ export class Controller {
   private readonly desk: ClaimDesk
   /** Joins, renewals and departures (core/membership.ts). */
   private readonly members: Membership
+  /** The REST budget's shares (SPEC "REST budget"), or null when the configuration has none. Memory only. */
+  private readonly rest: RestBudget | null
   /** The parts above that hold durable state, as snapshot() and takeDelta() read them. */
   private readonly durable: DurableParts
   private gen = 0
@@ -110,7 +113,9 @@ export class Controller {
       ownerOf: (shardId) => this.ownerOf(shardId),
     }
     this.members = new Membership(this.membershipHost())
+    this.rest = settings.rest === undefined ? null : new RestBudget(settings.rest, { live, draining })
     if (restore !== undefined) {
+      this.rest?.restored(restore.now, this.leaseMs)
       this.holders.revoked.restore(restore.state.meta.revoked ?? [], restore.now)
       const resharded = restoreState(this.restoreHost(), restore.state, restore.now)
       this.reshards.restore(restore.state.meta, resharded, { mayRunShards: (nodeId) => holders.mayRunShards(nodeId), isRevoked: (nodeId) => holders.revoked.has(nodeId) })
@@ -165,8 +170,11 @@ export class Controller {
     return events
   }
 
-  /** The whole answer of a check-in after settle(): the plan part and what registering did. */
-  checkinOutcome(nodeId: string, registration: Registration): CheckinOutcome {
+  /**
+   * The whole answer of a check-in after settle(): the plan part, what registering did and, with a REST
+   * budget, the node's share from `now` (the answer is sent as it is computed: see service/durable-writer.ts).
+   */
+  checkinOutcome(nodeId: string, registration: Registration, now: number): CheckinOutcome {
     // One literal, no spreads: this runs on every check-in.
     const range = this.livePlan.rangeOf(nodeId)
     const { totalShards, leaseSeconds, maxConcurrency } = this.settings
@@ -180,7 +188,15 @@ export class Controller {
       rotated: registration.rotated,
       previousSerial: registration.previousSerial,
       next: this.reshards.nextRangeOf(nodeId),
+      rest: this.rest === null ? null : this.restShare(now, nodeId),
     }
+  }
+
+  /** A node's REST share in force until its lease ends; a node that is not live (it left) gets none. */
+  private restShare(now: number, nodeId: string): CheckinOutcome['rest'] {
+    const record = this.live.get(nodeId)
+    const share = this.rest!.shareFor(now, nodeId, record === undefined ? now : record.lastSeen + this.leaseMs)
+    return { perSecond: share.centiPerSecond / 100, invalidBudget: share.invalidBudget, untilMs: share.untilMs }
   }
 
   /** The serial of the certificate a live node's record holds (its last accepted check-in's), or null. */
@@ -190,7 +206,13 @@ export class Controller {
 
   /** Registers or renews a node (core/membership.ts); settle() re-plans for joins and capacity changes. */
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
-    return this.members.checkin(now, body, cert)
+    const registration = this.members.checkin(now, body, cert)
+    // after the check-in was accepted: a refused one (a superseded certificate, say) reports nothing
+    if (this.rest !== null) {
+      if (body.leaving === true) this.rest.withdraw(body.node_id)
+      else this.rest.report(now, body.node_id, body.rest_demand)
+    }
+    return registration
   }
 
   /** Re-plans if check-ins made the plan stale. */
@@ -238,7 +260,7 @@ export class Controller {
   plan(now: number): PlanView {
     this.prepare(now)
     const { settings, live, draining, handoffs, nodes, limiter, reshards } = this
-    return planView({ generation: this.gen, settings, plan: this.livePlan, live, draining, handoffs, nodes, limiter, reshards, recentLeaves: this.members.recentLeaves(now) }, now)
+    return planView({ generation: this.gen, settings, plan: this.livePlan, live, draining, handoffs, nodes, limiter, reshards, recentLeaves: this.members.recentLeaves(now), rest: this.rest }, now)
   }
 
   /** Live and draining node counts, and unassigned shards (for metrics; after settle()). */

@@ -108,7 +108,7 @@ export function persistedNode(record: NodeRecord, range?: NodeRange): PersistedN
 }
 
 /** The operator's view of a record (GET /v1/plan). */
-export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean, pendingHandoffs: number, next: PlanNodeView['next'] = null): PlanNodeView {
+export function planNodeView(record: NodeRecord, range: NodeRange, draining: boolean, pendingHandoffs: number, next: PlanNodeView['next'] = null, rest: PlanNodeView['rest'] = null): PlanNodeView {
   return {
     nodeId: record.nodeId,
     capacity: record.capacity,
@@ -124,5 +124,6 @@ export function planNodeView(record: NodeRecord, range: NodeRange, draining: boo
     pendingHandoffs,
     certNotAfter: record.certNotAfter,
     next,
+    rest,
   }
 }

@@ -6,6 +6,7 @@ import { NO_NODE, type NodeIndex } from './node-index.js'
 import { planNodeView, type NodeRecord } from './node-record.js'
 import { compareBytes } from './planner.js'
 import type { Reshards } from './reshards.js'
+import type { RestBudget } from './rest-budget.js'
 import type { ControllerSettings, PlanView } from './types.js'
 
 /** The parts of a controller the view reads. */
@@ -21,13 +22,22 @@ export interface PlanViewParts {
   readonly reshards: Reshards
   /** Leaves on purpose within the last hour, newest first. */
   readonly recentLeaves: readonly { readonly nodeId: string; readonly at: number }[]
+  /** The REST budget's shares, or null without one. */
+  readonly rest: RestBudget | null
 }
 
 /** The plan at `now`, nodes in byte order. */
 export function planView(parts: PlanViewParts, now: number): PlanView {
-  const { plan, draining, handoffs, nodes, reshards, live, settings } = parts
+  const { plan, draining, handoffs, nodes, reshards, live, settings, rest } = parts
   const views = plan.records.map((record, i) =>
-    planNodeView(record, plan.rangeAt(i), draining.has(record.nodeId), handoffs.pendingFor(nodes.find(record.nodeId) ?? NO_NODE), reshards.nodeView(record.nodeId)),
+    planNodeView(
+      record,
+      plan.rangeAt(i),
+      draining.has(record.nodeId),
+      handoffs.pendingFor(nodes.find(record.nodeId) ?? NO_NODE),
+      reshards.nodeView(record.nodeId),
+      rest === null ? null : rest.viewOf(now, record.nodeId),
+    ),
   )
   return {
     generation: parts.generation,
@@ -41,6 +51,7 @@ export function planView(parts: PlanViewParts, now: number): PlanView {
     reshard: reshards.view(),
     drainFlagsNotLive: [...draining].filter((nodeId) => !live.has(nodeId)).sort(compareBytes),
     recentLeaves: parts.recentLeaves,
+    rest: rest === null ? null : rest.view(now),
     nodes: views,
   }
 }

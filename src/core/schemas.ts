@@ -21,6 +21,25 @@ const sessionEntrySchema = z
   })
   .strict()
 
+/** Largest REST rate a node may report or claim to hold (requests per second): far above any bot's global limit. */
+export const MAX_REST_PER_SECOND = 100_000
+/** Largest invalid-request count a node may report (Discord bans an address at 10,000 in 10 minutes). */
+export const MAX_REST_INVALID = 10_000_000
+
+// A rate may be fractional (5 requests in a 10 s interval is 0.5/s); counts are whole.
+const restRate = z.number().min(0).max(MAX_REST_PER_SECOND)
+const restCount = z.number().int().min(0).max(MAX_REST_INVALID)
+
+/** `rest_demand` (SPEC "REST budget"): what the node's REST clients wanted, and the share it holds now. */
+const restDemandSchema = z
+  .object({
+    per_second: restRate,
+    invalid_10m: restCount,
+    // the share of its last verified plan, while in force: lets a restarted controller count it
+    held: z.object({ per_second: restRate, invalid_budget: restCount }).strict().optional(),
+  })
+  .strict()
+
 /** `POST /v1/checkin` body: exactly these fields. */
 export const checkinBodySchema = z
   .object({
@@ -36,6 +55,7 @@ export const checkinBodySchema = z
     next_ready_shards: count.optional(),
     // the node is shutting down on purpose (SPEC "Leaving on purpose"): it stopped every shard
     leaving: z.literal(true, 'must be true (or absent)').optional(),
+    rest_demand: restDemandSchema.optional(),
   })
   .strict()
 
@@ -58,6 +78,8 @@ export const reshardBodySchema = z.object({ total_shards: z.number().int().min(1
 /** `force`: drain even when the other live nodes cannot take every shard (SPEC "Operator endpoints"). */
 export const drainBodySchema = z.object({ draining: z.boolean(), force: z.literal(true).optional() }).strict()
 
+/** A validated `rest_demand`. */
+export type RestDemandBody = z.infer<typeof restDemandSchema>
 /** A validated check-in body. */
 export type CheckinBody = z.infer<typeof checkinBodySchema>
 /** One validated deposited session. */

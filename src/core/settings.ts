@@ -22,6 +22,12 @@ export function assertValidSettings(settings: ControllerSettings): void {
   if (settings.dailyIdentifyLimit !== null) {
     assertInt('daily_identify_limit', settings.dailyIdentifyLimit, 1, 1_000_000_000)
   }
+  if (settings.rest !== undefined) {
+    assertInt('rest.global_per_second', settings.rest.globalPerSecond, 1, 100_000)
+    assertInt('rest.invalid_per_10_minutes', settings.rest.invalidPer10Minutes, 1, 10_000_000)
+    const { safety } = settings.rest
+    if (!(safety > 0 && safety <= 1)) throw new RangeError(`rest.safety must be a number above 0 and at most 1 (got ${String(safety)})`)
+  }
   if (settings.sessionHandoff !== undefined) {
     assertInt('session_handoff.ttl_seconds', settings.sessionHandoff.ttlSeconds, 1, 300)
     for (const host of settings.sessionHandoff.allowedHosts) {

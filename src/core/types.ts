@@ -18,6 +18,15 @@ export interface ControllerSettings {
   readonly planner?: PlannerName
   /** SPEC "Session handoff"; absent: the defaults (Discord's gateway hosts, 60 s). */
   readonly sessionHandoff?: SessionHandoffSettings
+  /** SPEC "REST budget"; absent: off (no share in any answer). */
+  readonly rest?: RestSettings
+}
+
+/** The bot's REST limits the controller shares among the nodes. */
+export interface RestSettings {
+  readonly globalPerSecond: number // Discord's global limit (50 by default for a bot)
+  readonly safety: number // 0 < safety <= 1: the part of the limits handed out
+  readonly invalidPer10Minutes: number // Discord bans an address at 10,000 invalid requests in 10 minutes
 }
 
 /** Where deposited sessions may send a node, and how long the controller holds them. */
@@ -51,6 +60,15 @@ export interface CheckinOutcome extends NodeRange {
   readonly previousSerial: string | null
   /** The node's part of a live reshard's next set, or null when none is in progress. */
   readonly next: NextRange | null
+  /** The node's REST share (SPEC "REST budget"), or null when the controller shares none. */
+  readonly rest: RestShareOutcome | null
+}
+
+/** A REST share as answered: requests per second (2 decimals), invalid requests per 10 minutes, its end (ms). */
+export interface RestShareOutcome {
+  readonly perSecond: number
+  readonly invalidBudget: number
+  readonly untilMs: number
 }
 
 /** A node's range in a live reshard's next set (SPEC "Live resharding"). */
@@ -99,6 +117,26 @@ export interface PlanNodeView extends NodeRange {
   readonly certNotAfter: number | null
   /** Its part of a live reshard's next set, and how many of those shards it reported running; null: no reshard. */
   readonly next: { readonly rangeStart: number; readonly rangeCount: number; readonly readyShards: number } | null
+  /** Its REST share in force and its last reported demand; null when the controller shares no REST budget. */
+  readonly rest: RestNodeView | null
+}
+
+/** One node's REST share in force (0 when none) and the demand it last reported (null: none). */
+export interface RestNodeView {
+  readonly perSecond: number
+  readonly invalidBudget: number
+  readonly demand: { readonly perSecond: number; readonly invalid10m: number } | null
+}
+
+/** The REST budget as a whole: the configured limits, the safe budgets, and what the shares in force hand out. */
+export interface RestBudgetView {
+  readonly globalPerSecond: number
+  readonly safety: number
+  readonly budgetPerSecond: number
+  readonly invalidBudget: number
+  readonly allocatedPerSecond: number
+  readonly allocatedInvalid: number
+  readonly demandPerSecond: number
 }
 
 /** A reshard the operator can see: the barrier after a restart with another plan (core/reshard.ts), or a live one. */
@@ -151,6 +189,8 @@ export interface PlanView {
   readonly drainFlagsNotLive: readonly string[]
   /** Nodes that left on purpose within the last hour, newest first (memory only: a restart forgets them). */
   readonly recentLeaves: readonly { readonly nodeId: string; readonly at: number }[]
+  /** The REST budget (SPEC "REST budget"), or null when the configuration has none. */
+  readonly rest: RestBudgetView | null
   readonly nodes: readonly PlanNodeView[] // byte order of node IDs
 }
 

@@ -34,6 +34,15 @@ export const checkinAnswerSchema = z
       .strict()
       .optional()
       .meta({ description: "this node's range of a live reshard's next set (absent without one)" }),
+    rest: z
+      .object({
+        per_second: z.number().min(0).meta({ description: 'requests per second this node may send to Discord (at most 2 decimals; 0: hold every request)' }),
+        invalid_budget: int(0, Number.MAX_SAFE_INTEGER).meta({ description: 'invalid responses (401, 403, 429) this node may meet in any 10 minutes before it stops sending' }),
+        until: isoTime.meta({ description: "the end of this answer's lease: without a newer plan, the share is 0 from then on" }),
+      })
+      .strict()
+      .optional()
+      .meta({ description: 'this node\'s share of the bot\'s REST budget (SPEC "REST budget"; absent when the controller has no `rest` configuration)' }),
     plan_jws: z.string().min(1).meta({ description: 'compact JWS (EdDSA, typ pxe-plan+jwt) over the same values; verify it under a key of GET /v1/keys pinned out of band' }),
   })
   .strict()
@@ -101,6 +110,15 @@ const planNodeSchema = z
     pending_handoffs: count,
     cert_not_after: isoTime.nullable().meta({ description: "when the certificate of the node's last check-in expires; null until its first check-in after a controller restart" }),
     next: z.object({ range_start: rangeBound, range_count: int(0, 128), ready_shards: int(0, 128) }).strict().nullable(),
+    rest: z
+      .object({
+        per_second: z.number().min(0),
+        invalid_budget: int(0, Number.MAX_SAFE_INTEGER),
+        demand: z.object({ per_second: z.number().min(0), invalid_10m: int(0, Number.MAX_SAFE_INTEGER) }).strict().nullable(),
+      })
+      .strict()
+      .nullable()
+      .meta({ description: "the node's REST share in force (0 when none) and the demand it last reported (null: none); null without a REST budget" }),
   })
   .strict()
 
@@ -138,6 +156,19 @@ export const planAnswerSchema = z
     recent_leaves: z
       .array(z.object({ node_id: z.string(), left_at: isoTime }).strict())
       .meta({ description: 'nodes that left on purpose ("leaving": true) within the last hour, newest first; a restart of the controller forgets them' }),
+    rest: z
+      .object({
+        global_per_second: z.number(),
+        safety: z.number(),
+        budget_per_second: z.number().meta({ description: 'global_per_second × safety: what the shares may add up to' }),
+        invalid_budget: int(0, Number.MAX_SAFE_INTEGER).meta({ description: 'invalid_per_10_minutes × safety' }),
+        allocated_per_second: z.number().meta({ description: 'the sum of the shares in force (never above budget_per_second)' }),
+        allocated_invalid: int(0, Number.MAX_SAFE_INTEGER),
+        demand_per_second: z.number().meta({ description: 'the sum of the live nodes\' last reported demands' }),
+      })
+      .strict()
+      .nullable()
+      .meta({ description: 'the REST budget (SPEC "REST budget"); null when the configuration has none' }),
     nodes: z.array(planNodeSchema),
     leader: z.string().meta({ description: 'controller ID of the replica that answered (only the leader answers)' }),
   })

@@ -33,13 +33,15 @@ export function checkinAnswer(out: CheckinOutcome, nodeId: string, controllerId:
     out.next === null
       ? ''
       : `,"next":{"total_shards":${out.next.totalShards},"range_start":${out.next.rangeStart},"range_count":${out.next.rangeCount},"assigned":${assignedJson(out.next.rangeStart, out.next.rangeCount)}}`
+  // The node's REST share (SPEC "REST budget"), signed with the plan (absent when the controller shares none).
+  const rest = out.rest === null ? '' : `,"rest":{"per_second":${out.rest.perSecond},"invalid_budget":${out.rest.invalidBudget},"until":"${new Date(out.rest.untilMs).toISOString()}"}`
   const payload =
     `{"iss":${JSON.stringify(controllerId)},"sub":${JSON.stringify(nodeId)},"iat":${iat},"exp":${iat + out.leaseSeconds},` +
     `"generation":${out.generation},"total_shards":${out.totalShards},"range_start":${out.rangeStart},"range_count":${out.rangeCount},` +
-    `"assigned":${assigned},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next}}`
+    `"assigned":${assigned},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next}${rest}}`
   const planJws = signer.signPayload(payload)
   return (
     `{"generation":${out.generation},"total_shards":${out.totalShards},"assigned":${assigned},"range_start":${out.rangeStart},` +
-    `"range_count":${out.rangeCount},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next},"plan_jws":"${planJws}"}`
+    `"range_count":${out.rangeCount},"lease_seconds":${out.leaseSeconds},"max_concurrency":${out.maxConcurrency}${next}${rest},"plan_jws":"${planJws}"}`
   )
 }

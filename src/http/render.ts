@@ -33,6 +33,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
     reshard: renderReshard(view.reshard),
     drain_flags_not_live: view.drainFlagsNotLive,
     recent_leaves: view.recentLeaves.map((l) => ({ node_id: l.nodeId, left_at: new Date(l.at).toISOString() })),
+    rest: renderRest(view.rest),
     nodes: view.nodes.map((n) => ({
       node_id: n.nodeId,
       capacity: n.capacity,
@@ -48,7 +49,21 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
       pending_handoffs: n.pendingHandoffs,
       cert_not_after: n.certNotAfter === null ? null : new Date(n.certNotAfter).toISOString(),
       next: n.next === null ? null : { range_start: n.next.rangeStart, range_count: n.next.rangeCount, ready_shards: n.next.readyShards },
+      rest: n.rest === null ? null : { per_second: n.rest.perSecond, invalid_budget: n.rest.invalidBudget, demand: n.rest.demand === null ? null : { per_second: n.rest.demand.perSecond, invalid_10m: n.rest.demand.invalid10m } },
     })),
+  }
+}
+
+function renderRest(rest: PlanView['rest']): Record<string, unknown> | null {
+  if (rest === null) return null
+  return {
+    global_per_second: rest.globalPerSecond,
+    safety: rest.safety,
+    budget_per_second: rest.budgetPerSecond,
+    invalid_budget: rest.invalidBudget,
+    allocated_per_second: rest.allocatedPerSecond,
+    allocated_invalid: rest.allocatedInvalid,
+    demand_per_second: rest.demandPerSecond,
   }
 }
 

@@ -181,7 +181,7 @@ export class ControllerService {
    */
   checkIn(body: CheckinBody, cert: CertRef): Promise<CheckinOutcome> {
     const registration = this.run((now) => this.controller.register(now, body, cert))
-    return this.answer(() => this.controller.checkinOutcome(body.node_id, registration))
+    return this.answer(() => this.controller.checkinOutcome(body.node_id, registration, this.deps.now()))
   }
 
   /**

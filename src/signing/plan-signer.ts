@@ -23,6 +23,8 @@ export interface PlanClaims {
   readonly max_concurrency: number
   /** A live reshard's next set (SPEC "Live resharding"); absent without one. */
   readonly next?: { readonly total_shards: number; readonly range_start: number; readonly range_count: number; readonly assigned: readonly number[] }
+  /** The node's REST share (SPEC "REST budget"); absent when the controller shares none. */
+  readonly rest?: { readonly per_second: number; readonly invalid_budget: number; readonly until: string }
 }
 
 export const PLAN_JWS_TYPE = 'pxe-plan+jwt'

@@ -252,10 +252,11 @@ t.test('the plan view', async (t) => {
     reshard: null,
     drainFlagsNotLive: [],
     recentLeaves: [],
+    rest: null,
     nodes: [
-      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },
-      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null },
-      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4, pendingHandoffs: 0, certNotAfter: T0 + 86_400_000, next: null },
+      { nodeId: 'Zeta', capacity: 2, draining: false, rangeStart: 0, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null, rest: null },
+      { nodeId: 'alpha', capacity: 2, draining: false, rangeStart: 2, rangeCount: 2, lastSeen: T0, generation: null, readyShards: 0, startingShards: 0, backoffShards: 0, fatalShards: 0, pendingHandoffs: 0, certNotAfter: null, next: null, rest: null },
+      { nodeId: 'beta', capacity: 2, draining: false, rangeStart: 4, rangeCount: 1, lastSeen: T0 + 1, generation: 2, readyShards: 1, startingShards: 2, backoffShards: 3, fatalShards: 4, pendingHandoffs: 0, certNotAfter: T0 + 86_400_000, next: null, rest: null },
     ],
   })
 })

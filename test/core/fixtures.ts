@@ -30,7 +30,7 @@ export function cert(serial: string, notBefore = T0 - 86_400_000): CertRef {
 export function checkIn(controller: Controller, now: number, checkin: CheckinBody, certificate: CertRef): CheckinOutcome {
   const registration = controller.register(now, checkin, certificate)
   controller.settle()
-  return controller.checkinOutcome(checkin.node_id, registration)
+  return controller.checkinOutcome(checkin.node_id, registration, now)
 }
 
 /**
@@ -49,8 +49,8 @@ export function claimAs(controller: Controller, now: number, claim: IdentifyBody
 }
 
 /** The plan part of a check-in answer for a node (after settle()), as if it checked in with nothing to report. */
-export function checkinView(controller: Controller, nodeId: string): CheckinOutcome {
-  return controller.checkinOutcome(nodeId, { rotated: false, previousSerial: null })
+export function checkinView(controller: Controller, nodeId: string, now = T0): CheckinOutcome {
+  return controller.checkinOutcome(nodeId, { rotated: false, previousSerial: null }, now)
 }
 
 /** A controller with these nodes checked in at `now`, in order, each with its own serial. */

@@ -34,7 +34,7 @@ function code(fn: () => unknown): string {
 /** Every node checks in at `now` reporting the generation and all its next-set shards running. */
 function reportAllReady(c: Controller, now: number): void {
   for (const nodeId of ['n1', 'n2']) {
-    const next = c.checkinOutcome(nodeId, { rotated: false, previousSerial: null }).next
+    const next = c.checkinOutcome(nodeId, { rotated: false, previousSerial: null }, 0).next
     checkIn(c, now, body(nodeId, 8, { generation: c.generation, next_ready_shards: next?.rangeCount ?? 0 }), cert(nodeId === 'n1' ? 'a0' : 'a1'))
   }
 }
@@ -157,7 +157,7 @@ t.test('a join during the reshard re-plans both sets; moved next-set shards wait
   checkIn(d, T0 + 3, body('n3', 8), cert('a3')) // joins: both sets re-planned over three nodes
   const gen = d.generation
   t.ok(gen > startGen, 'a new generation')
-  const n3 = d.checkinOutcome('n3', { rotated: false, previousSerial: null })
+  const n3 = d.checkinOutcome('n3', { rotated: false, previousSerial: null }, 0)
   t.ok(n3.next !== null && n3.next.rangeCount > 0, 'the joiner holds next-set shards')
   t.match(d.plan(T0 + 3).reshard, { readyShards: 0 }, 'readiness counts again from the new next plan')
   const first = n3.next!.rangeStart
@@ -211,7 +211,7 @@ t.test('after an abort, no next-set shard is granted while the node that ran it 
   const started = c.generation
   t.equal(started, 3, 'the join of node-b and the start: two generations')
   for (const [id, serial] of [['node-a', 'a0'], ['node-b', 'a1']] as const) checkIn(c, T0 + 2, body(id, 4, { generation: started }), cert(serial))
-  t.same(c.checkinOutcome('node-a', { rotated: false, previousSerial: null }).next, { totalShards: 8, rangeStart: 0, rangeCount: 4 })
+  t.same(c.checkinOutcome('node-a', { rotated: false, previousSerial: null }, 0).next, { totalShards: 8, rangeStart: 0, rangeCount: 4 })
   t.match(claimAnswered(c, T0 + 3, { node_id: 'node-a', shard_id: 3, set: 'next' }), { granted: true, set: 'next' }, 'node-a runs next-set shard 3/8')
   const aborted = c.abortReshard(T0 + 4).generation
   checkIn(c, T0 + 5, body('node-b', 4, { generation: aborted }), cert('a1')) // node-b applied the abort; node-a is silent
@@ -254,7 +254,7 @@ t.test('after a switch, no old-set shard is granted while its old owner may stil
   c.startReshard(T0 + 2, 8)
   let now = T0 + 3
   for (const [id, serial] of [['node-a', 'a0'], ['node-b', 'a1']] as const) {
-    const next = c.checkinOutcome(id, { rotated: false, previousSerial: null }).next!
+    const next = c.checkinOutcome(id, { rotated: false, previousSerial: null }, 0).next!
     checkIn(c, now, body(id, 8, { generation: c.generation, next_ready_shards: next.rangeCount }), cert(serial))
   }
   t.equal(c.totalShards, 8, 'switched')
@@ -301,7 +301,7 @@ t.test('a reshard in progress survives a restart; a switched count survives a re
     // finish it in the restored controller, then restart with the configuration unchanged
     const gen = restored.generation
     for (const [id, serial] of [['n1', 'a0'], ['n2', 'a1'], ['n3', 'a3']] as const) {
-      const next = restored.checkinOutcome(id, { rotated: false, previousSerial: null }).next!
+      const next = restored.checkinOutcome(id, { rotated: false, previousSerial: null }, 0).next!
       checkIn(restored, T0 + 11, body(id, 8, { generation: gen, next_ready_shards: next.rangeCount }), cert(serial))
     }
     t.equal(restored.totalShards, 16, `${planner}: switched`)

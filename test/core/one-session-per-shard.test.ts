@@ -78,7 +78,7 @@ t.test(`no shard of any count is granted while another process may run it (${pla
         }
         p.deposit = []
         c.settle()
-        p.plan = c.checkinOutcome(p.name, { rotated: false, previousSerial: null })
+        p.plan = c.checkinOutcome(p.name, { rotated: false, previousSerial: null }, 0)
         p.lastSent = now
       } catch (err) {
         if ((err as { code?: string }).code !== 'identity_conflict') throw err

@@ -58,7 +58,7 @@ for (const planner of ['contiguous', 'stable'] as const) {
     // the switch, then a reconcile of a torn state
     const gen = c.generation
     for (const [id, serial] of [['n1', 'a1'], ['n2', 'a2'], ['n3', 'a3']] as const) {
-      const next = c.checkinOutcome(id, { rotated: false, previousSerial: null }).next!
+      const next = c.checkinOutcome(id, { rotated: false, previousSerial: null }, 0).next!
       checkIn(c, T0 + 3, body(id, 8, { generation: gen, next_ready_shards: next.rangeCount }), cert(serial))
     }
     t.equal(c.totalShards, 16)
