@@ -35,7 +35,9 @@ const ALLOWED: Record<string, readonly string[]> = {
   'src/ha': ['src/core', 'src/state', 'src/errors.ts', 'src/config.ts'],
   'src/audit': ['src/net'],
   'src/service': ['src/core', 'src/der', 'src/identity', 'src/state', 'src/audit', 'src/errors.ts'],
-  'src/agent': ['src/core', 'src/der', 'src/state', 'src/log', 'src/net', 'src/cli-kit'],
+  // The REST proxy: Node, pino, prom-client and (loaded when a proxy starts) the optional @discordjs/rest.
+  'src/rest': ['src/net'],
+  'src/agent': ['src/core', 'src/der', 'src/state', 'src/log', 'src/net', 'src/cli-kit', 'src/rest'],
   'src/discordjs': ['src/agent'],
   // The operator CLI speaks only the public HTTP API; core for the name rule and the dry run's planner.
   'src/ctl': ['src/core', 'src/net', 'src/cli-kit'],
@@ -56,12 +58,13 @@ t.test('each room imports only what docs/contributing.md "Layout" allows', async
   }
 })
 
-// @discordjs/ws is a peer dependency of the adapter alone: nothing else of the package may need it.
-t.test('only src/discordjs imports @discordjs/* in the product (bench, examples and tests are dev tooling)', async (t) => {
+// @discordjs/ws is a peer dependency of the adapter alone, @discordjs/rest of the REST proxy alone (loaded
+// only when one starts): nothing else of the package may need them.
+t.test('only src/discordjs and src/rest import @discordjs/* in the product (bench, examples and tests are dev tooling)', async (t) => {
   const bad: string[] = []
   for (const room of ['src', 'pki']) {
     for (const file of files(join(ROOT, room))) {
-      if (relative(ROOT, file).startsWith('src/discordjs/')) continue
+      if (relative(ROOT, file).startsWith('src/discordjs/') || relative(ROOT, file).startsWith('src/rest/')) continue
       if (/from '@discordjs\//.test(readFileSync(file, 'utf8'))) bad.push(relative(ROOT, file))
     }
   }

@@ -1,0 +1,57 @@
+/**
+ * Events counted in one-second buckets over a sliding window (the invalid-request window of 10 minutes,
+ * the demand of the last check-in interval). Memory is bounded by the window's bucket count, whatever
+ * the event rate. An event leaves the window up to one bucket late: the count errs high, the safe side
+ * for a budget.
+ */
+export const BUCKET_MS = 1000
+
+export class SlidingCount {
+  /** Non-empty buckets, oldest first: [bucket index, events]. */
+  private buckets: [number, number][] = []
+  private total = 0
+
+  /** `windowMs`: how far back events count (and are kept). */
+  constructor(readonly windowMs: number) {}
+
+  /** Counts `n` events at `now` (monotonic ms). */
+  add(now: number, n = 1): void {
+    const index = Math.floor(now / BUCKET_MS)
+    const last = this.buckets.at(-1)
+    if (last !== undefined && last[0] === index) last[1] += n
+    else this.buckets.push([index, n])
+    this.total += n
+    this.prune(now)
+  }
+
+  /** Events in the window ending at `now`; with `windowMs`, only the last windowMs of it (at most the whole window). */
+  count(now: number, windowMs = this.windowMs): number {
+    this.prune(now)
+    if (windowMs >= this.windowMs) return this.total
+    const from = Math.floor((now - windowMs) / BUCKET_MS)
+    let n = 0
+    for (const [index, events] of this.buckets) if (index >= from) n += events
+    return n
+  }
+
+  /** Milliseconds from `now` until fewer than `limit` events remain in the window (0 when already so). */
+  msUntilBelow(limit: number, now: number): number {
+    this.prune(now)
+    let excess = this.total - limit + 1
+    if (excess <= 0) return 0
+    for (const [index, events] of this.buckets) {
+      excess -= events
+      if (excess <= 0) return Math.max(0, this.expiresAt(index) - now)
+    }
+    return this.windowMs
+  }
+
+  /** When a bucket's events stop counting. */
+  private expiresAt(index: number): number {
+    return (index + 1) * BUCKET_MS + this.windowMs
+  }
+
+  private prune(now: number): void {
+    while (this.buckets.length > 0 && this.expiresAt(this.buckets[0]![0]) <= now) this.total -= this.buckets.shift()![1]
+  }
+}
