@@ -32,7 +32,7 @@ import type { CheckinBody, IdentifyBody } from './schemas.js'
 import { assertValidSettings } from './settings.js'
 import { parseGuildId, shardForGuild } from './snowflake.js'
 import { StateTracker } from './state-tracker.js'
-import type { CertRef, CheckinOutcome, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, ReshardStarted, RouteOutcome } from './types.js'
+import type { CertRef, CheckinOutcome, RestBudgetView, ControllerSettings, CoreEvent, DrainOutcome, IdentifyOutcome, PlanView, Registration, ReshardStarted, RouteOutcome } from './types.js'
 
 export type { Registration } from './types.js'
 
@@ -273,6 +273,11 @@ export class Controller {
   /** Deposited sessions held at `now` (for the pxe_sessions_held gauge; their values never leave the core but by a claim). */
   sessionsHeld(now: number): number {
     return this.sessions.size(now)
+  }
+
+  /** The REST budget as a whole at `now` (metrics), or null when the configuration has none. */
+  restBudget(now: number): RestBudgetView | null {
+    return this.rest === null ? null : this.rest.view(now)
   }
 
   /** Grants left in the rolling daily Identify budget at `now`, or null without a budget. */

@@ -7,6 +7,7 @@
  * request and handshake durations go to plain histogram series (tally-histogram.ts); gauges of the
  * controller's state are read once per scrape, from the sources given to `bind`.
  */
+import type { RestSettings } from '../core/types.js'
 import { Counter, Gauge, Histogram, Registry } from 'prom-client'
 import type { RequestOutcome } from '../http/request-outcome.js'
 import type { Role } from '../identity/principal.js'
@@ -99,7 +100,7 @@ export class ControllerMetrics {
   private readonly handshakeDuration: HistogramSeries
 
   /** The deployment's fixed settings: total shards, and the daily Identify budget (its gauges exist only with one). */
-  constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null }) {
+  constructor(settings: { readonly totalShards: number; readonly dailyIdentifyLimit: number | null; readonly rest?: RestSettings }) {
     const registers = [this.registry]
     collectProcessMetrics(this.registry)
     this.requests = new TallyCounter({ name: 'pxe_requests_total', help: 'mTLS API requests answered, by route pattern and HTTP status', labelNames: ['route', 'status'], registers })
@@ -114,7 +115,7 @@ export class ControllerMetrics {
     this.stateWriteFailures = new Counter({ name: 'pxe_state_write_failures_total', help: 'State writes that failed (answers get 503 until a retry succeeds)', registers })
     this.replanDuration = new Histogram({ name: 'pxe_replan_duration_seconds', help: 'Main-thread time of each controller operation that re-planned (a batch of joins, an expiry, a drain, a revocation)', buckets: REPLAN_BUCKETS, registers })
     this.handshakeDuration = new TallyHistogram({ name: 'pxe_tls_handshake_duration_seconds', help: 'Time from accepting a connection (admitted, not deferred) to its completed TLS handshake', buckets: HANDSHAKE_BUCKETS, labelNames: [], registers }).series({})
-    this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit)
+    this.registerGauges(settings.totalShards, settings.dailyIdentifyLimit, settings.rest ?? null)
   }
 
   /** One operation that re-planned took `seconds` of the main thread. */
@@ -201,7 +202,7 @@ export class ControllerMetrics {
     return series
   }
 
-  private registerGauges(totalShards: number, dailyLimit: number | null): void {
+  private registerGauges(totalShards: number, dailyLimit: number | null, rest: RestSettings | null): void {
     const registers = [this.registry]
     const viewNow = () => this.view
     const gauge = (name: string, help: string, read: (v: ScrapeView) => number | null) =>
@@ -229,6 +230,12 @@ export class ControllerMetrics {
     if (dailyLimit !== null) {
       gauge('pxe_identify_daily_budget_remaining', 'Identify grants left in the rolling 24-hour budget', (v) => v.figures.dailyBudgetRemaining)
       gauge('pxe_identify_daily_budget_limit', 'The configured daily Identify budget (daily_identify_limit)', () => dailyLimit)
+    }
+    if (rest !== null) {
+      // SPEC "REST budget": what the shares in force hand out never exceeds the safe budget; demand above it is held back on the nodes.
+      gauge('pxe_rest_budget_per_second', 'The safe REST budget shared among nodes (rest.global_per_second x rest.safety)', () => Math.floor(rest.globalPerSecond * rest.safety * 100 + 1e-9) / 100)
+      gauge('pxe_rest_allocated_per_second', 'Sum of the REST shares in force (requests per second; at most pxe_rest_budget_per_second)', (v) => v.figures.restAllocatedPerSecond)
+      gauge('pxe_rest_demand_per_second', 'Sum of the REST demand the live nodes last reported (requests per second, including what their proxies held back)', (v) => v.figures.restDemandPerSecond)
     }
     // No nextUpdate means the CRL never goes stale: +Inf keeps "time() > next update" alerts quiet.
     gauge('pxe_crl_next_update_timestamp_seconds', 'nextUpdate of the CRL in force (Unix seconds)', (v) => (v.crlNextUpdate === null ? Infinity : v.crlNextUpdate.getTime() / 1000))

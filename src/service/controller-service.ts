@@ -248,9 +248,30 @@ export class ControllerService {
   }
 
   /** Read-only figures for metrics, computed now. */
-  figures(): { generation: number; totalShards: number; live: number; draining: number; unassigned: number; dailyBudgetRemaining: number | null; replans: number; sessionsHeld: number } {
+  figures(): {
+    generation: number
+    totalShards: number
+    live: number
+    draining: number
+    unassigned: number
+    dailyBudgetRemaining: number | null
+    replans: number
+    sessionsHeld: number
+    restAllocatedPerSecond: number | null
+    restDemandPerSecond: number | null
+  } {
     const now = this.deps.now()
     const c = this.controller
-    return { generation: c.generation, totalShards: c.totalShards, ...c.counts(), dailyBudgetRemaining: c.dailyBudgetRemaining(now), replans: c.replans, sessionsHeld: c.sessionsHeld(now) }
+    const rest = c.restBudget(now)
+    return {
+      generation: c.generation,
+      totalShards: c.totalShards,
+      ...c.counts(),
+      dailyBudgetRemaining: c.dailyBudgetRemaining(now),
+      replans: c.replans,
+      sessionsHeld: c.sessionsHeld(now),
+      restAllocatedPerSecond: rest?.allocatedPerSecond ?? null,
+      restDemandPerSecond: rest?.demandPerSecond ?? null,
+    }
   }
 }

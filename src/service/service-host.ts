@@ -73,7 +73,7 @@ export interface StartingCrl {
 }
 
 const run = (write: () => Promise<void>) => write()
-const NO_FIGURES: ServiceFigures = { generation: 0, totalShards: 0, live: 0, draining: 0, unassigned: 0, dailyBudgetRemaining: null, replans: 0, sessionsHeld: 0 }
+const NO_FIGURES: ServiceFigures = { generation: 0, totalShards: 0, live: 0, draining: 0, unassigned: 0, dailyBudgetRemaining: null, replans: 0, sessionsHeld: 0, restAllocatedPerSecond: null, restDemandPerSecond: null }
 
 /**
  * A controller started from `state` (null: fresh) exactly as after a restart: leases count from now, every

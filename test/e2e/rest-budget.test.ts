@@ -4,7 +4,7 @@
 // draining node keeps the floor only; a leaving node is answered with no share.
 import t from 'tap'
 import { compactVerify, createLocalJWKSet, type JSONWebKeySet } from 'jose'
-import { bundle, checkinBody, makePki, request, startTestController } from './harness.js'
+import { bundle, checkinBody, makePki, opsMetric, request, startTestController } from './harness.js'
 import { testDir } from '../support/test-dir.js'
 
 const root = testDir(t)
@@ -39,6 +39,9 @@ t.test('demand in, share out: in the answer and the signed plan alike', async (t
   t.same(view.rest, { global_per_second: 50, safety: 0.9, budget_per_second: 45, invalid_budget: 9000, allocated_per_second: 45, allocated_invalid: view.rest.allocated_invalid, demand_per_second: 105 })
   t.ok(view.rest.allocated_invalid <= 9000, 'the invalid budgets in force stay within the safe budget')
   t.match(await restOf('node-a'), { per_second: 40, demand: { per_second: 100, invalid_10m: 3 } }, 'the view shows share and demand')
+  t.equal(await opsMetric(ctl, 'pxe_rest_budget_per_second'), 45)
+  t.equal(await opsMetric(ctl, 'pxe_rest_allocated_per_second'), 45)
+  t.equal(await opsMetric(ctl, 'pxe_rest_demand_per_second'), 105)
 })
 
 t.test('bad demand is refused with a clear error and changes nothing', async (t) => {

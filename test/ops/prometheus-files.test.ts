@@ -28,7 +28,7 @@ t.test('prometheus.yml scrapes the ops endpoint and loads the rules', async (t) 
 t.test('alerts.yml: well-formed rules over metrics the controller exports', async (t) => {
   const rules = load('alerts.yml')
   t.same(Object.keys(rules), ['groups'])
-  const exported = new Set((await new ControllerMetrics({ totalShards: 64, dailyIdentifyLimit: 1000 }).registry.getMetricsAsJSON()).map((m) => m.name))
+  const exported = new Set((await new ControllerMetrics({ totalShards: 64, dailyIdentifyLimit: 1000, rest: { globalPerSecond: 50, safety: 0.9, invalidPer10Minutes: 10_000 } }).registry.getMetricsAsJSON()).map((m) => m.name))
   const names: string[] = []
   for (const group of rules.groups) {
     t.type(group.name, 'string')
