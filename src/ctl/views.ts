@@ -43,7 +43,15 @@ export function renderStatus(plan: Plan, controller: string, now: number): strin
   ]
   if (notLive.length > 0) pairs.push(['drain flags', `${notLive.join(', ')} (not live: kept for when they join)`])
   if (plan.recent_leaves !== undefined) pairs.push(['left', leavesLine(plan.recent_leaves, now)])
+  if (plan.rest !== undefined) pairs.push(['rest budget', restLine(plan.rest)])
   return renderPairs(pairs)
+}
+
+/** The REST budget in one line: what the shares in force hand out of the safe budget, and the demand. */
+function restLine(rest: Exclude<Plan['rest'], undefined>): string {
+  if (rest === null) return 'not configured'
+  const held = rest.demand_per_second > rest.allocated_per_second ? ' (the excess waits on the nodes)' : ''
+  return `${rest.allocated_per_second}/s of ${rest.budget_per_second}/s handed out, demand ${rest.demand_per_second}/s${held}`
 }
 
 /** Nodes that left on purpose in the last hour: how many, and the newest few with how long ago. */

@@ -59,6 +59,8 @@ export const planSchema = z.object({
   drain_flags_not_live: z.array(z.string()).optional(),
   /** Nodes that left on purpose within the last hour (missing from an older controller's answer). */
   recent_leaves: z.array(z.object({ node_id: z.string(), left_at: z.string() })).optional(),
+  /** The REST budget (null: not configured; missing from an older controller's answer). */
+  rest: z.looseObject({ budget_per_second: z.number(), allocated_per_second: z.number(), demand_per_second: z.number() }).nullable().optional(),
   nodes: z.array(planNodeSchema),
 })
 
