@@ -4,6 +4,7 @@ import type { AgentEvent } from './agent-events.js'
 import type { AgentClock } from './clock.js'
 import type { GenerationStore } from './generation-store.js'
 import type { NodeIdentity } from './identity.js'
+import type { RestProxyLink } from './rest-share.js'
 import type { ShardCallbacks } from './shard-runner.js'
 import { controllerUrlProblem } from '../net/controller-url.js'
 
@@ -68,6 +69,13 @@ export interface NodeAgentOptions extends ShardCallbacks {
   readonly renewAtFraction?: number
   /** Called with each renewed identity once new connections use it (e.g. to keep it on disk); must not throw. */
   readonly onIdentityRenewed?: (identity: NodeIdentity) => void | Promise<void>
+  /**
+   * A REST proxy (startRestProxy(); docs/rest-budget.md) to give this node's REST share to: the share of
+   * each verified plan, none once it runs out or authority is lost, none after leave() or stop(). Each
+   * check-in then reports the proxy's demand (`rest_demand`), and the agent's registry carries its
+   * metrics. The host starts and closes the proxy.
+   */
+  readonly restProxy?: RestProxyLink
 }
 
 /** Defaults of the optional numeric options. */

@@ -3,6 +3,7 @@ import { ArgvError, parseArgv, repeatedFlag, type FlagDef } from '../cli-kit/arg
 import { isLoopbackHost } from '../net/host.js'
 import { nameProblem } from '../core/names.js'
 import { controllerUrlProblem } from './agent-options.js'
+import { parseListenAddress, upstreamProblem, type ListenAddress } from '../rest/listen-address.js'
 
 /** A bad command line; the message says what to fix. */
 export class UsageError extends Error {
@@ -29,6 +30,8 @@ export interface CliArgs {
   readonly stopTimeoutMs: number | null
   /** Where GET /metrics is served (port 0: a free one), or null: not served. */
   readonly metrics: { readonly host: string; readonly port: number } | null
+  /** --rest-proxy (and --rest-upstream), or null: no REST proxy. */
+  readonly restProxy: { readonly listen: ListenAddress; readonly upstream: string | null } | null
 }
 
 /** How a node without a bundle gets its identity. */
@@ -68,6 +71,8 @@ const OPTIONS = {
   'metrics-port': { type: 'string' },
   'metrics-host': { type: 'string' },
   'metrics-allow-remote': { type: 'boolean' },
+  'rest-proxy': { type: 'string' },
+  'rest-upstream': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean', short: 'V' },
 } as const satisfies Record<string, FlagDef>
@@ -140,6 +145,17 @@ Options:
                          localhost) is refused unless --metrics-allow-remote is given too.
   --metrics-allow-remote allow a non-loopback --metrics-host (e.g. 0.0.0.0 for a Prometheus elsewhere):
                          anyone who reaches the port can read the metrics
+  --rest-proxy HOST:PORT run the REST proxy (docs/rest-budget.md) on HOST:PORT (port 0: a free one; the log
+                         line "REST proxy listening" names its URL). Point the bot's REST client at it:
+                         new REST({ api: 'http://HOST:PORT/api' }). It forwards each request to Discord with
+                         the bot's own Authorization header (never logged), keeps Discord's per-route
+                         buckets, and sends no more than this node's share of the bot's REST budget (the
+                         controller's "rest"); without a share (no lease, a controller without "rest")
+                         it sends nothing and answers held requests 503 after 10 s. Loopback is the
+                         default to use; another host is allowed but logged as a warning (anyone who
+                         reaches it spends the bot's budget). Needs the optional @discordjs/rest ~2.6.3.
+  --rest-upstream URL    Discord's API base for the proxy (default https://discord.com/api; plain http
+                         only on loopback), e.g. a test gateway emulator
   -h, --help             print this help
   -V, --version          print "pxe-node <version>" and exit
 
@@ -191,7 +207,7 @@ If the controller rejects a plan signed with a key missing from plan-jwks.json (
 rotate"), copy the new plan-jwks.json into the bundle: it is read again without a restart.
 
 Exit status: 0 stopped by a signal (after leaving, or at once after a second signal); 1 unusable bundle, token, CA file or state file, or a metrics port
-that cannot be listened on; 2 bad command line; 3 every controller refused this node's certificate, as
+or REST proxy that cannot be listened on (or @discordjs/rest missing for --rest-proxy); 2 bad command line; 3 every controller refused this node's certificate, as
 above (every shard was stopped first; the reason on stderr), or the enrollment was denied by the signer
 or refused by the controller (the reason on stderr); 4 the stop timeout does not fit the controller's
 lease (every shard was stopped first).
@@ -268,7 +284,7 @@ export function parseCliArgs(argv: string[]): CliArgs {
   const twice = repeatedFlag(parsed.options)
   if (twice !== null) throw new UsageError(`--${twice} is given more than once`)
   const v = parsed.values as OptionValues
-  if (v.help || v.version) return { help: v.help === true, version: v.version === true && v.help !== true, bundle: '', enroll: null, controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null }
+  if (v.help || v.version) return { help: v.help === true, version: v.version === true && v.help !== true, bundle: '', enroll: null, controllers: [], capacity: DEFAULT_CAPACITY, stateFile: null, logLevel: 'info', onStart: null, onStop: null, clockSkewMs: DEFAULT_CLOCK_SKEW_MS, stopTimeoutMs: null, metrics: null, restProxy: null }
   const bundle = nonEmpty('bundle', v.bundle)
   const enroll = enrollArgs(v)
   if (bundle !== null && enroll !== null) throw new UsageError('--bundle and --enroll are exclusive: a node uses a bundle or enrolls')
@@ -290,7 +306,26 @@ export function parseCliArgs(argv: string[]): CliArgs {
     clockSkewMs: v['clock-skew-ms'] === undefined ? DEFAULT_CLOCK_SKEW_MS : integer('clock-skew-ms', v['clock-skew-ms'], 0, MAX_CLOCK_SKEW_MS),
     stopTimeoutMs: v['stop-timeout-ms'] === undefined ? null : integer('stop-timeout-ms', v['stop-timeout-ms'], MIN_STOP_TIMEOUT_MS, MAX_STOP_TIMEOUT_MS),
     metrics: metricsListener(v['metrics-port'], v['metrics-host'], v['metrics-allow-remote'] === true),
+    restProxy: restProxyArgs(v['rest-proxy'], v['rest-upstream']),
   }
+}
+
+/** --rest-proxy HOST:PORT and --rest-upstream URL (which needs it). */
+function restProxyArgs(listen: string | undefined, upstream: string | undefined): CliArgs['restProxy'] {
+  if (listen === undefined) {
+    if (upstream !== undefined) throw new UsageError('--rest-upstream needs --rest-proxy HOST:PORT')
+    return null
+  }
+  let address: ListenAddress
+  try {
+    address = parseListenAddress(listen)
+  } catch (err) {
+    throw new UsageError(`--rest-proxy ${(err as Error).message}`)
+  }
+  const base = nonEmpty('rest-upstream', upstream)
+  const problem = base === null ? null : upstreamProblem(base)
+  if (problem !== null) throw new UsageError(`--rest-upstream ${JSON.stringify(base!.slice(0, 64))} ${problem}`)
+  return { listen: address, upstream: base }
 }
 
 /** The metrics listener's address; plain HTTP beyond loopback only when asked for (as the controller's `ops.allow_remote`). */

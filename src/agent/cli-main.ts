@@ -26,6 +26,7 @@ import { NodeAgent } from './node-agent.js'
 import type { AgentEvent } from './agent-events.js'
 import { MetricsListenError, MetricsServer } from './metrics-server.js'
 import { runShardCommand } from './shard-command.js'
+import { RestProxyUnavailableError, startRestProxy, type RestProxy } from '../rest/index.js'
 
 /** Exit statuses (also in --help). */
 export const EXIT = { ok: 0, startup: 1, usage: 2, refused: 3, stopTimeout: 4 } as const
@@ -38,7 +39,7 @@ export interface CliIo {
   readonly warnings?: { attach(logger: Logger): void }
 }
 
-function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger, keep: ((identity: NodeIdentity) => Promise<void>) | null): NodeAgent {
+function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger, keep: ((identity: NodeIdentity) => Promise<void>) | null, restProxy: RestProxy | null): NodeAgent {
   // Where plan-jwks.json is read again after a plan-key rotation: the bundle, or the state folder.
   const jwksDir = args.enroll === null ? args.bundle : args.enroll.stateDir
   const generationStore = args.stateFile === null ? new MemoryGenerationStore() : new FileGenerationStore(args.stateFile, identity.nodeId)
@@ -62,6 +63,7 @@ function buildAgent(args: CliArgs, identity: NodeIdentity, logger: Logger, keep:
     logger,
     onEvent,
     ...(keep === null ? {} : { onIdentityRenewed: keep }),
+    ...(restProxy === null ? {} : { restProxy }),
     onStart: async (ctx) => {
       if (args.onStart !== null) await runShardCommand(args.onStart, 'start', ctx, logger)
     },
@@ -109,11 +111,14 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     ;({ identity, keep } = enrolled)
   }
   if (args.stateFile === null) logger.warn('no --state-file: the last accepted generation is kept in memory only, so a restart forgets the rollback floor')
-  const agent = buildAgent(args, identity, logger, keep)
+  const restProxy = await startProxy(args, logger, io)
+  if (typeof restProxy === 'number') return restProxy
+  const agent = buildAgent(args, identity, logger, keep, restProxy)
   let metrics: MetricsServer | null
   try {
     metrics = await serveMetrics(args, agent, logger)
   } catch (err) {
+    await restProxy?.close()
     if (!(err instanceof MetricsListenError)) throw err
     io.stderr(`pxe-node: ${err.message}\n`)
     return EXIT.startup
@@ -140,6 +145,22 @@ export async function main(argv: string[], io: CliIo): Promise<number> {
     process.off('SIGTERM', onSignal)
     process.off('SIGINT', onSignal)
     await metrics?.close()
+    await restProxy?.close()
+  }
+}
+
+/** Starts the REST proxy when asked for (before the agent: it holds every request until a plan gives a share); an exit status when it cannot. */
+async function startProxy(args: CliArgs, logger: Logger, io: CliIo): Promise<RestProxy | null | number> {
+  if (args.restProxy === null) return null
+  const { listen, upstream } = args.restProxy
+  try {
+    return await startRestProxy({ listen, logger, ...(upstream === null ? {} : { upstream }) })
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (err instanceof RestProxyUnavailableError) io.stderr(`pxe-node: --rest-proxy: ${err.message}\n`)
+    else if (typeof code === 'string' && code.startsWith('E')) io.stderr(`pxe-node: --rest-proxy: cannot listen on ${listen.host}:${listen.port} (${code})\n`)
+    else throw err
+    return EXIT.startup
   }
 }
 

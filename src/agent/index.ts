@@ -34,3 +34,6 @@ export { FileGenerationStore, MemoryGenerationStore, StateFileError } from './ge
 export type { GenerationStore } from './generation-store.js'
 export { systemClock } from './clock.js'
 export type { AgentClock, TimerHandle } from './clock.js'
+export { startRestProxy, RestProxyUnavailableError, REST_PROXY_DEFAULTS, parseListenAddress } from '../rest/index.js'
+export type { RestProxy, RestProxyOptions, RestDemand, RestShareGrant, RestShare, ListenAddress, RestClock } from '../rest/index.js'
+export type { RestProxyLink } from './rest-share.js'

@@ -6,6 +6,18 @@ import { z } from 'zod'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
 
+/** Date.prototype.toISOString()'s form: the only one a controller writes `until` in. */
+const ISO_INSTANT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?Z$/
+
+/** `rest` of a plan and of a check-in answer: requests per second, invalid responses per 10 minutes, until when. */
+export const restShareClaimSchema = z
+  .object({
+    per_second: z.number().min(0).max(100_000),
+    invalid_budget: int(0, 10_000_000),
+    until: z.string().regex(ISO_INSTANT, 'must be an ISO 8601 instant').refine((v) => Number.isFinite(Date.parse(v)), 'must be a valid instant'),
+  })
+  .strict()
+
 /** Exactly the claims the controller signs; unknown claims make the payload malformed. */
 export const planClaimsSchema = z
   .object({
@@ -25,6 +37,8 @@ export const planClaimsSchema = z
       .object({ total_shards: int(1, 65536), range_start: int(0, 65536), range_count: int(0, 65536), assigned: z.array(int(0, 65535)).max(65536) })
       .strict()
       .optional(),
+    // the node's REST share (SPEC "REST budget"), only from a controller with "rest" configured
+    rest: restShareClaimSchema.optional(),
   })
   .strict()
 
@@ -54,7 +68,7 @@ export function claimsInconsistency(c: PlanClaims): string | null {
 }
 
 /** The plain fields of a check-in answer that repeat the signed claims. */
-export const PLAIN_PLAN_FIELDS = ['generation', 'total_shards', 'assigned', 'range_start', 'range_count', 'lease_seconds', 'max_concurrency', 'next'] as const
+export const PLAIN_PLAN_FIELDS = ['generation', 'total_shards', 'assigned', 'range_start', 'range_count', 'lease_seconds', 'max_concurrency', 'next', 'rest'] as const
 
 /** Subset of the check-in answer that must equal the signed claims. */
 export type PlainPlanFields = Pick<PlanClaims, (typeof PLAIN_PLAN_FIELDS)[number]>
@@ -65,12 +79,20 @@ export function plainFieldMismatch(plain: PlainPlanFields, claims: PlanClaims): 
     const a = plain[field]
     const b = claims[field]
     const same =
-      Array.isArray(a) && Array.isArray(b)
-        ? a.length === b.length && a.every((v, i) => v === b[i])
-        : typeof a === 'object' || typeof b === 'object'
-          ? JSON.stringify(a) === JSON.stringify(b) // `next`: the same four fields, in the controller's order
-          : a === b
+      field === 'rest'
+        ? sameRest(plain.rest, claims.rest)
+        : Array.isArray(a) && Array.isArray(b)
+          ? a.length === b.length && a.every((v, i) => v === b[i])
+          : typeof a === 'object' || typeof b === 'object'
+            ? JSON.stringify(a) === JSON.stringify(b) // `next`: the same four fields, in the controller's order
+            : a === b
     if (!same) return field
   }
   return null
+}
+
+/** Two `rest` values agree field by field (their key order is not the node's concern). */
+function sameRest(a: PlanClaims['rest'], b: PlanClaims['rest']): boolean {
+  if (a === undefined || b === undefined) return a === b
+  return a.per_second === b.per_second && a.invalid_budget === b.invalid_budget && a.until === b.until
 }

@@ -1,5 +1,6 @@
 /** zod schemas of the controller's answers to a node (SPEC "Check-in", "Identify claims", "Errors"). */
 import { z } from 'zod'
+import { restShareClaimSchema } from './plan-claims.js'
 import { sessionWireSchema } from './session.js'
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max)
@@ -18,6 +19,7 @@ export const checkinReplySchema = z
       .object({ total_shards: int(1, 65536), range_start: int(0, 65536), range_count: int(0, 65536), assigned: z.array(int(0, 65535)).max(65536) })
       .strict()
       .optional(),
+    rest: restShareClaimSchema.optional(),
     plan_jws: z.string().min(1),
   })
   .strict()
