@@ -161,6 +161,20 @@ t.test('a channel in forbiddenChannelIds answers 403 Missing Access, counted inv
   t.same(e.restStats.invalidByClient, { '127.0.0.1': 1 })
 })
 
+t.test('a channel in sharedLimitedChannelIds answers 429 scope shared, with its bucket headers; not invalid', async (t) => {
+  const e = await emulator(t, { rest: { sharedLimitedChannelIds: ['77'] } })
+  const res = await call(e, '/channels/77')
+  t.equal(res.status, 429)
+  t.same(res.body, { message: 'The resource is being rate limited.', retry_after: 1, global: false })
+  t.equal(res.headers.get('x-ratelimit-scope'), 'shared')
+  t.equal(res.headers.get('retry-after'), '1')
+  t.equal(res.headers.get('x-ratelimit-remaining'), '4', 'the bucket itself has room')
+  t.same(e.restStats.invalidByClient, {})
+  t.equal(e.restStats.shared429, 1)
+  t.equal(e.restStats.route429, 0)
+  t.same(e.restRequests.map((r) => [r.outcome, r.invalid]), [['shared_limited', false]])
+})
+
 t.test('the ban: the limit-th invalid request in the window bans its client; the ban\'s answer; other clients unaffected; it ends', async (t) => {
   const e = await emulator(t, { rest: { invalidLimit: 5, invalidWindowMs: 10_000, banMs: 500 } })
   for (let i = 0; i < 4; i++) t.equal((await call(e, '/users/@me', { token: 'wrong', client: 'bot-a' })).status, 401)

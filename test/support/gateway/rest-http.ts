@@ -2,7 +2,8 @@
  * The REST side of the emulator, on the gateway's port under /api/v10: Discord's rules in the order a
  * request meets them. A banned client is refused before anything else (the ban is Cloudflare's, in
  * front of the API); then the route (404, 405), the token (401), the global limit (429 global), the
- * route's bucket (429 user) and the channel's permissions (403); then the answer. Every request is
+ * route's bucket (429 user), the channel's shared resource limit (429 shared) and its permissions
+ * (403); then the answer. Every request is
  * recorded; invalid answers are counted per client and lead to a ban.
  */
 import { createHash } from 'node:crypto'
@@ -128,7 +129,13 @@ export class RestApi {
       const body = { message: 'You are being rate limited.', retry_after: Number(retry), global: false }
       return { answer: { status: 429, body }, outcome: 'route_limited', headers, admitted: true }
     }
-    if (route.major === 'channel_id' && majorId !== null && this.options.forbiddenChannelIds.has(majorId)) {
+    const channel = route.major === 'channel_id' ? majorId : null
+    if (channel !== null && this.options.sharedLimitedChannelIds.has(channel)) {
+      Object.assign(headers, { 'retry-after': '1', 'x-ratelimit-scope': 'shared' })
+      const body = { message: 'The resource is being rate limited.', retry_after: 1, global: false }
+      return { answer: { status: 429, body }, outcome: 'shared_limited', headers, admitted: true }
+    }
+    if (channel !== null && this.options.forbiddenChannelIds.has(channel)) {
       return { answer: { status: 403, body: { message: 'Missing Access', code: 50001 } }, outcome: 'forbidden', headers, admitted: true }
     }
     return { answer: null, outcome: 'ok', headers, admitted: true }
@@ -159,8 +166,10 @@ export class RestApi {
     headers: Record<string, string>,
     admitted: boolean,
   ): void {
-    // "An invalid request is one that results in 401, 403, or 429 statuses"; a ban's refusal never reached the API.
-    const invalid = outcome !== 'banned' && (answer.status === 401 || answer.status === 403 || answer.status === 429)
+    // "An invalid request is one that results in 401, 403, or 429 statuses ... 429 errors returned with
+    // X-RateLimit-Scope: shared are not counted against you"; a ban's refusal never reached the API.
+    const counted = outcome !== 'banned' && outcome !== 'shared_limited'
+    const invalid = counted && (answer.status === 401 || answer.status === 403 || answer.status === 429)
     if (invalid) this.ledger.count(base.client, base.at)
     this.records.push({ ...base, status: answer.status, outcome, invalid, admitted })
     const text = JSON.stringify(answer.body)

@@ -32,6 +32,11 @@ export interface RestEmulatorOptions {
   readonly routeLimits?: Partial<Record<RestRouteName, BucketLimit>>
   /** Channel IDs the bot may not see: their routes answer 403 Missing Access (an invalid request). */
   readonly forbiddenChannelIds?: readonly string[]
+  /**
+   * Channel IDs whose resource is rate limited for everyone: their routes answer 429 with
+   * `X-RateLimit-Scope: shared` and Retry-After 1, which Discord does not count as invalid.
+   */
+  readonly sharedLimitedChannelIds?: readonly string[]
 }
 
 /** The REST options with every default filled in. */
@@ -43,6 +48,7 @@ export interface ResolvedRestOptions {
   readonly clientHeader: string | null
   readonly routeLimits: Partial<Record<RestRouteName, BucketLimit>>
   readonly forbiddenChannelIds: ReadonlySet<string>
+  readonly sharedLimitedChannelIds: ReadonlySet<string>
 }
 
 function positiveInt(name: string, value: number): number {
@@ -71,5 +77,6 @@ export function resolveRestOptions(options: RestEmulatorOptions = {}): ResolvedR
     clientHeader: clientHeader === null ? null : clientHeader.toLowerCase(),
     routeLimits: checkedLimits(options.routeLimits ?? {}),
     forbiddenChannelIds: new Set(options.forbiddenChannelIds ?? []),
+    sharedLimitedChannelIds: new Set(options.sharedLimitedChannelIds ?? []),
   }
 }

@@ -17,6 +17,7 @@ export type RestOutcome =
   | 'method_not_allowed' // 405
   | 'global_limited' // 429 global: true, X-RateLimit-Scope: global
   | 'route_limited' // 429 global: false, X-RateLimit-Scope: user
+  | 'shared_limited' // 429 global: false, X-RateLimit-Scope: shared (not invalid)
   | 'banned' // 429 from a banned client, refused before the API (Cloudflare's ban)
 
 /** One REST request. Tokens are never recorded. */
@@ -31,7 +32,7 @@ export interface RestRequestRecord {
   readonly majorId: string | null
   readonly status: number
   readonly outcome: RestOutcome
-  /** Whether it counted as an invalid request (401, 403, 429; never a ban's refusal). */
+  /** Whether it counted as an invalid request (401, 403, 429 but not scope shared; never a ban's refusal). */
   readonly invalid: boolean
   /** Whether the global limit admitted it (it counts in the global window). */
   readonly admitted: boolean
@@ -50,6 +51,8 @@ export interface RestStats {
   readonly global429: number
   /** 429s of a route's bucket (`global: false`, scope `user`). */
   readonly route429: number
+  /** 429s of a shared resource limit (scope `shared`; not invalid). */
+  readonly shared429: number
   /** Requests that reached the API (not refused by a ban) in each whole second since the start: [0] is 0..999 ms. */
   readonly perSecond: readonly number[]
   /** 200 answers in each whole second since the start. */
@@ -94,7 +97,7 @@ export function perWholeSecond(times: readonly number[]): number[] {
 }
 
 /** Totals over the records, for `RestStats`. */
-export function summarise(records: readonly RestRequestRecord[]): Pick<RestStats, 'requests' | 'byStatus' | 'byOutcome' | 'global429' | 'route429' | 'perSecond' | 'okPerSecond' | 'maxInAnyWindow' | 'maxAdmittedInAnyWindow' | 'bannedRefusals'> {
+export function summarise(records: readonly RestRequestRecord[]): Pick<RestStats, 'requests' | 'byStatus' | 'byOutcome' | 'global429' | 'route429' | 'shared429' | 'perSecond' | 'okPerSecond' | 'maxInAnyWindow' | 'maxAdmittedInAnyWindow' | 'bannedRefusals'> {
   const byStatus: Record<number, number> = {}
   const byOutcome: Partial<Record<RestOutcome, number>> = {}
   for (const r of records) {
@@ -108,6 +111,7 @@ export function summarise(records: readonly RestRequestRecord[]): Pick<RestStats
     byOutcome,
     global429: byOutcome.global_limited ?? 0,
     route429: byOutcome.route_limited ?? 0,
+    shared429: byOutcome.shared_limited ?? 0,
     perSecond: perWholeSecond(reached),
     okPerSecond: perWholeSecond(records.filter((r) => r.status === 200).map((r) => r.at)),
     maxInAnyWindow: maxInWindow(reached, 1000),
