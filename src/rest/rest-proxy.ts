@@ -141,7 +141,8 @@ class RestProxyServer implements RestProxy {
     this.startedAt = this.clock.now()
     this.makeRequest = gatedMakeRequest({ clock: this.clock, pacer: this.pacer, invalid: this.invalid, held: this.held, metrics: this.metrics, upstreamTimeoutMs: this.limits.upstreamTimeoutMs, fetch: globalThis.fetch })
     this.server = http.createServer({ headersTimeout: 10_000, requestTimeout: 120_000, keepAliveTimeout: 5_000 }, (req, res) => this.handle(req, res))
-    this.server.maxConnections = 4 * this.limits.maxQueued
+    // bounds the sockets a bot may hold open (each held request needs one; keep-alive ones idle)
+    this.server.maxConnections = Math.max(1024, 4 * this.limits.maxQueued)
   }
 
   get url(): string {
