@@ -71,7 +71,7 @@ t.test('a Discord error goes back as it came; @discordjs/rest as the bot\'s clie
 t.test('no Authorization: 401 from the proxy, nothing forwarded, not counted as Discord\'s invalid', async (t) => {
   const { up, proxy } = await setup(t)
   proxy.setShare(plenty)
-  for (const headers of [{}, { authorization: '' }, { authorization: '   ' }]) {
+  for (const headers of [{}, { authorization: '' }, { authorization: '   ' }] as Record<string, string>[]) {
     const res = await call(`${proxy.url}/v10/channels/${CHANNEL}`, { headers })
     t.equal(res.status, 401)
     t.equal(res.headers.get('x-pxe-rest-proxy'), 'no_auth')
