@@ -1,0 +1,26 @@
+/**
+ * The control: four independent @discordjs/rest clients with their default options, each believing it
+ * has the bot's whole 50/s, pointed straight at the emulator. No controller, no proxy. Each names itself
+ * in the emulator's client header, so that its invalid requests are counted as its own (on Discord each
+ * machine would be its own IP address).
+ */
+import type { GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
+import { LoadBot } from './load-bot.js'
+import type { BotPlan } from './schedule.js'
+import type { ScenarioSide } from './scenario-run.js'
+
+/** The emulator's default client header (test/support/gateway/rest-options.ts). */
+export const CLIENT_HEADER = 'x-emulator-client'
+
+/** The control side of the scenario on emulator `e`. */
+export function controlSide(e: GatewayEmulator): ScenarioSide {
+  return {
+    label: 'control',
+    addNode: async (plan: BotPlan, index: number) =>
+      new LoadBot({ name: plan.name, api: e.apiUrl, token: e.token, perSecond: plan.perSecond, rest: { headers: { [CLIENT_HEADER]: plan.name } } }, index),
+    removeNode: async () => {},
+    sample: () => [],
+    invalidByNode: () => null,
+    close: async () => {},
+  }
+}

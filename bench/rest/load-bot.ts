@@ -1,0 +1,189 @@
+/**
+ * A "bot" for the REST-budget scenario: one @discordjs/rest client (its own options, the whole 50/s in its
+ * own eyes) that wants `perSecond` requests a second, open loop: arrivals follow the clock whatever the
+ * answers do, spread over many channel IDs so that per-route buckets (per channel) never hold it back.
+ * In-flight requests are bounded (a real bot's memory is too): an arrival that finds the bound reached is
+ * not even queued and counts as unmet demand. Every network answer the client meets is counted through
+ * its `makeRequest` (so retries after a 429 count too).
+ */
+import { setMaxListeners } from 'node:events'
+import { DefaultRestOptions, REST, type RESTOptions, type ResponseLike } from '@discordjs/rest'
+
+/** What one bot did. */
+export interface BotCounts {
+  /** Arrivals (what the bot wanted). */
+  wanted: number
+  /** Arrivals that found the in-flight bound reached: never queued. */
+  unmet: number
+  /** Requests handed to the REST client. */
+  issued: number
+  /** Of those: answered 2xx in the end. */
+  ok: number
+  /** Of those: failed in the end (a 4xx the client gave up on, a timeout, a connection error). */
+  failed: number
+  /** Every HTTP answer the client met, by status (retries included). */
+  readonly statuses: Record<string, number>
+  /** 429s with `X-RateLimit-Global` among them. */
+  global429: number
+  /** Invalid answers (401, 403, 429 other than scope `shared`: Discord's count). */
+  invalid: number
+  /** Completion times (performance.now() ms) of the requests answered 2xx, for rates over periods. */
+  readonly okAt: number[]
+  /** Failure messages, the first few. */
+  readonly errors: string[]
+}
+
+/** How a bot is built. */
+export interface LoadBotOptions {
+  readonly name: string
+  /** The REST client's `api` (e.g. `http://127.0.0.1:PORT/api`). */
+  readonly api: string
+  readonly token: string
+  /** Requests wanted per second. */
+  readonly perSecond: number
+  /** How many distinct channel IDs the requests spread over. */
+  readonly channels?: number
+  /** The in-flight bound (default: two seconds of demand, at least 10). */
+  readonly maxInFlight?: number
+  /** Options of the REST client beyond `api` (default: none, as a bot that believes it has the whole budget). */
+  readonly rest?: Partial<RESTOptions>
+}
+
+const TICK_MS = 10
+/** Channel IDs: snowflake-shaped, distinct per bot so that two bots never share a route bucket. */
+const CHANNEL_BASE = 900_000_000_000_000_000n
+
+/** One open-loop REST load. */
+export class LoadBot {
+  readonly counts: BotCounts = { wanted: 0, unmet: 0, issued: 0, ok: 0, failed: 0, statuses: {}, global429: 0, invalid: 0, okAt: [], errors: [] }
+  private readonly rest: REST
+  private readonly maxInFlight: number
+  private readonly channels: readonly string[]
+  private rate: number
+  private inFlight = 0
+  private stopped = false
+  private timer: NodeJS.Timeout | null = null
+  /** Arrivals due since `since` at the current rate (a rate change restarts the count). */
+  private since = 0
+  private arrivedSince = 0
+  private next = 0
+  private readonly pending = new Set<Promise<void>>()
+  /** Aborts every request still queued or held when the bot stops (its machine goes away). */
+  private readonly abort = new AbortController()
+
+  constructor(private readonly opts: LoadBotOptions, botIndex = 0) {
+    this.rate = opts.perSecond
+    // Every request in flight listens on the one signal (hundreds at a time): not a leak.
+    setMaxListeners(0, this.abort.signal)
+    this.maxInFlight = opts.maxInFlight ?? Math.max(10, Math.ceil(opts.perSecond * 2))
+    const count = opts.channels ?? 1000
+    const base = CHANNEL_BASE + BigInt(botIndex) * 1_000_000n
+    this.channels = Array.from({ length: count }, (_, i) => String(base + BigInt(i)))
+    const counts = this.counts
+    this.rest = new REST({
+      ...opts.rest,
+      api: opts.api,
+      // Counts every answer on the wire, retries included, before the client acts on it.
+      makeRequest: async (url: string, init: Parameters<RESTOptions['makeRequest']>[1]): Promise<ResponseLike> => {
+        const res = await DefaultRestOptions.makeRequest(url, init)
+        counts.statuses[res.status] = (counts.statuses[res.status] ?? 0) + 1
+        if (res.status === 429 && res.headers.get('x-ratelimit-global') !== null) counts.global429 += 1
+        const shared = res.headers.get('x-ratelimit-scope') === 'shared'
+        if (res.status === 401 || res.status === 403 || (res.status === 429 && !shared)) counts.invalid += 1
+        return res
+      },
+    }).setToken(opts.token)
+  }
+
+  get name(): string {
+    return this.opts.name
+  }
+
+  /** The demand now (requests per second). */
+  get perSecond(): number {
+    return this.rate
+  }
+
+  /** Requests handed to the client and not finished. */
+  get outstanding(): number {
+    return this.inFlight
+  }
+
+  /** Starts the arrivals. */
+  start(): void {
+    if (this.timer !== null) return
+    this.restartCount(performance.now())
+    this.timer = setInterval(() => this.tick(), TICK_MS)
+  }
+
+  /** Changes the demand from now on. */
+  setRate(perSecond: number): void {
+    this.tick()
+    this.rate = perSecond
+    this.restartCount(performance.now())
+  }
+
+  /**
+   * Stops the arrivals and gives up every request in flight, as a machine that goes away does: the
+   * REST client sends none of them any more (a proxy that held one sees its connection close). Requests
+   * given up are not counted as failed. `settled()` waits until the client has let go of them all.
+   */
+  stop(): void {
+    if (this.timer !== null) clearInterval(this.timer)
+    this.timer = null
+    this.stopped = true
+    this.abort.abort()
+    this.rest.clearHashSweeper()
+    this.rest.clearHandlerSweeper()
+  }
+
+  /** Resolves once every request handed to the client has ended (after stop(): within a few seconds, the client's global waits are not abortable). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.pending])
+  }
+
+  private restartCount(now: number): void {
+    this.since = now
+    this.arrivedSince = 0
+  }
+
+  private tick(): void {
+    if (this.timer === null) return
+    // Arrivals due by the clock, not by ticks: a late timer (a busy event loop) makes up for them at once.
+    const due = Math.floor(((performance.now() - this.since) / 1000) * this.rate)
+    while (this.arrivedSince < due) {
+      this.arrivedSince += 1
+      this.arrive()
+    }
+  }
+
+  private arrive(): void {
+    this.counts.wanted += 1
+    if (this.inFlight >= this.maxInFlight) {
+      this.counts.unmet += 1
+      return
+    }
+    const channel = this.channels[this.next % this.channels.length]!
+    this.next += 1
+    this.inFlight += 1
+    this.counts.issued += 1
+    const done = this.rest
+      .post(`/channels/${channel}/messages`, { body: { content: `load ${this.next}` }, signal: this.abort.signal })
+      .then(
+        () => {
+          this.counts.ok += 1
+          this.counts.okAt.push(performance.now())
+        },
+        (err: unknown) => {
+          if (this.stopped) return // given up by stop()
+          this.counts.failed += 1
+          if (this.counts.errors.length < 5) this.counts.errors.push(err instanceof Error ? `${err.name}: ${err.message}`.slice(0, 200) : String(err))
+        },
+      )
+      .finally(() => {
+        this.inFlight -= 1
+        this.pending.delete(done)
+      })
+    this.pending.add(done)
+  }
+}

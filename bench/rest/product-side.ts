@@ -1,0 +1,121 @@
+/**
+ * The product: each node is a real NodeAgent (the library, as a host embeds it) checking in with a real
+ * controller over mTLS, with a REST proxy (startRestProxy, the library equivalent of `pxe-node
+ * --rest-proxy`) given as its `restProxy`; the node's bot (@discordjs/rest, default options, believing it
+ * has the whole 50/s) points at its proxy, and the proxy's upstream is the emulator (through a client tap
+ * that names the node, client-tap.ts). The agents run no gateway shards: this scenario is about REST.
+ * Every share the agent gives its proxy is recorded with its time, to judge each node's sending against
+ * the share it held.
+ */
+import type { NodeIdentity } from '../../src/agent/identity.js'
+import { NodeAgent } from '../../src/agent/node-agent.js'
+import type { RestProxyLink } from '../../src/agent/rest-share.js'
+import { startRestProxy, type RestProxy, type RestShareGrant } from '../../src/rest/index.js'
+import type { GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
+import { startClientTap, type ClientTap } from './client-tap.js'
+import { LoadBot } from './load-bot.js'
+import type { BotPlan } from './schedule.js'
+import type { ScenarioSide } from './scenario-run.js'
+
+/** One share given to a node's proxy: from `atMs` (performance.now()) on, until `untilMs` at the latest. */
+export interface ShareChange {
+  readonly node: string
+  readonly atMs: number
+  /** Requests per second (0: none). */
+  readonly perSecond: number
+  readonly untilMs: number
+}
+
+/** What the product side needs. */
+export interface ProductSideOptions {
+  readonly emulator: GatewayEmulator
+  /** The controller's base URLs (https://127.0.0.1:PORT). */
+  readonly controllers: readonly string[]
+  /** Each node's identity, by the bot's name (the node ID is the certificate's). */
+  readonly identities: ReadonlyMap<string, NodeIdentity>
+  /** The controller's identify_interval_ms. */
+  readonly identifyIntervalMs: number
+}
+
+interface ProductNode {
+  readonly agent: NodeAgent
+  readonly proxy: RestProxy
+  readonly tap: ClientTap
+  left: boolean
+}
+
+/** The product side plus the record of every share each proxy was given. */
+export interface ProductSide extends ScenarioSide {
+  readonly shareChanges: readonly ShareChange[]
+}
+
+/** The product side of the scenario. */
+export function productSide(opts: ProductSideOptions): ProductSide {
+  const nodes = new Map<string, ProductNode>()
+  const shareChanges: ShareChange[] = []
+  // Filled at close: the nodes' counts survive their proxies.
+  const invalidMet: Record<string, number> = {}
+  const readInvalid = (name: string, node: ProductNode) => void (invalidMet[name] = node.proxy.demand(600_000).invalid10m)
+  return {
+    label: 'product',
+    shareChanges,
+    async addNode(plan: BotPlan, index: number): Promise<LoadBot> {
+      const identity = opts.identities.get(plan.name)
+      if (identity === undefined) throw new Error(`no identity for node ${plan.name}`)
+      const tap = await startClientTap(plan.name, opts.emulator.port)
+      const proxy = await startRestProxy({ upstream: tap.url })
+      const link: RestProxyLink = {
+        setShare(grant: RestShareGrant | null) {
+          const atMs = performance.now()
+          shareChanges.push({ node: plan.name, atMs, perSecond: grant?.perSecond ?? 0, untilMs: grant === null ? atMs : atMs + grant.validForMs })
+          proxy.setShare(grant)
+        },
+        demand: (windowMs) => proxy.demand(windowMs),
+        registerMetrics: (registry) => proxy.registerMetrics(registry),
+      }
+      const agent = new NodeAgent({
+        identity,
+        controllers: opts.controllers,
+        capacity: 4,
+        identifyIntervalMs: opts.identifyIntervalMs,
+        restProxy: link,
+        onStart: () => {},
+        onStop: () => {},
+      })
+      nodes.set(plan.name, { agent, proxy, tap, left: false })
+      await agent.start()
+      return new LoadBot({ name: plan.name, api: proxy.url, token: opts.emulator.token, perSecond: plan.perSecond }, index)
+    },
+    async removeNode(name: string): Promise<void> {
+      const node = nodes.get(name)
+      if (node === undefined) return
+      node.left = true
+      await node.agent.leave()
+      readInvalid(name, node)
+      await node.proxy.close()
+      await node.tap.close()
+    },
+    sample() {
+      const out: { node: string; share: number; demand: number }[] = []
+      for (const [name, node] of nodes) {
+        if (node.left) continue
+        out.push({ node: name, share: node.proxy.share()?.perSecond ?? 0, demand: node.proxy.demand(3000).perSecond })
+      }
+      return out
+    },
+    invalidByNode() {
+      for (const [name, node] of nodes) if (!node.left) readInvalid(name, node)
+      return { ...invalidMet }
+    },
+    async close() {
+      await Promise.all(
+        [...nodes.values()].filter((n) => !n.left).map(async (n) => {
+          n.left = true
+          await n.agent.stop()
+          await n.proxy.close()
+          await n.tap.close()
+        }),
+      )
+    },
+  }
+}
