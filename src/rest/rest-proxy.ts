@@ -59,7 +59,10 @@ export interface RestProxyOptions {
 
 /** What a REST client wanted and met, as the check-in reports it. */
 export interface RestDemand {
-  /** Requests per second that arrived (held back or not) over the window asked for. */
+  /**
+   * Requests per second that wanted to go over the window asked for: those that arrived in it (held
+   * back or not), and those still held from before it.
+   */
   readonly perSecond: number
   /** Invalid responses from Discord in the last 10 minutes. */
   readonly invalid10m: number
@@ -74,7 +77,10 @@ export interface RestProxy {
   setShare(grant: RestShareGrant | null): void
   /** The share in force now, or null. */
   share(): RestShare | null
-  /** Arrivals per second over the last `windowMs` (1 s..10 min, at most since the start) and the invalid count. */
+  /**
+   * What the bot wanted over the last `windowMs` (1 s..10 min, at most since the start) and the invalid
+   * count. Meant to be called once per check-in: the requests held at one call count again at the next.
+   */
   demand(windowMs: number): RestDemand
   /** Adds pxe_rest_share_per_second and pxe_rest_requests_total to a registry (the agent's). */
   registerMetrics(registry: Registry): void
@@ -122,6 +128,8 @@ class RestProxyServer implements RestProxy {
   private closing = false
   private spentLogged = false
   private sharedBefore: boolean | null = null
+  /** Requests held when demand() was last called: they still wanted to go during the next window. */
+  private heldAtLastDemand = 0
   private readonly makeRequest: ReturnType<typeof gatedMakeRequest>
 
   constructor(private readonly mod: DiscordRestModule, address: ListenAddress, private readonly upstream: string, opts: RestProxyOptions) {
@@ -183,7 +191,12 @@ class RestProxyServer implements RestProxy {
   demand(windowMs: number): RestDemand {
     const now = this.clock.now()
     const window = Math.min(Math.max(1000, windowMs), INVALID_WINDOW_MS, Math.max(1000, now - this.startedAt))
-    const perSecond = Math.min(MAX_REPORTED_RATE, Math.round((this.arrivals.count(now, window) / (window / 1000)) * 100) / 100)
+    // A bot that waits for each answer (a fixed number in flight) sends no faster than it is served: counting
+    // arrivals alone, its demand would equal its share and never grow. The requests still held from the
+    // previous window wanted to go in this one too, so they count again.
+    const wanted = this.arrivals.count(now, window) + this.heldAtLastDemand
+    this.heldAtLastDemand = this.held.size
+    const perSecond = Math.min(MAX_REPORTED_RATE, Math.round((wanted / (window / 1000)) * 100) / 100)
     return { perSecond, invalid10m: Math.min(MAX_REPORTED_INVALID, this.invalid.count(now)) }
   }
 

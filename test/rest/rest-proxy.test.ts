@@ -250,3 +250,14 @@ t.test('bad options are refused before anything listens', async (t) => {
   await t.rejects(startRestProxy({ upstream: 'http://discord.com/api' }), { name: 'RangeError', message: /loopback/ })
   await t.rejects(startRestProxy({ maxHoldMs: 0 }), { name: 'RangeError', message: /maxHoldMs/ })
 })
+
+t.test('demand: arrivals, and the requests still held from the previous window again (a bot that waits for answers)', async (t) => {
+  const { proxy } = await setup(t, undefined, { maxHoldMs: 5000 })
+  const pending = [0, 1, 2].map((i) => call(`${proxy.url}/v10/channels/${BigInt(CHANNEL) + BigInt(i)}`, { headers: { authorization: AUTH } }))
+  await new Promise((r) => setTimeout(r, 1100))
+  const first = proxy.demand(600_000).perSecond // 3 arrivals over the ~1.1 s since the start
+  const second = proxy.demand(600_000).perSecond // the same 3 arrivals, and the 3 still held
+  t.ok(first > 0 && second > first * 1.5, `first ${first}/s, then ${second}/s`)
+  proxy.setShare(plenty)
+  await Promise.all(pending)
+})
