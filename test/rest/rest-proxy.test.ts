@@ -263,3 +263,11 @@ t.test('demand: arrivals, and the requests still held from the previous window a
   proxy.setShare(plenty)
   await Promise.all(pending)
 })
+
+t.test('a host beyond loopback is allowed, and logged as a warning', async (t) => {
+  const logs: string[] = []
+  const proxy = await startRestProxy({ listen: '0.0.0.0:0', logger: capturingLogger(logs) })
+  t.teardown(() => proxy.close())
+  t.match(proxy.url, /^http:\/\/0\.0\.0\.0:\d+\/api$/)
+  t.ok(logs.some((l) => JSON.parse(l).level === 40 && l.includes('beyond loopback')), 'a warning')
+})
