@@ -15,89 +15,25 @@ import type { Registry } from 'prom-client'
 import { hostForUrl } from '../net/host.js'
 import { apiRouteOf, type ApiRoute } from './api-route.js'
 import { loadDiscordRest, type DiscordRestModule } from './discord-rest-loader.js'
-import { gatedMakeRequest, HeldBackError, invalidBudgetSpent, REQUEST_ID_HEADER, type HeldRequest } from './gate.js'
+import { gatedMakeRequest, HeldBackError, invalidBudgetSpent, type HeldRequest } from './gate.js'
 import { INVALID_WINDOW_MS } from './invalid-responses.js'
 import { isRemoteListen, parseListenAddress, upstreamProblem, type ListenAddress } from './listen-address.js'
+
 import { SharePacer } from './pacer.js'
 import { ProxyMetrics, type RequestResult } from './proxy-metrics.js'
+import { proxyLimits, REST_PROXY_DEFAULTS, type ProxyLimits, type RestDemand, type RestProxy, type RestProxyOptions } from './proxy-options.js'
+import { answerHeaders, forwardedHeaders, readBody } from './forwarding.js'
 import { sendRateLimited, sendRefusal } from './proxy-replies.js'
 import { systemRestClock, type RestClock } from './rest-clock.js'
 import { assertValidGrant, type RestShare, type RestShareGrant } from './share.js'
 import { SlidingCount } from './sliding-count.js'
 
-/** Defaults of the proxy's options. */
-export const REST_PROXY_DEFAULTS = {
-  listen: '127.0.0.1:0',
-  upstream: 'https://discord.com/api',
-  // below discord.js's own request timeout (15 s), so that the bot gets the proxy's answer, not a timeout and a blind retry
-  maxHoldMs: 10_000,
-  upstreamTimeoutMs: 10_000,
-  maxQueued: 512,
-  maxBodyBytes: 25 * 1024 * 1024,
-  maxBufferedBytes: 128 * 1024 * 1024,
-} as const
-
-/** How a proxy is started; everything is optional. */
-export interface RestProxyOptions {
-  /** `HOST:PORT` or {host, port} (default 127.0.0.1:0: loopback, a free port). A host beyond loopback is logged as a warning. */
-  readonly listen?: string | ListenAddress
-  /** Discord's API base (default https://discord.com/api); plain http only on loopback. */
-  readonly upstream?: string
-  readonly logger?: Logger
-  readonly clock?: RestClock
-  /** The longest a request is held for lack of share or in Discord's buckets before the proxy answers it (ms, default 10000). */
-  readonly maxHoldMs?: number
-  /** The longest one try to Discord may take (ms, default 10000). */
-  readonly upstreamTimeoutMs?: number
-  /** Requests held or in flight at once; beyond, 429 at once (default 512). */
-  readonly maxQueued?: number
-  /** Largest request body (bytes, default 25 MiB); larger: 413. */
-  readonly maxBodyBytes?: number
-  /** Request bodies held at once (bytes, default 128 MiB); beyond, 429 at once. */
-  readonly maxBufferedBytes?: number
-}
-
-/** What a REST client wanted and met, as the check-in reports it. */
-export interface RestDemand {
-  /**
-   * Requests per second that wanted to go over the window asked for: those that arrived in it (held
-   * back or not), and those still held from before it.
-   */
-  readonly perSecond: number
-  /** Invalid responses from Discord in the last 10 minutes. */
-  readonly invalid10m: number
-}
-
-/** A running proxy. */
-export interface RestProxy {
-  /** The base URL for the bot's REST client: `new REST({ api: proxy.url })`. */
-  readonly url: string
-  readonly address: ListenAddress
-  /** Applies a share (null: none, the proxy sends nothing); a share runs out `validForMs` after it is given. */
-  setShare(grant: RestShareGrant | null): void
-  /** The share in force now, or null. */
-  share(): RestShare | null
-  /**
-   * What the bot wanted over the last `windowMs` (1 s..10 min, at most since the start) and the invalid
-   * count. Meant to be called once per check-in: the requests held at one call count again at the next.
-   */
-  demand(windowMs: number): RestDemand
-  /** Adds pxe_rest_share_per_second and pxe_rest_requests_total to a registry (the agent's). */
-  registerMetrics(registry: Registry): void
-  /** Stops listening; held requests are answered 503. */
-  close(): Promise<void>
-}
+export { REST_PROXY_DEFAULTS }
+export type { RestDemand, RestProxy, RestProxyOptions }
 
 const SILENT = pino({ enabled: false })
 const MAX_REPORTED_RATE = 100_000
 const MAX_REPORTED_INVALID = 10_000_000
-/** Headers of Discord's answer that describe the proxy's connection or Discord's buckets, not the answer. */
-const DROPPED_HEADERS = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'content-encoding', 'set-cookie'])
-
-function checkInt(name: string, value: number, min: number): number {
-  if (!Number.isInteger(value) || value < min) throw new RangeError(`${name} must be an integer >= ${min} (got ${String(value)})`)
-  return value
-}
 
 /** Starts a proxy: loads @discordjs/rest (RestProxyUnavailableError without it), then listens. */
 export async function startRestProxy(opts: RestProxyOptions = {}): Promise<RestProxy> {
@@ -123,7 +59,7 @@ class RestProxyServer implements RestProxy {
   private readonly clients = new Map<string, InstanceType<DiscordRestModule['REST']>>()
   private readonly server: http.Server
   private readonly startedAt: number
-  private readonly limits: { maxHoldMs: number; upstreamTimeoutMs: number; maxQueued: number; maxBodyBytes: number; maxBufferedBytes: number }
+  private readonly limits: ProxyLimits
   private bufferedBytes = 0
   private closing = false
   private spentLogged = false
@@ -137,13 +73,7 @@ class RestProxyServer implements RestProxy {
     this.clock = opts.clock ?? systemRestClock
     // Nothing here logs a request's headers; the redaction guards any line that ever would.
     this.logger = (opts.logger ?? SILENT).child({ component: 'rest_proxy' }, { redact: { paths: ['authorization', '*.authorization', '*.headers.authorization', 'headers.authorization'], censor: '[redacted]' } })
-    this.limits = {
-      maxHoldMs: checkInt('maxHoldMs', opts.maxHoldMs ?? REST_PROXY_DEFAULTS.maxHoldMs, 1),
-      upstreamTimeoutMs: checkInt('upstreamTimeoutMs', opts.upstreamTimeoutMs ?? REST_PROXY_DEFAULTS.upstreamTimeoutMs, 1),
-      maxQueued: checkInt('maxQueued', opts.maxQueued ?? REST_PROXY_DEFAULTS.maxQueued, 1),
-      maxBodyBytes: checkInt('maxBodyBytes', opts.maxBodyBytes ?? REST_PROXY_DEFAULTS.maxBodyBytes, 0),
-      maxBufferedBytes: checkInt('maxBufferedBytes', opts.maxBufferedBytes ?? REST_PROXY_DEFAULTS.maxBufferedBytes, 0),
-    }
+    this.limits = proxyLimits(opts)
     this.pacer = new SharePacer(this.clock)
     this.metrics = new ProxyMetrics(() => this.pacer.current()?.perSecond ?? 0)
     this.startedAt = this.clock.now()
@@ -280,7 +210,7 @@ class RestProxyServer implements RestProxy {
       answer(() => this.count('client_gone'))
     })
     try {
-      const body = await this.readBody(req, (n) => {
+      const body = await readBody(req, this.limits.maxBodyBytes, (n) => {
         bodyBytes += n
         this.bufferedBytes += n
       })
@@ -313,21 +243,6 @@ class RestProxyServer implements RestProxy {
       this.held.delete(held.id)
       this.bufferedBytes -= bodyBytes
     }
-  }
-
-  /** The body as one buffer, or null when it is over the limit (reading stops). */
-  private async readBody(req: IncomingMessage, counted: (n: number) => void): Promise<Buffer | null> {
-    const declared = Number(req.headers['content-length'] ?? '0')
-    if (declared > this.limits.maxBodyBytes) return null
-    const chunks: Buffer[] = []
-    let size = 0
-    for await (const chunk of req as AsyncIterable<Buffer>) {
-      size += chunk.length
-      if (size > this.limits.maxBodyBytes) return null
-      counted(chunk.length)
-      chunks.push(chunk)
-    }
-    return Buffer.concat(chunks)
   }
 
   private answerHeld(res: ServerResponse): void {
@@ -388,24 +303,3 @@ class RestProxyServer implements RestProxy {
   }
 }
 
-/** What goes to Discord besides the body: the bot's Authorization, content type and audit-log reason, and the tie to the held request. */
-function forwardedHeaders(req: IncomingMessage, id: string): Record<string, string> {
-  const out: Record<string, string> = { authorization: req.headers.authorization!, [REQUEST_ID_HEADER]: id }
-  const type = req.headers['content-type']
-  if (typeof type === 'string') out['content-type'] = type
-  const reason = req.headers['x-audit-log-reason']
-  if (typeof reason === 'string') out['x-audit-log-reason'] = reason
-  return out
-}
-
-/** Discord's headers for the bot, without connection headers and Discord's bucket headers (the proxy keeps the buckets, as @discordjs/proxy does). */
-function answerHeaders(headers: Headers, length: number): Record<string, string> {
-  const out: Record<string, string> = {}
-  for (const [name, value] of headers) {
-    const lower = name.toLowerCase()
-    if (DROPPED_HEADERS.has(lower) || lower.startsWith('x-ratelimit')) continue
-    out[lower] = value
-  }
-  out['content-length'] = String(length)
-  return out
-}
