@@ -43,13 +43,20 @@ export interface LoadBotOptions {
   readonly perSecond: number
   /** How many distinct channel IDs the requests spread over. */
   readonly channels?: number
-  /** The in-flight bound (default: two seconds of demand, at least 10). */
+  /**
+   * The in-flight bound (default: ten seconds of demand, at least 10: as long as the REST proxy holds a
+   * request before it answers 429 itself, and below @discordjs/rest's 15 s timeout). A smaller bound
+   * caps what the bot can even ask of its proxy at what it is served, so the demand the proxy sees can
+   * never rise above its share (see bench/README.md).
+   */
   readonly maxInFlight?: number
   /** Options of the REST client beyond `api` (default: none, as a bot that believes it has the whole budget). */
   readonly rest?: Partial<RESTOptions>
 }
 
 const TICK_MS = 10
+/** The default in-flight bound in seconds of demand. */
+export const IN_FLIGHT_SECONDS = 10
 /** Channel IDs: snowflake-shaped, distinct per bot so that two bots never share a route bucket. */
 const CHANNEL_BASE = 900_000_000_000_000_000n
 
@@ -75,7 +82,7 @@ export class LoadBot {
     this.rate = opts.perSecond
     // Every request in flight listens on the one signal (hundreds at a time): not a leak.
     setMaxListeners(0, this.abort.signal)
-    this.maxInFlight = opts.maxInFlight ?? Math.max(10, Math.ceil(opts.perSecond * 2))
+    this.maxInFlight = opts.maxInFlight ?? Math.max(10, Math.ceil(opts.perSecond * IN_FLIGHT_SECONDS))
     const count = opts.channels ?? 1000
     const base = CHANNEL_BASE + BigInt(botIndex) * 1_000_000n
     this.channels = Array.from({ length: count }, (_, i) => String(base + BigInt(i)))
@@ -85,6 +92,8 @@ export class LoadBot {
       api: opts.api,
       // Counts every answer on the wire, retries included, before the client acts on it.
       makeRequest: async (url: string, init: Parameters<RESTOptions['makeRequest']>[1]): Promise<ResponseLike> => {
+        // After stop() nothing goes out, and a plain error is one the client does not retry.
+        if (this.stopped) throw new Error('the bot has stopped')
         const res = await DefaultRestOptions.makeRequest(url, init)
         counts.statuses[res.status] = (counts.statuses[res.status] ?? 0) + 1
         if (res.status === 429 && res.headers.get('x-ratelimit-global') !== null) counts.global429 += 1
@@ -133,6 +142,9 @@ export class LoadBot {
     this.timer = null
     this.stopped = true
     this.abort.abort()
+    // The requests given up still pass the client's own global limiter once each (50 a second: 20 s for
+    // a thousand) before they fail without reaching the network; lift it so that they let go at once.
+    ;(this.rest.options as { globalRequestsPerSecond: number }).globalRequestsPerSecond = Number.POSITIVE_INFINITY
     this.rest.clearHashSweeper()
     this.rest.clearHandlerSweeper()
   }

@@ -16,6 +16,7 @@ type Log = (line: string) => void
 
 /** The bench's lease: check-ins every ~3 s carry the demand and the shares. */
 export const BENCH_LEASE_SECONDS = 9
+/** Skipped after each change before figures count (at most half of the shortest phase, a quarter of the run). */
 const SETTLE_MS = 15_000
 /** Runs shorter than this cannot settle after each change (the test runs shorter ones itself). */
 export const MIN_BENCH_MINUTES = 1
@@ -31,7 +32,7 @@ export function parseMinutes(value: string | undefined): number {
 /** Runs the `rest` section. */
 export async function runRestBench(log: Log, minutes = 3): Promise<void> {
   const progress = (line: string) => void process.stderr.write(`${line}\n`)
-  const schedule = scheduleFor(minutes * 60_000, SETTLE_MS)
+  const schedule = scheduleFor(minutes * 60_000, Math.min(SETTLE_MS, (minutes * 60_000) / 8))
   log(`REST budget bench: ${minutes} min per run, the control first, then the product (progress on stderr)`)
   const control = await runControl(schedule, progress)
   const root = await mkdtemp(join(tmpdir(), 'pxe-rest-bench-'))
@@ -40,7 +41,7 @@ export async function runRestBench(log: Log, minutes = 3): Promise<void> {
     const controller = await startProductController(root, names, BENCH_LEASE_SECONDS, progress)
     try {
       const product = await runProduct(schedule, { controllers: controller.urls, identities: controller.identities, identifyIntervalMs: 5000 }, progress)
-      for (const line of reportLines(product.figures, control.figures, { leaseSeconds: BENCH_LEASE_SECONDS, settleS: SETTLE_MS / 1000 })) log(line)
+      for (const line of reportLines(product.figures, control.figures, { leaseSeconds: BENCH_LEASE_SECONDS, settleS: schedule.settleMs / 1000 })) log(line)
       await Promise.all([control.record.settled, product.record.settled])
     } finally {
       await controller.stop()
