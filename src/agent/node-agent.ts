@@ -26,7 +26,7 @@ import { enrolledIdentity, type EnrollAgentOptions } from './enrolled-identity.j
 import type { PinnedKeys } from './pinned-keys.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
-import { grantOf, restDemandBody, shareFromPlan, type HeldRestShare, type RestDemandBody } from './rest-share.js'
+import { RestShareFeed, type RestDemandBody } from './rest-share.js'
 import { retrySlackMs } from './retry-slack.js'
 import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { leaveWaitMs, sendLeave } from './leave-checkin.js'
@@ -97,12 +97,8 @@ export class NodeAgent {
   private lastSentAt: number | null = null
   private lastAckAt: number | null = null
   private lastError: string | null = null
-  /** The REST share in force (with a proxy), or null. */
-  private restShare: HeldRestShare | null = null
-  /** Whether the last plan came without `rest` (said once per change, not per check-in). */
-  private restless: boolean | null = null
-  /** When the previous check-in was sent: the demand's window ends at the next one. */
-  private previousCheckinAt: number | null = null
+  /** The REST proxy's share and demand, when the host gave one. */
+  private readonly rest: RestShareFeed | null
 
   /** Builds an agent (nothing happens until start()); throws RangeError on a bad option. */
   constructor(private readonly opts: NodeAgentOptions) {
@@ -129,6 +125,7 @@ export class NodeAgent {
     this.checkinAlarm = new Alarm(this.clock, () => this.checkInNow())
     this.metricsObserver = new AgentMetrics({ status: () => this.status(), health: () => this.shardHealth(), certificateExpiry: () => this.identity.notAfter })
     this.metrics = this.metricsObserver.registry
+    this.rest = opts.restProxy === undefined ? null : new RestShareFeed(opts.restProxy, this.clock, this.logger)
     opts.restProxy?.registerMetrics(this.metrics)
     this.renewer = opts.renewCertificate === false ? null : this.newRenewer()
   }
@@ -207,7 +204,7 @@ export class NodeAgent {
       reportNow: () => this.checkInNow(),
       keepSession: (shardId, value, generation) => this.deposits.keep(shardId, value, generation),
       authorityLost: (reason: AuthorityLoss) => {
-        this.dropRestShare() // no authority, no sending: whatever the plan's `until` says
+        this.rest?.drop() // no authority, no sending: whatever the plan's `until` says
         if (reason !== 'shutdown') this.emit({ type: 'authority_lost', reason })
       },
     })
@@ -286,7 +283,7 @@ export class NodeAgent {
     this.scheduler.stop()
     const plan = this.plans.accepted
     this.plans.leave()
-    this.dropRestShare()
+    this.rest?.drop()
     this.deposits.prune(plan?.assigned ?? [])
     this.logger.info({ shards: this.runner.held().length }, 'leaving: stopping every shard')
     const stopped = await this.stopForLeave(plan)
@@ -448,7 +445,7 @@ export class NodeAgent {
     await this.raiseFloor(plan.generation)
     this.plans.accept(plan, sentAt)
     if (this.halt !== null) return null // the plan's lease cannot hold the stop timeout: halted, nothing taken
-    this.applyRestShare(plan, sentAt)
+    this.rest?.apply(plan, sentAt, this.plans.hasAuthority())
     this.lastSentAt = sentAt
     this.lastAckAt = this.clock.now()
     this.lastError = null
@@ -509,7 +506,7 @@ export class NodeAgent {
   private haltNow(reason: HaltReason, detail: string): void {
     if (this.halt !== null) return
     this.halt = { reason, detail }
-    this.dropRestShare()
+    this.rest?.drop()
     this.checkinAlarm.cancel()
     this.renewer?.stop()
     this.scheduler.stop()
@@ -543,38 +540,7 @@ export class NodeAgent {
   private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody & { rest_demand?: RestDemandBody } {
     const body = checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
     // always sent (0 without a reshard): it tells the controller this agent runs a next set
-    return { ...body, next_ready_shards: this.nextReadyShards() ?? 0, ...this.restDemand() }
-  }
-
-  /** `rest_demand` with a proxy (what its clients wanted since the previous check-in, the share held); nothing without. */
-  private restDemand(): { rest_demand?: RestDemandBody } {
-    const proxy = this.opts.restProxy
-    if (proxy === undefined) return {}
-    const now = this.clock.now()
-    const windowMs = this.previousCheckinAt === null ? Number.POSITIVE_INFINITY : now - this.previousCheckinAt // the first: since the proxy started
-    this.previousCheckinAt = now
-    return { rest_demand: restDemandBody(proxy, windowMs, this.restShare, now) }
-  }
-
-  /** Gives the proxy the share of a plan just accepted (none without `rest`, or without authority). */
-  private applyRestShare(plan: PlanClaims, sentAt: number): void {
-    const proxy = this.opts.restProxy
-    if (proxy === undefined) return
-    if (plan.rest === undefined && this.restless !== true) {
-      this.logger.warn("the controller's plans give no REST share (its configuration has no \"rest\"): the REST proxy sends nothing")
-    }
-    this.restless = plan.rest === undefined
-    const now = this.clock.now()
-    const share = this.plans.hasAuthority() ? shareFromPlan(plan, sentAt, now, this.clock.wallNow()) : null
-    this.restShare = share
-    proxy.setShare(share === null ? null : grantOf(share, now))
-  }
-
-  /** No share from now on (authority lost, leaving, halted): the proxy sends nothing. */
-  private dropRestShare(): void {
-    if (this.opts.restProxy === undefined) return
-    this.restShare = null
-    this.opts.restProxy.setShare(null)
+    return { ...body, next_ready_shards: this.nextReadyShards() ?? 0, ...(this.rest === null ? {} : { rest_demand: this.rest.demand() }) }
   }
 
   /** The leave: capacity as usual, every count 0 (every shard stopped), `"leaving": true`. */

@@ -5,7 +5,9 @@
  * whatever the two wall clocks say. A plan without `rest` (a controller without "rest" configured)
  * gives no share: the proxy sends nothing.
  */
+import type { Logger } from 'pino'
 import type { RestDemand, RestShareGrant } from '../rest/index.js'
+import type { AgentClock } from './clock.js'
 import type { PlanClaims } from './plan-claims.js'
 
 /** What the agent needs of a REST proxy: it gives the share, reads the demand, and registers the metrics. */
@@ -51,4 +53,41 @@ export function restDemandBody(proxy: RestProxyLink, windowMs: number, share: He
   const demand = proxy.demand(windowMs)
   const held = share !== null && now < share.untilMs ? { held: { per_second: share.perSecond, invalid_budget: share.invalidBudget } } : {}
   return { per_second: demand.perSecond, invalid_10m: demand.invalid10m, ...held }
+}
+
+/** One agent's side of its REST proxy: the share of each accepted plan in, the demand of each check-in out. */
+export class RestShareFeed {
+  /** The share in force, or null. */
+  private share: HeldRestShare | null = null
+  /** Whether the last plan came without `rest` (said once per change, not per check-in). */
+  private restless: boolean | null = null
+  /** When the previous check-in was sent: the demand's window ends at the next one. */
+  private previousCheckinAt: number | null = null
+
+  constructor(private readonly proxy: RestProxyLink, private readonly clock: AgentClock, private readonly logger: Logger) {}
+
+  /** Gives the proxy the share of a plan just accepted from a check-in sent at `sentAt` (none without `rest`, or without authority). */
+  apply(plan: PlanClaims, sentAt: number, hasAuthority: boolean): void {
+    if (plan.rest === undefined && this.restless !== true) {
+      this.logger.warn("the controller's plans give no REST share (its configuration has no \"rest\"): the REST proxy sends nothing")
+    }
+    this.restless = plan.rest === undefined
+    const now = this.clock.now()
+    this.share = hasAuthority ? shareFromPlan(plan, sentAt, now, this.clock.wallNow()) : null
+    this.proxy.setShare(this.share === null ? null : grantOf(this.share, now))
+  }
+
+  /** No share from now on (authority lost, leaving, halted): the proxy sends nothing. */
+  drop(): void {
+    this.share = null
+    this.proxy.setShare(null)
+  }
+
+  /** The check-in's `rest_demand`: what the bot wanted since the previous check-in (the first: since the proxy started). */
+  demand(): RestDemandBody {
+    const now = this.clock.now()
+    const windowMs = this.previousCheckinAt === null ? Number.POSITIVE_INFINITY : now - this.previousCheckinAt
+    this.previousCheckinAt = now
+    return restDemandBody(this.proxy, windowMs, this.share, now)
+  }
 }

@@ -62,7 +62,7 @@ t.test('a hungry and a light node share the global limit: no global 429, shares 
   t.ok(served.a > served.b && served.b > 0, `served: hungry ${served.a}, light ${served.b}`)
   const restOf = (id: string) => view.nodes.find((n) => n.node_id === id)?.rest
   t.ok((restOf('node-a')?.demand?.per_second ?? 0) > (restOf('node-b')?.demand?.per_second ?? 0), `demands at the controller: ${restOf('node-a')?.demand?.per_second}/s and ${restOf('node-b')?.demand?.per_second}/s`)
-  t.ok((restOf('node-a')?.per_second ?? 0) > 10 * (restOf('node-b')?.per_second ?? 0), `shares: ${restOf('node-a')?.per_second} and ${restOf('node-b')?.per_second}`)
+  t.ok((restOf('node-a')?.per_second ?? 0) > 3 * (restOf('node-b')?.per_second ?? 0), `shares: ${restOf('node-a')?.per_second} and ${restOf('node-b')?.per_second}`)
   // a bot that waits for each answer shows more demand than it is served only through the requests still held
   t.ok((restOf('node-a')?.per_second ?? 0) > 10, "the hungry node's share grew from the floor with the requests it held")
   clearInterval(h)
