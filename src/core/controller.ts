@@ -188,7 +188,7 @@ export class Controller {
       rotated: registration.rotated,
       previousSerial: registration.previousSerial,
       next: this.reshards.nextRangeOf(nodeId),
-      rest: this.rest === null ? null : this.restShare(now, nodeId),
+      rest: this.rest === null || registration.reportsRest !== true ? null : this.restShare(now, nodeId),
     }
   }
 
@@ -207,12 +207,13 @@ export class Controller {
   /** Registers or renews a node (core/membership.ts); settle() re-plans for joins and capacity changes. */
   register(now: number, body: CheckinBody, cert: CertRef): Registration {
     const registration = this.members.checkin(now, body, cert)
-    // after the check-in was accepted: a refused one (a superseded certificate, say) reports nothing
-    if (this.rest !== null) {
-      if (body.leaving === true) this.rest.withdraw(body.node_id)
-      else this.rest.report(now, body.node_id, body.rest_demand)
-    }
-    return registration
+    if (this.rest === null) return registration
+    // After the check-in was accepted: a refused one (a superseded certificate, say) reports nothing. Only
+    // a node that reports demand takes part: one without a REST proxy (or an agent older than the budget,
+    // which refuses a plan with a claim it does not know) is answered no share and holds none.
+    if (body.leaving === true || body.rest_demand === undefined) this.rest.withdraw(body.node_id)
+    else this.rest.report(now, body.node_id, body.rest_demand)
+    return body.rest_demand === undefined ? registration : { ...registration, reportsRest: true }
   }
 
   /** Re-plans if check-ins made the plan stale. */

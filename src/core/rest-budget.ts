@@ -55,6 +55,8 @@ export class RestBudget {
   private invalidInForce = 0
   private targets = new Map<string, { centi: number; invalid: number }>()
   private computedAt = Number.NEGATIVE_INFINITY
+  /** How many nodes were live at the last recompute: a departure changes it. */
+  private liveAtCompute = -1
   /** After a restore: what the previous controller may have handed out, until `unknownUntil`. */
   private unknownCenti = 0
   private unknownInvalid = 0
@@ -78,8 +80,7 @@ export class RestBudget {
   }
 
   /** A live node's accepted check-in: its demand, and what it says it holds (used only after a restore). */
-  report(now: number, nodeId: string, demand: RestDemandBody | undefined): void {
-    if (demand === undefined) return
+  report(now: number, nodeId: string, demand: RestDemandBody): void {
     const known = this.demands.get(nodeId)
     // whole hundredths, rounding a float's 28.44 × 100 = 2843.9999999999995 to 2844 before the ceiling
     const centiPerSecond = Math.ceil(Math.round(demand.per_second * 100_000) / 1000)
@@ -95,7 +96,7 @@ export class RestBudget {
     }
   }
 
-  /** A node answered with no share (it left on purpose): its share ends with the answer. */
+  /** A node answered with no share (it left on purpose, or reports no demand: no proxy): its share ends with the answer. */
   withdraw(nodeId: string): void {
     this.end(nodeId)
     this.answeredSinceRestore.add(nodeId)
@@ -112,8 +113,10 @@ export class RestBudget {
       this.withdraw(nodeId)
       return NO_SHARE
     }
-    // a join or departure recomputes at once (the set changed size, or this node is new to it)
-    if (!this.targets.has(nodeId) || this.targets.size !== this.host.live.size || now - this.computedAt >= RECOMPUTE_MS) this.recompute(now)
+    // a join or departure recomputes at once (this node is new to the targets, or one of them left)
+    if (!this.targets.has(nodeId) || this.targets.size !== this.demands.size || this.liveAtCompute !== this.host.live.size || now - this.computedAt >= RECOMPUTE_MS) {
+      this.recompute(now)
+    }
     const target = this.targets.get(nodeId)!
     const mine = this.inForce.get(nodeId)
     const unknown = now < this.unknownUntil
@@ -132,23 +135,20 @@ export class RestBudget {
     return share
   }
 
-  /** Each live node's share in force and demand (the operator's view); a node answered none shows 0. */
-  viewOf(now: number, nodeId: string): RestNodeView {
+  /** A live node's share in force and demand (the operator's view), or null when it reports no demand (not in the budget). */
+  viewOf(now: number, nodeId: string): RestNodeView | null {
     this.expire(now)
-    const share = this.inForce.get(nodeId) ?? NO_SHARE
     const demand = this.demands.get(nodeId)
-    return {
-      perSecond: share.centiPerSecond / 100,
-      invalidBudget: share.invalidBudget,
-      demand: demand === undefined ? null : { perSecond: demand.centiPerSecond / 100, invalid10m: demand.invalid10m },
-    }
+    if (demand === undefined) return null
+    const share = this.inForce.get(nodeId) ?? NO_SHARE
+    return { perSecond: share.centiPerSecond / 100, invalidBudget: share.invalidBudget, demand: { perSecond: demand.centiPerSecond / 100, invalid10m: demand.invalid10m } }
   }
 
   /** The budget as a whole at `now` (the plan view, metrics): the sums of the shares in force never exceed the safe budgets. */
   view(now: number): RestBudgetView {
     this.expire(now)
     let demand = 0
-    for (const nodeId of this.host.live.keys()) demand += this.demands.get(nodeId)?.centiPerSecond ?? 0
+    for (const [nodeId, reported] of this.demands) if (this.host.live.has(nodeId)) demand += reported.centiPerSecond
     return {
       globalPerSecond: this.settings.globalPerSecond,
       safety: this.settings.safety,
@@ -160,23 +160,23 @@ export class RestBudget {
     }
   }
 
-  /** The fair targets of every live node: demand floored at 1/s (a draining node: the floor only). */
+  /** The fair targets of every live node that reports demand: demand floored at 1/s (a draining node: the floor only). */
   private recompute(now: number): void {
     this.computedAt = now
+    this.liveAtCompute = this.host.live.size
+    for (const nodeId of this.demands.keys()) if (!this.host.live.has(nodeId)) this.demands.delete(nodeId)
     const ids: string[] = []
     const centi: number[] = []
     const invalid: number[] = []
-    for (const nodeId of this.host.live.keys()) {
-      const demand = this.demands.get(nodeId)
+    for (const [nodeId, demand] of this.demands) {
       const draining = this.host.draining.has(nodeId)
       ids.push(nodeId)
-      centi.push(draining ? FLOOR_CENTI : Math.max(FLOOR_CENTI, demand?.centiPerSecond ?? 0))
-      invalid.push(draining ? 0 : (demand?.invalid10m ?? 0))
+      centi.push(draining ? FLOOR_CENTI : Math.max(FLOOR_CENTI, demand.centiPerSecond))
+      invalid.push(draining ? 0 : demand.invalid10m)
     }
     const centiShares = waterFill(centi, this.centiBudget)
     const invalidShares = spreadReserve(invalid, this.invalidBudget)
     this.targets = new Map(ids.map((nodeId, i) => [nodeId, { centi: centiShares[i]!, invalid: invalidShares[i]! }]))
-    for (const nodeId of this.demands.keys()) if (!this.host.live.has(nodeId)) this.demands.delete(nodeId)
   }
 
   /** Drops the shares whose `until` passed (the oldest are first). */

@@ -117,15 +117,15 @@ export interface PlanNodeView extends NodeRange {
   readonly certNotAfter: number | null
   /** Its part of a live reshard's next set, and how many of those shards it reported running; null: no reshard. */
   readonly next: { readonly rangeStart: number; readonly rangeCount: number; readonly readyShards: number } | null
-  /** Its REST share in force and its last reported demand; null when the controller shares no REST budget. */
+  /** Its REST share in force and its last reported demand; null when it reports none (no REST proxy) or the controller shares no REST budget. */
   readonly rest: RestNodeView | null
 }
 
-/** One node's REST share in force (0 when none) and the demand it last reported (null: none). */
+/** One node's REST share in force (0 when none) and the demand it last reported. */
 export interface RestNodeView {
   readonly perSecond: number
   readonly invalidBudget: number
-  readonly demand: { readonly perSecond: number; readonly invalid10m: number } | null
+  readonly demand: { readonly perSecond: number; readonly invalid10m: number }
 }
 
 /** The REST budget as a whole: the configured limits, the safe budgets, and what the shares in force hand out. */
@@ -275,4 +275,6 @@ export interface Registration {
   /** True when this check-in replaced the node's certificate (a rotation, to be audited). */
   readonly rotated: boolean
   readonly previousSerial: string | null
+  /** True when the check-in carried `rest_demand`: its answer carries the node's REST share (SPEC "REST budget"). */
+  readonly reportsRest?: boolean
 }

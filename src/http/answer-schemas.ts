@@ -42,7 +42,7 @@ export const checkinAnswerSchema = z
       })
       .strict()
       .optional()
-      .meta({ description: 'this node\'s share of the bot\'s REST budget (SPEC "REST budget"; absent when the controller has no `rest` configuration)' }),
+      .meta({ description: 'this node\'s share of the bot\'s REST budget (SPEC "REST budget"); present when the controller has a `rest` configuration and the check-in carried `rest_demand`' }),
     plan_jws: z.string().min(1).meta({ description: 'compact JWS (EdDSA, typ pxe-plan+jwt) over the same values; verify it under a key of GET /v1/keys pinned out of band' }),
   })
   .strict()
@@ -114,11 +114,11 @@ const planNodeSchema = z
       .object({
         per_second: z.number().min(0),
         invalid_budget: int(0, Number.MAX_SAFE_INTEGER),
-        demand: z.object({ per_second: z.number().min(0), invalid_10m: int(0, Number.MAX_SAFE_INTEGER) }).strict().nullable(),
+        demand: z.object({ per_second: z.number().min(0), invalid_10m: int(0, Number.MAX_SAFE_INTEGER) }).strict(),
       })
       .strict()
       .nullable()
-      .meta({ description: "the node's REST share in force (0 when none) and the demand it last reported (null: none); null without a REST budget" }),
+      .meta({ description: "the node's REST share in force (0 when none) and the demand it last reported; null when it reports no demand (it runs no REST proxy) or without a REST budget" }),
   })
   .strict()
 

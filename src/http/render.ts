@@ -49,7 +49,7 @@ export function renderPlan(view: PlanView): Record<string, unknown> {
       pending_handoffs: n.pendingHandoffs,
       cert_not_after: n.certNotAfter === null ? null : new Date(n.certNotAfter).toISOString(),
       next: n.next === null ? null : { range_start: n.next.rangeStart, range_count: n.next.rangeCount, ready_shards: n.next.readyShards },
-      rest: n.rest === null ? null : { per_second: n.rest.perSecond, invalid_budget: n.rest.invalidBudget, demand: n.rest.demand === null ? null : { per_second: n.rest.demand.perSecond, invalid_10m: n.rest.demand.invalid10m } },
+      rest: n.rest === null ? null : { per_second: n.rest.perSecond, invalid_budget: n.rest.invalidBudget, demand: { per_second: n.rest.demand.perSecond, invalid_10m: n.rest.demand.invalid10m } },
     })),
   }
 }

@@ -18,9 +18,10 @@ const INVALID = 9000
 class Ledger {
   readonly held = new Map<string, { perSecond: number; invalidBudget: number; untilMs: number }>()
 
+  /** A node's proxy holds what its answer says; an answer without `rest` means no share (the agent drops it). */
   answer(nodeId: string, out: CheckinOutcome): void {
-    if (out.rest === null) throw new Error('no rest share in an answer of a controller with a REST budget')
-    this.held.set(nodeId, out.rest)
+    if (out.rest === null) this.held.delete(nodeId)
+    else this.held.set(nodeId, out.rest)
   }
 
   sums(now: number): { perSecond: number; invalid: number } {
@@ -96,7 +97,7 @@ t.test('4 nodes, one hungry: the hungry node gets what the others leave; a raise
   t.same(view.nodes.find((n) => n.nodeId === 'hungry')!.rest, { perSecond: 30, invalidBudget: 1800, demand: { perSecond: 100, invalid10m: 0 } }, 'the plan view shows share and demand')
 
   // small-3 leaves on purpose: its answer carries no share, and the budget it held is free at once
-  const left = checkIn(c, now, body('small-3', 16, { leaving: true }), cert('small-3'))
+  const left = checkIn(c, now, body('small-3', 16, { leaving: true, ...demand(5) }), cert('small-3'))
   t.equal(left.rest!.perSecond, 0, 'a leaving node is answered with no share')
   ledger.answer('small-3', left)
   now += 1000
@@ -111,13 +112,20 @@ t.test('4 nodes, one hungry: the hungry node gets what the others leave; a raise
 t.test('floors, draining and demand that falls', async (t) => {
   const c = new Controller(WITH_REST)
   let now = T0
-  t.equal(checkIn(c, now, body('quiet', 16), cert('quiet')).rest!.perSecond, 1, 'a node that reports no demand keeps the floor of 1/s')
+  t.equal(checkIn(c, now, body('quiet', 16, demand(0)), cert('quiet')).rest!.perSecond, 1, 'a node with no demand keeps the floor of 1/s')
+  const older = checkIn(c, now, body('older', 16), cert('older'))
+  t.equal(older.rest, null, 'a node that reports no rest_demand (no proxy, or an agent older than the budget) is answered no share at all')
+  t.equal(c.plan(now).nodes.find((n) => n.nodeId === 'older')!.rest, null, 'and is shown outside the budget')
   t.equal(checkIn(c, now, body('tiny', 16, demand(0.2)), cert('tiny')).rest!.perSecond, 1, 'a demand below the floor gets the floor')
   t.equal(checkIn(c, now, body('busy', 16, demand(12.34)), cert('busy')).rest!.perSecond, 12.34, 'a fractional demand is met to the hundredth')
   c.setDraining(now, 'busy', true, true)
   now += 1000
   t.equal(checkIn(c, now, body('busy', 16, demand(12.34)), cert('busy')).rest!.perSecond, 1, 'a draining node keeps the floor only')
   t.same(c.plan(now).nodes.find((n) => n.nodeId === 'busy')!.rest!.demand, { perSecond: 12.34, invalid10m: 0 }, 'its demand is still shown')
+  t.equal(c.plan(now).rest!.allocatedPerSecond, 3, 'three floors in force: quiet, tiny and the draining busy')
+  now += 1000
+  t.equal(checkIn(c, now, body('tiny', 16), cert('tiny')).rest, null, 'a node that stops reporting demand leaves the budget')
+  t.equal(c.plan(now).rest!.allocatedPerSecond, 2, 'its share is free at once')
 })
 
 t.test('departures: an expired or revoked node keeps its share counted until its until', async (t) => {
@@ -177,7 +185,7 @@ t.test('random churn: the shares in force never sum above the budgets', async (t
     const nodeId = names[Math.floor(random() * names.length)]!
     const roll = random()
     if (roll < 0.04) {
-      const out = checkIn(c, now, body(nodeId, 16, { leaving: true }), cert(nodeId))
+      const out = checkIn(c, now, body(nodeId, 16, { leaving: true, ...(random() < 0.5 ? demand(1) : {}) }), cert(nodeId))
       ledger.answer(nodeId, out)
     } else if (roll < 0.06) {
       c.removeRevoked(now, (serial) => serial === nodeId) // its last share stays with the node
