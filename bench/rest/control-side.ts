@@ -5,19 +5,19 @@
  * machine would be its own IP address).
  */
 import type { GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
-import { LoadBot } from './load-bot.js'
+import { IN_FLIGHT_SECONDS, inFlightBound, LoadBot } from './load-bot.js'
 import type { BotPlan } from './schedule.js'
 import type { ScenarioSide } from './scenario-run.js'
 
 /** The emulator's default client header (test/support/gateway/rest-options.ts). */
 export const CLIENT_HEADER = 'x-emulator-client'
 
-/** The control side of the scenario on emulator `e`. */
-export function controlSide(e: GatewayEmulator): ScenarioSide {
+/** The control side of the scenario on emulator `e`; `inFlightSeconds`: each bot's in-flight bound in seconds of its demand. */
+export function controlSide(e: GatewayEmulator, inFlightSeconds = IN_FLIGHT_SECONDS): ScenarioSide {
   return {
     label: 'control',
     addNode: async (plan: BotPlan, index: number) =>
-      new LoadBot({ name: plan.name, api: e.apiUrl, token: e.token, perSecond: plan.perSecond, rest: { headers: { [CLIENT_HEADER]: plan.name } } }, index),
+      new LoadBot({ name: plan.name, api: e.apiUrl, token: e.token, perSecond: plan.perSecond, maxInFlight: inFlightBound(plan.perSecond, inFlightSeconds), rest: { headers: { [CLIENT_HEADER]: plan.name } } }, index),
     removeNode: async () => {},
     sample: () => [],
     invalidByNode: () => null,

@@ -57,6 +57,11 @@ export interface LoadBotOptions {
 const TICK_MS = 10
 /** The default in-flight bound in seconds of demand. */
 export const IN_FLIGHT_SECONDS = 10
+
+/** The in-flight bound of a bot wanting `perSecond`: `seconds` of its demand, at least 10. */
+export function inFlightBound(perSecond: number, seconds: number): number {
+  return Math.max(10, Math.ceil(perSecond * seconds))
+}
 /** Channel IDs: snowflake-shaped, distinct per bot so that two bots never share a route bucket. */
 const CHANNEL_BASE = 900_000_000_000_000_000n
 
@@ -82,7 +87,7 @@ export class LoadBot {
     this.rate = opts.perSecond
     // Every request in flight listens on the one signal (hundreds at a time): not a leak.
     setMaxListeners(0, this.abort.signal)
-    this.maxInFlight = opts.maxInFlight ?? Math.max(10, Math.ceil(opts.perSecond * IN_FLIGHT_SECONDS))
+    this.maxInFlight = opts.maxInFlight ?? inFlightBound(opts.perSecond, IN_FLIGHT_SECONDS)
     const count = opts.channels ?? 1000
     const base = CHANNEL_BASE + BigInt(botIndex) * 1_000_000n
     this.channels = Array.from({ length: count }, (_, i) => String(base + BigInt(i)))

@@ -13,7 +13,7 @@ import type { RestProxyLink } from '../../src/agent/rest-share.js'
 import { startRestProxy, type RestProxy, type RestShareGrant } from '../../src/rest/index.js'
 import type { GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
 import { startClientTap, type ClientTap } from './client-tap.js'
-import { LoadBot } from './load-bot.js'
+import { IN_FLIGHT_SECONDS, inFlightBound, LoadBot } from './load-bot.js'
 import type { BotPlan } from './schedule.js'
 import type { ScenarioSide } from './scenario-run.js'
 
@@ -35,6 +35,8 @@ export interface ProductSideOptions {
   readonly identities: ReadonlyMap<string, NodeIdentity>
   /** The controller's identify_interval_ms. */
   readonly identifyIntervalMs: number
+  /** Each bot's in-flight bound in seconds of its demand (default IN_FLIGHT_SECONDS). */
+  readonly inFlightSeconds?: number
 }
 
 interface ProductNode {
@@ -84,7 +86,8 @@ export function productSide(opts: ProductSideOptions): ProductSide {
       })
       nodes.set(plan.name, { agent, proxy, tap, left: false })
       await agent.start()
-      return new LoadBot({ name: plan.name, api: proxy.url, token: opts.emulator.token, perSecond: plan.perSecond }, index)
+      const maxInFlight = inFlightBound(plan.perSecond, opts.inFlightSeconds ?? IN_FLIGHT_SECONDS)
+      return new LoadBot({ name: plan.name, api: proxy.url, token: opts.emulator.token, perSecond: plan.perSecond, maxInFlight }, index)
     },
     async removeNode(name: string): Promise<void> {
       const node = nodes.get(name)

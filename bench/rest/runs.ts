@@ -20,11 +20,11 @@ export interface RunResult {
 
 type Progress = (line: string) => void
 
-/** The control run. */
-export async function runControl(schedule: Schedule, progress: Progress, progressMs?: number): Promise<RunResult> {
+/** The control run (`inFlightSeconds`: the bots' in-flight bound in seconds of demand). */
+export async function runControl(schedule: Schedule, progress: Progress, progressMs?: number, inFlightSeconds?: number): Promise<RunResult> {
   const e = await startGatewayEmulator({ shardCount: 1 })
   try {
-    const record = await runScenario(controlSide(e), e, schedule, progress, progressMs)
+    const record = await runScenario(controlSide(e, inFlightSeconds), e, schedule, progress, progressMs)
     return { figures: runFigures(record, e.restStats, e.restRequests, null), record, shareChanges: null }
   } finally {
     await e.stop()

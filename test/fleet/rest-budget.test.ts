@@ -16,7 +16,7 @@ import type { RestRequestRecord } from '../support/gateway/rest-records.js'
 import { SAFE_PER_SECOND } from '../../bench/rest/figures.js'
 import { scenarioSettings } from '../../bench/rest/product-controller.js'
 import type { ShareChange } from '../../bench/rest/product-side.js'
-import { parseMinutes } from '../../bench/rest/rest-bench.js'
+import { inFlightSecondsFrom, parseMinutes } from '../../bench/rest/rest-bench.js'
 import { runControl, runProduct } from '../../bench/rest/runs.js'
 import { SCENARIO_BOTS, scheduleFor, steadyPeriods } from '../../bench/rest/schedule.js'
 import { maxShareIn, maxShareSum, sendsAboveShare } from '../../bench/rest/share-check.js'
@@ -50,10 +50,13 @@ t.test('the sum of the shares held at once', async (t) => {
   t.equal(maxShareSum([share('a', 0, 40, 1000), share('b', 2000, 40)]).sum, 40, 'a share that ran out is not counted')
 })
 
-t.test('bad input: the bench refuses a run length it cannot settle, and --minutes that is not a number in range', async (t) => {
+t.test('bad input: the bench refuses a run length it cannot settle, and --minutes or an in-flight bound that is not a number in range', async (t) => {
   t.equal(parseMinutes(undefined), 3)
   t.equal(parseMinutes('1.5'), 1.5)
   for (const bad of ['0', '-1', 'abc', '61', '1e3', '', '0.5']) t.throws(() => parseMinutes(bad), RangeError, `--minutes ${JSON.stringify(bad)}`)
+  t.equal(inFlightSecondsFrom(undefined), 10)
+  t.equal(inFlightSecondsFrom('2'), 2)
+  for (const bad of ['0', '-2', 'x', '61', '2s']) t.throws(() => inFlightSecondsFrom(bad), /PXE_BENCH_REST_IN_FLIGHT_S must be/, `PXE_BENCH_REST_IN_FLIGHT_S=${bad}`)
   t.throws(() => scheduleFor(0, 0), RangeError)
   t.throws(() => scheduleFor(10_000, 3000), /too short to settle/)
   t.same(steadyPeriods(scheduleFor(40_000, 2000)).map((p) => [p.fromMs, p.toMs]), [[2000, 20_000], [22_000, 30_000], [32_000, 40_000]])
