@@ -20,7 +20,6 @@ export function controlSide(e: GatewayEmulator, inFlightSeconds = IN_FLIGHT_SECO
       new LoadBot({ name: plan.name, api: e.apiUrl, token: e.token, perSecond: plan.perSecond, maxInFlight: inFlightBound(plan.perSecond, inFlightSeconds), rest: { headers: { [CLIENT_HEADER]: plan.name } } }, index),
     removeNode: async () => {},
     sample: () => [],
-    invalidByNode: () => null,
     close: async () => {},
   }
 }

@@ -51,7 +51,7 @@ export interface BotTotals {
   readonly failed: number
   /** 429s with X-RateLimit-Global the bot met (from the emulator directly, or passed on by its proxy). */
   readonly global429Met: number
-  /** Invalid answers the bot's own client met (401, 403, 429: its proxy's own 429s included). */
+  /** Invalid answers the bot's own client met (401, 403, 429; in the product its proxy's own 429s, which never reach Discord). */
   readonly invalidMet: number
 }
 
@@ -63,10 +63,8 @@ export interface RunFigures {
   readonly global429: number
   readonly route429: number
   readonly invalidTotal: number
-  /** Invalid requests by client as the emulator counted them (by client header, else IP address). */
+  /** Invalid requests by client as the emulator counted them: by node (the client header: the bot in the control, the tap in the product). */
   readonly invalidByClient: Readonly<Record<string, number>>
-  /** Invalid answers each node's proxy met from Discord (product), by node. */
-  readonly invalidByNode: Readonly<Record<string, number>> | null
   readonly bans: number
   readonly maxInAnyWindow: number
   readonly periods: readonly PeriodFigures[]
@@ -109,7 +107,6 @@ export function runFigures(run: ScenarioRecord, stats: RestStats, requests: read
     route429: stats.route429,
     invalidTotal: Object.values(stats.invalidByClient).reduce((a, b) => a + b, 0),
     invalidByClient: stats.invalidByClient,
-    invalidByNode: run.invalidByNode,
     bans: stats.bans.length,
     maxInAnyWindow: stats.maxInAnyWindow,
     periods,

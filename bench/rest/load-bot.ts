@@ -44,10 +44,9 @@ export interface LoadBotOptions {
   /** How many distinct channel IDs the requests spread over. */
   readonly channels?: number
   /**
-   * The in-flight bound (default: ten seconds of demand, at least 10: as long as the REST proxy holds a
-   * request before it answers 429 itself, and below @discordjs/rest's 15 s timeout). A smaller bound
-   * caps what the bot can even ask of its proxy at what it is served, so the demand the proxy sees can
-   * never rise above its share (see bench/README.md).
+   * The in-flight bound (default: IN_FLIGHT_SECONDS of demand, at least 10). Such a bot asks its proxy no
+   * faster than it is served once the bound is reached: the proxy's demand must see it still wanting more
+   * (it counts the requests it holds again in each window).
    */
   readonly maxInFlight?: number
   /** Options of the REST client beyond `api` (default: none, as a bot that believes it has the whole budget). */
@@ -55,8 +54,11 @@ export interface LoadBotOptions {
 }
 
 const TICK_MS = 10
-/** The default in-flight bound in seconds of demand. */
-export const IN_FLIGHT_SECONDS = 10
+/**
+ * The default in-flight bound in seconds of demand: what the bot waits for is served within the proxy's
+ * longest hold (10 s) at a share of at least a fifth of its demand, so the proxy need not answer it 429 itself.
+ */
+export const IN_FLIGHT_SECONDS = 2
 
 /** The in-flight bound of a bot wanting `perSecond`: `seconds` of its demand, at least 10. */
 export function inFlightBound(perSecond: number, seconds: number): number {
@@ -71,11 +73,11 @@ export class LoadBot {
   private readonly rest: REST
   private readonly maxInFlight: number
   private readonly channels: readonly string[]
-  private rate: number
+  private readonly rate: number
   private inFlight = 0
   private stopped = false
   private timer: NodeJS.Timeout | null = null
-  /** Arrivals due since `since` at the current rate (a rate change restarts the count). */
+  /** Arrivals due since `since` (the start) at the bot's rate. */
   private since = 0
   private arrivedSince = 0
   private next = 0
@@ -118,23 +120,11 @@ export class LoadBot {
     return this.rate
   }
 
-  /** Requests handed to the client and not finished. */
-  get outstanding(): number {
-    return this.inFlight
-  }
-
   /** Starts the arrivals. */
   start(): void {
     if (this.timer !== null) return
-    this.restartCount(performance.now())
+    this.since = performance.now()
     this.timer = setInterval(() => this.tick(), TICK_MS)
-  }
-
-  /** Changes the demand from now on. */
-  setRate(perSecond: number): void {
-    this.tick()
-    this.rate = perSecond
-    this.restartCount(performance.now())
   }
 
   /**
@@ -157,11 +147,6 @@ export class LoadBot {
   /** Resolves once every request handed to the client has ended (after stop(): within a few seconds, the client's global waits are not abortable). */
   async settled(): Promise<void> {
     await Promise.allSettled([...this.pending])
-  }
-
-  private restartCount(now: number): void {
-    this.since = now
-    this.arrivedSince = 0
   }
 
   private tick(): void {

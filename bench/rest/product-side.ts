@@ -55,9 +55,9 @@ export interface ProductSide extends ScenarioSide {
 export function productSide(opts: ProductSideOptions): ProductSide {
   const nodes = new Map<string, ProductNode>()
   const shareChanges: ShareChange[] = []
-  // Filled at close: the nodes' counts survive their proxies.
-  const invalidMet: Record<string, number> = {}
-  const readInvalid = (name: string, node: ProductNode) => void (invalidMet[name] = node.proxy.demand(600_000).invalid10m)
+  // What each node's last check-in reported. Read through the link, never asked of the proxy apart: its
+  // demand() counts the requests it holds at each call, so that another caller would change the next report.
+  const lastDemand = new Map<string, number>()
   return {
     label: 'product',
     shareChanges,
@@ -72,7 +72,11 @@ export function productSide(opts: ProductSideOptions): ProductSide {
           shareChanges.push({ node: plan.name, atMs, perSecond: grant?.perSecond ?? 0, untilMs: grant === null ? atMs : atMs + grant.validForMs })
           proxy.setShare(grant)
         },
-        demand: (windowMs) => proxy.demand(windowMs),
+        demand: (windowMs) => {
+          const demand = proxy.demand(windowMs)
+          lastDemand.set(plan.name, demand.perSecond)
+          return demand
+        },
         registerMetrics: (registry) => proxy.registerMetrics(registry),
       }
       const agent = new NodeAgent({
@@ -94,7 +98,6 @@ export function productSide(opts: ProductSideOptions): ProductSide {
       if (node === undefined) return
       node.left = true
       await node.agent.leave()
-      readInvalid(name, node)
       await node.proxy.close()
       await node.tap.close()
     },
@@ -102,13 +105,9 @@ export function productSide(opts: ProductSideOptions): ProductSide {
       const out: { node: string; share: number; demand: number }[] = []
       for (const [name, node] of nodes) {
         if (node.left) continue
-        out.push({ node: name, share: node.proxy.share()?.perSecond ?? 0, demand: node.proxy.demand(3000).perSecond })
+        out.push({ node: name, share: node.proxy.share()?.perSecond ?? 0, demand: lastDemand.get(name) ?? 0 })
       }
       return out
-    },
-    invalidByNode() {
-      for (const [name, node] of nodes) if (!node.left) readInvalid(name, node)
-      return { ...invalidMet }
     },
     async close() {
       await Promise.all(

@@ -8,8 +8,7 @@ function row(label: string, product: string, control: string): string {
   return `  ${label.padEnd(44)} ${product.padStart(22)} ${control.padStart(14)}`
 }
 
-function counts(record: Readonly<Record<string, number>> | null): string {
-  if (record === null) return '-'
+function counts(record: Readonly<Record<string, number>>): string {
   const entries = Object.entries(record).filter(([, n]) => n > 0)
   return entries.length === 0 ? '0 each' : entries.map(([k, n]) => `${k} ${n}`).join(', ')
 }
@@ -43,11 +42,10 @@ export function reportLines(product: RunFigures, control: RunFigures, setup: { l
     row('requests at the emulator', String(product.requests), String(control.requests)),
   ]
   for (const [i, p] of product.periods.entries()) lines.push(...periodLines(p, control.periods[i]))
-  lines.push(`  invalid requests by client, control (emulator): ${counts(control.invalidByClient)}`)
-  lines.push(`  invalid answers each product node's proxy met from the emulator: ${counts(product.invalidByNode)}`)
+  lines.push(`  invalid requests by node at the emulator: product ${counts(product.invalidByClient)}; control ${counts(control.invalidByClient)}`)
   lines.push(`  product: largest sum of the shares held at once ${num(product.maxShareSum, 2)} (safe budget ${SAFE_PER_SECOND}); 1 s windows with a node above its share: ${product.overShare.length}`)
   for (const [label, f] of [['product', product], ['control', control]] as const) {
-    const bots = f.bots.map((b) => `${b.name} ${b.ok}/${b.wanted} ok (unmet ${b.unmet}, failed ${b.failed}, 429 global ${b.global429Met}, invalid met ${b.invalidMet})`)
+    const bots = f.bots.map((b) => `${b.name} ${b.ok}/${b.wanted} ok (unmet ${b.unmet}, failed ${b.failed}, global 429s met ${b.global429Met}, invalid met ${b.invalidMet})`)
     lines.push(`  ${label} bots: ${bots.join('; ')}`)
   }
   return lines

@@ -31,8 +31,8 @@ export function parseMinutes(value: string | undefined): number {
 }
 
 /**
- * PXE_BENCH_REST_IN_FLIGHT_S: the bots' in-flight bound in seconds of their demand (default 10, the
- * proxy's longest hold); 2 shows what a bot that holds little in flight meets (bench/README.md).
+ * PXE_BENCH_REST_IN_FLIGHT_S: the bots' in-flight bound in seconds of their demand (default 2); 10 (the
+ * proxy's longest hold) makes the hungry bot outrun its proxy's queue, which answers 429 itself.
  */
 export function inFlightSecondsFrom(value: string | undefined): number {
   if (value === undefined || value === '') return IN_FLIGHT_SECONDS

@@ -15,7 +15,7 @@ export interface NodeSample {
   readonly node: string
   /** The share in force at the proxy (requests/s), 0 when none. */
   readonly share: number
-  /** What the proxy counts as demand over the last few seconds (requests/s). */
+  /** The demand the node reported in its last check-in (requests/s). */
   readonly demand: number
 }
 
@@ -28,8 +28,6 @@ export interface ScenarioSide {
   removeNode(name: string): Promise<void>
   /** Each node's share and demand now (empty on the control side). */
   sample(): { node: string; share: number; demand: number }[]
-  /** Invalid answers each node's proxy met from Discord (product side), by node. */
-  invalidByNode(): Record<string, number> | null
   /** Stops whatever still runs. */
   close(): Promise<void>
 }
@@ -54,7 +52,6 @@ export interface ScenarioRecord {
   readonly perfZeroMs: number
   readonly bots: readonly BotRecord[]
   readonly samples: readonly NodeSample[]
-  readonly invalidByNode: Record<string, number> | null
   /**
    * Resolves once every bot's REST client has let go of the requests it gave up (it takes seconds: the
    * client's global waits cannot be aborted; none of them reaches the network). Await before exiting.
@@ -88,7 +85,6 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
     lastProgress = at
     progress(progressLine(side.label, at, schedule, [...bots.values()].filter((b) => b.toMs === null).map((b) => b.bot), e))
   }, 500)
-  let invalidByNode: Record<string, number> | null = null
   try {
     await Promise.all(SCENARIO_BOTS.start.map((plan) => start(plan)))
     await sleepUntil(t0, schedule.leaveAtMs)
@@ -104,7 +100,6 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
     const running = [...bots.values()].filter((b) => b.toMs === null)
     for (const b of running) b.toMs = end
     for (const b of running) b.bot.stop() // requests still held are given up: the figures end here
-    invalidByNode = side.invalidByNode()
   } finally {
     clearInterval(sampler)
     clearInterval(reporter)
@@ -118,7 +113,6 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
     perfZeroMs: t0,
     bots: [...bots.entries()].map(([name, b]) => ({ name, perSecond: b.bot.perSecond, fromMs: b.fromMs, toMs: b.toMs ?? now(), counts: b.bot.counts })),
     samples,
-    invalidByNode,
     settled: Promise.all([...bots.values()].map((b) => b.bot.settled())).then(() => undefined),
   }
 }
