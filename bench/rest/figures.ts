@@ -73,6 +73,8 @@ export interface RunFigures {
   readonly maxShareSum: number | null
   /** Windows of 1 s in which a node sent more than its share allowed (product only; share-check.ts). */
   readonly overShare: readonly OverShare[]
+  /** The longest event-loop stall of the run (ms): the jitter allowance of that check, at least 100 ms. */
+  readonly maxLoopDelayMs: number
 }
 
 const mean = (xs: readonly number[]): number | null => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length)
@@ -121,6 +123,7 @@ export function runFigures(run: ScenarioRecord, stats: RestStats, requests: read
       invalidMet: b.counts.invalid,
     })),
     maxShareSum: shares === null ? null : maxShareSum(shares).sum,
-    overShare: shares === null ? [] : sendsAboveShare(requests, shares, run.perfZeroMs - run.emulatorZeroMs, run.perfZeroMs),
+    overShare: shares === null ? [] : sendsAboveShare(requests, shares, run.perfZeroMs - run.emulatorZeroMs, run.perfZeroMs, run.maxLoopDelayMs),
+    maxLoopDelayMs: run.maxLoopDelayMs,
   }
 }

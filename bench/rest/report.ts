@@ -1,5 +1,6 @@
 /** The REST-budget figures of the product and the control run, side by side, as lines of text. */
 import { REST_CONFIG, SAFE_PER_SECOND, type PeriodFigures, type RunFigures } from './figures.js'
+import { JITTER_MS } from './share-check.js'
 
 const pct = (x: number) => `${(x * 100).toFixed(0)} %`
 const num = (x: number | null, digits = 1) => (x === null ? '-' : x.toFixed(digits))
@@ -43,7 +44,7 @@ export function reportLines(product: RunFigures, control: RunFigures, setup: { l
   ]
   for (const [i, p] of product.periods.entries()) lines.push(...periodLines(p, control.periods[i]))
   lines.push(`  invalid requests by node at the emulator: product ${counts(product.invalidByClient)}; control ${counts(control.invalidByClient)}`)
-  lines.push(`  product: largest sum of the shares held at once ${num(product.maxShareSum, 2)} (safe budget ${SAFE_PER_SECOND}); 1 s windows with a node above its share: ${product.overShare.length}`)
+  lines.push(`  product: largest sum of the shares held at once ${num(product.maxShareSum, 2)} (safe budget ${SAFE_PER_SECOND}); 1 s windows with a node above its share: ${product.overShare.length} (arrival jitter allowed: ${Math.max(JITTER_MS, product.maxLoopDelayMs).toFixed(0)} ms, the longest event-loop stall or 100)`)
   for (const [label, f] of [['product', product], ['control', control]] as const) {
     const bots = f.bots.map((b) => `${b.name} ${b.ok}/${b.wanted} ok (unmet ${b.unmet}, failed ${b.failed}, global 429s met ${b.global429Met}, invalid met ${b.invalidMet})`)
     lines.push(`  ${label} bots: ${bots.join('; ')}`)

@@ -4,6 +4,7 @@
  * once a second (the product side has them; the control has none), and prints a progress line. What it
  * returns is the raw material of the figures (figures.ts); the emulator keeps the rest.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import type { GatewayEmulator } from '../../test/support/gateway/gateway-emulator.js'
 import type { BotCounts, LoadBot } from './load-bot.js'
 import { SCENARIO_BOTS, type BotPlan, type Schedule } from './schedule.js'
@@ -52,6 +53,8 @@ export interface ScenarioRecord {
   readonly perfZeroMs: number
   readonly bots: readonly BotRecord[]
   readonly samples: readonly NodeSample[]
+  /** The longest the event loop (which runs every part of the run) was held up, ms: what arrivals at the emulator may be bunched by. */
+  readonly maxLoopDelayMs: number
   /**
    * Resolves once every bot's REST client has let go of the requests it gave up (it takes seconds: the
    * client's global waits cannot be aborted; none of them reaches the network). Await before exiting.
@@ -74,6 +77,8 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
     bot.start()
     bots.set(plan.name, { bot, fromMs: now(), toMs: null })
   }
+  const loop = monitorEventLoopDelay({ resolution: 10 })
+  loop.enable()
   const sampler = setInterval(() => {
     const at = now()
     for (const s of side.sample()) samples.push({ atMs: at, ...s })
@@ -103,6 +108,7 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
   } finally {
     clearInterval(sampler)
     clearInterval(reporter)
+    loop.disable()
     for (const b of bots.values()) b.bot.stop()
     await side.close()
   }
@@ -113,6 +119,7 @@ export async function runScenario(side: ScenarioSide, e: GatewayEmulator, schedu
     perfZeroMs: t0,
     bots: [...bots.entries()].map(([name, b]) => ({ name, perSecond: b.bot.perSecond, fromMs: b.fromMs, toMs: b.toMs ?? now(), counts: b.bot.counts })),
     samples,
+    maxLoopDelayMs: loop.max / 1e6,
     settled: Promise.all([...bots.values()].map((b) => b.bot.settled())).then(() => undefined),
   }
 }

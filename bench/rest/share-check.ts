@@ -4,9 +4,10 @@
  * force at any moment of that window (0 once a share has run out: then nothing at all). Judged on the
  * emulator's records (which node sent each request: the client tap names it) against every share the
  * agent gave its proxy, with its time. The emulator sees a request a little after the proxy sent it, and
- * not always equally late (one event loop runs every part of the run): requests that arrive within
- * 1000 ms may have been sent up to JITTER_MS further apart, so they are judged against a share over
- * 1000 + JITTER_MS. Pure.
+ * not always equally late (one event loop runs every part of the run, and a stall of it delays some
+ * arrivals but not the next): requests that arrive within 1000 ms may have been sent up to `jitterMs`
+ * further apart (at least JITTER_MS; the run passes the longest event-loop stall it saw), so they are
+ * judged against a share over 1000 + jitterMs. Pure.
  */
 import type { RestRequestRecord } from '../../test/support/gateway/rest-records.js'
 import type { ShareChange } from './product-side.js'
@@ -22,7 +23,7 @@ export interface OverShare {
 }
 
 const WINDOW_MS = 1000
-/** How much later than its predecessor a request may reach the emulator than it left the proxy. */
+/** The least allowance for a request reaching the emulator later than its predecessor, relative to when each left the proxy. */
 export const JITTER_MS = 100
 
 /** The largest share of `changes` (one node's, in time order) in force at any moment of [fromMs, toMs]. */
@@ -39,11 +40,12 @@ export function maxShareIn(changes: readonly ShareChange[], fromMs: number, toMs
 }
 
 /**
- * Every window of 1000 ms at the emulator in which a node sent more than floor(share × 1.1) + 1.
+ * Every window of 1000 ms at the emulator in which a node sent more than floor(share × (1000 + jitterMs) / 1000) + 1.
  * `perfMinusEmulatorMs` turns the emulator's `at` into performance.now() time; `runZeroMs` (performance.now() at the start of the run) is
  * subtracted for the report.
  */
-export function sendsAboveShare(records: readonly RestRequestRecord[], changes: readonly ShareChange[], perfMinusEmulatorMs: number, runZeroMs: number): OverShare[] {
+export function sendsAboveShare(records: readonly RestRequestRecord[], changes: readonly ShareChange[], perfMinusEmulatorMs: number, runZeroMs: number, jitterMs = JITTER_MS): OverShare[] {
+  const jitter = Math.max(JITTER_MS, jitterMs)
   const out: OverShare[] = []
   const byNode = new Map<string, number[]>()
   for (const r of records) {
@@ -60,8 +62,8 @@ export function sendsAboveShare(records: readonly RestRequestRecord[], changes: 
       const t = times[end]!
       while (times[start]! <= t - WINDOW_MS) start++
       const sent = end - start + 1
-      const shareMax = maxShareIn(mine, t - WINDOW_MS - JITTER_MS, t)
-      const allowed = shareMax > 0 ? Math.floor((shareMax * (WINDOW_MS + JITTER_MS)) / 1000) + 1 : 0
+      const shareMax = maxShareIn(mine, t - WINDOW_MS - jitter, t)
+      const allowed = shareMax > 0 ? Math.floor((shareMax * (WINDOW_MS + jitter)) / 1000) + 1 : 0
       if (sent > allowed) out.push({ node, atMs: t - runZeroMs, sent, allowed, shareMax })
     }
   }
