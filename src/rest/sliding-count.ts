@@ -34,6 +34,24 @@ export class SlidingCount {
     return n
   }
 
+  /**
+   * Events in the last `windowMs` with the oldest bucket weighed by how much of it the window covers (the
+   * events of a bucket are taken as spread over its second). For a demand, which must not err high: whole
+   * buckets counted a 3 s window as up to 4 s of arrivals, and a node wanting 5/s reported up to 6.7/s,
+   * budget the others could have used.
+   */
+  estimate(now: number, windowMs: number): number {
+    this.prune(now)
+    const start = now - windowMs
+    const from = Math.floor(start / BUCKET_MS)
+    let n = 0
+    for (const [index, events] of this.buckets) {
+      if (index > from) n += events
+      else if (index === from) n += events * (((from + 1) * BUCKET_MS - start) / BUCKET_MS)
+    }
+    return n
+  }
+
   /** Milliseconds from `now` until fewer than `limit` events remain in the window (0 when already so). */
   msUntilBelow(limit: number, now: number): number {
     this.prune(now)

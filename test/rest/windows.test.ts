@@ -29,6 +29,16 @@ t.test('a 10-minute window: counts, slides out (never early), and says when it f
   t.equal(w.count(700_000, 10_000), 3, 'the last 10 s only')
 })
 
+t.test('a demand estimate weighs the oldest second by how much of it the window covers', async (t) => {
+  const w = new SlidingCount(INVALID_WINDOW_MS)
+  for (let ms = 0; ms < 10_000; ms += 200) w.add(ms) // 5 a second for 10 s
+  t.equal(w.count(10_000, 3_000), 15, 'whole seconds: 3 s of arrivals')
+  t.equal(w.count(10_500, 3_000), 15, 'whole buckets err high: the partly covered second counts whole (3 s of arrivals in a window that holds 2.5 s of them)')
+  t.equal(w.estimate(10_500, 3_000), 12.5, 'the estimate: half of second 7, seconds 8 and 9, nothing yet in 10')
+  t.equal(w.estimate(10_000, 3_000), 15)
+  t.equal(w.estimate(10_000, 10_000), 50, 'the whole window')
+})
+
 t.test('memory is bounded by the window, not by the rate', async (t) => {
   const w = new SlidingCount(10_000)
   for (let ms = 0; ms < 100_000; ms += 1) w.add(ms)
