@@ -53,7 +53,8 @@ class RestProxyServer implements RestProxy {
   private readonly logger: Logger
   private readonly pacer: SharePacer
   private readonly invalid = new SlidingCount(INVALID_WINDOW_MS)
-  private readonly arrivals = new SlidingCount(INVALID_WINDOW_MS)
+  /** Arrivals in 100 ms buckets: a demand over a check-in window of seconds errs high by at most a tenth of a second of them. */
+  private readonly arrivals = new SlidingCount(INVALID_WINDOW_MS, 100)
   private readonly held = new Map<string, HeldRequest>()
   private readonly metrics: ProxyMetrics
   private readonly clients = new Map<string, InstanceType<DiscordRestModule['REST']>>()
@@ -124,7 +125,7 @@ class RestProxyServer implements RestProxy {
     // A bot that waits for each answer (a fixed number in flight) sends no faster than it is served: counting
     // arrivals alone, its demand would equal its share and never grow. The requests still held from the
     // previous window wanted to go in this one too, so they count again.
-    const wanted = this.arrivals.estimate(now, window) + this.heldAtLastDemand
+    const wanted = this.arrivals.count(now, window) + this.heldAtLastDemand
     this.heldAtLastDemand = this.held.size
     const perSecond = Math.min(MAX_REPORTED_RATE, Math.round((wanted / (window / 1000)) * 100) / 100)
     return { perSecond, invalid10m: Math.min(MAX_REPORTED_INVALID, this.invalid.count(now)) }

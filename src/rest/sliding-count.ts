@@ -1,5 +1,5 @@
 /**
- * Events counted in one-second buckets over a sliding window (the invalid-request window of 10 minutes,
+ * Events counted in buckets (one second by default) over a sliding window (the invalid-request window of 10 minutes,
  * the demand of the last check-in interval). Memory is bounded by the window's bucket count, whatever
  * the event rate. An event leaves the window up to one bucket late: the count errs high, the safe side
  * for a budget.
@@ -11,12 +11,19 @@ export class SlidingCount {
   private buckets: [number, number][] = []
   private total = 0
 
-  /** `windowMs`: how far back events count (and are kept). */
-  constructor(readonly windowMs: number) {}
+  /**
+   * `windowMs`: how far back events count (and are kept); `bucketMs`: the resolution, by which a count errs
+   * high at most (a second for the invalid-request budget; a demand over a check-in window of a few seconds
+   * wants finer buckets: whole seconds counted a 3 s window as up to 4 s of arrivals).
+   */
+  constructor(
+    readonly windowMs: number,
+    readonly bucketMs = BUCKET_MS,
+  ) {}
 
   /** Counts `n` events at `now` (monotonic ms). */
   add(now: number, n = 1): void {
-    const index = Math.floor(now / BUCKET_MS)
+    const index = Math.floor(now / this.bucketMs)
     const last = this.buckets.at(-1)
     if (last !== undefined && last[0] === index) last[1] += n
     else this.buckets.push([index, n])
@@ -28,27 +35,9 @@ export class SlidingCount {
   count(now: number, windowMs = this.windowMs): number {
     this.prune(now)
     if (windowMs >= this.windowMs) return this.total
-    const from = Math.floor((now - windowMs) / BUCKET_MS)
+    const from = Math.floor((now - windowMs) / this.bucketMs)
     let n = 0
     for (const [index, events] of this.buckets) if (index >= from) n += events
-    return n
-  }
-
-  /**
-   * Events in the last `windowMs` with the oldest bucket weighed by how much of it the window covers (the
-   * events of a bucket are taken as spread over its second). For a demand, which must not err high: whole
-   * buckets counted a 3 s window as up to 4 s of arrivals, and a node wanting 5/s reported up to 6.7/s,
-   * budget the others could have used.
-   */
-  estimate(now: number, windowMs: number): number {
-    this.prune(now)
-    const start = now - windowMs
-    const from = Math.floor(start / BUCKET_MS)
-    let n = 0
-    for (const [index, events] of this.buckets) {
-      if (index > from) n += events
-      else if (index === from) n += events * (((from + 1) * BUCKET_MS - start) / BUCKET_MS)
-    }
     return n
   }
 
@@ -66,7 +55,7 @@ export class SlidingCount {
 
   /** When a bucket's events stop counting. */
   private expiresAt(index: number): number {
-    return (index + 1) * BUCKET_MS + this.windowMs
+    return (index + 1) * this.bucketMs + this.windowMs
   }
 
   private prune(now: number): void {

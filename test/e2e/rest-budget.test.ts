@@ -77,6 +77,8 @@ let newer = b
 
 t.test("a superseded certificate's demand is refused like its check-in", async (t) => {
   const before = await restOf('node-b')
+  // a rotation needs a later notBefore (whole seconds): issued in the same second, the newer one is refused
+  await new Promise((resolve) => setTimeout(resolve, 1100))
   newer = await bundle(pki, 'node-b', 'node')
   t.equal((await call(newer, '/v1/checkin', checkinBody('node-b', demand(5)))).status, 200, 'the rotation')
   const refused = await call(b, '/v1/checkin', checkinBody('node-b', demand(100)))

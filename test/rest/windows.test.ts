@@ -29,14 +29,18 @@ t.test('a 10-minute window: counts, slides out (never early), and says when it f
   t.equal(w.count(700_000, 10_000), 3, 'the last 10 s only')
 })
 
-t.test('a demand estimate weighs the oldest second by how much of it the window covers', async (t) => {
-  const w = new SlidingCount(INVALID_WINDOW_MS)
-  for (let ms = 0; ms < 10_000; ms += 200) w.add(ms) // 5 a second for 10 s
-  t.equal(w.count(10_000, 3_000), 15, 'whole seconds: 3 s of arrivals')
-  t.equal(w.count(10_500, 3_000), 15, 'whole buckets err high: the partly covered second counts whole (3 s of arrivals in a window that holds 2.5 s of them)')
-  t.equal(w.estimate(10_500, 3_000), 12.5, 'the estimate: half of second 7, seconds 8 and 9, nothing yet in 10')
-  t.equal(w.estimate(10_000, 3_000), 15)
-  t.equal(w.estimate(10_000, 10_000), 50, 'the whole window')
+t.test('finer buckets: a count errs high by at most one bucket', async (t) => {
+  const coarse = new SlidingCount(INVALID_WINDOW_MS)
+  const fine = new SlidingCount(INVALID_WINDOW_MS, 100)
+  for (let ms = 0; ms < 10_000; ms += 200) {
+    coarse.add(ms) // 5 a second for 10 s
+    fine.add(ms)
+  }
+  t.equal(coarse.count(10_500, 3_000), 15, 'whole seconds: the partly covered second 7 counts whole (3 s of arrivals in a window holding 2.5 s)')
+  t.equal(fine.count(10_500, 3_000), 12, '100 ms buckets: the arrivals of 7.6 s to 9.8 s, as many as the window holds')
+  t.equal(fine.count(10_000, 3_000), 15)
+  t.equal(fine.count(10_000), 50, 'the whole window')
+  t.equal(fine.msUntilBelow(50, 10_000), 590_100, 'the first bucket leaves 10 minutes after it ends (at 600.1 s)')
 })
 
 t.test('memory is bounded by the window, not by the rate', async (t) => {
