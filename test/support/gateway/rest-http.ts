@@ -36,7 +36,8 @@ export const BAN_BODY = {
 // An opaque bucket ID per route, stable across runs, like Discord's hashes (major parameters excluded).
 const bucketHash = (route: RestRoute): string => createHash('sha256').update(`pxe-emulator:${route.name}`).digest('hex').slice(0, 32)
 
-const seconds = (ms: number): string => (Math.ceil(Math.max(0, ms)) / 1000).toFixed(3)
+// ms to seconds, rounded up to the millisecond (never early), ignoring float noise: (t + 1000) - t may be 1000.0000000001
+const seconds = (ms: number): string => (Math.ceil(Math.max(0, ms) - 1e-6) / 1000).toFixed(3)
 
 /** One request's verdict before its body is read. */
 interface Verdict {
