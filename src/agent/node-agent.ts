@@ -26,7 +26,7 @@ import { enrolledIdentity, type EnrollAgentOptions } from './enrolled-identity.j
 import type { PinnedKeys } from './pinned-keys.js'
 import { PlanManager, type AuthorityLoss } from './plan-manager.js'
 import { RequestBudget, DEFAULT_REQUEST_BUDGET } from './request-budget.js'
-import { RestShareFeed, type RestDemandBody } from './rest-share.js'
+import { RestShareFeed } from './rest-share.js'
 import { retrySlackMs } from './retry-slack.js'
 import { SessionDeposits, type SessionEntry } from './session-deposits.js'
 import { leaveWaitMs, sendLeave } from './leave-checkin.js'
@@ -537,7 +537,7 @@ export class NodeAgent {
     }
   }
 
-  private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody & { rest_demand?: RestDemandBody } {
+  private checkinBody(generation: number | null, sessions: readonly SessionEntry[]): CheckinBody {
     const body = checkinBody(this.nodeId, this.opts.capacity, this.shardHealth(), generation, sessions)
     // always sent (0 without a reshard): it tells the controller this agent runs a next set
     return { ...body, next_ready_shards: this.nextReadyShards() ?? 0, ...(this.rest === null ? {} : { rest_demand: this.rest.demand() }) }

@@ -6,6 +6,7 @@
  * gives no share: the proxy sends nothing.
  */
 import type { Logger } from 'pino'
+import type { RestDemandBody } from '../core/schemas.js'
 import type { RestDemand, RestShareGrant } from '../rest/index.js'
 import type { AgentClock } from './clock.js'
 import type { PlanClaims } from './plan-claims.js'
@@ -41,12 +42,6 @@ export function grantOf(share: HeldRestShare, now: number): RestShareGrant {
   return { perSecond: share.perSecond, invalidBudget: share.invalidBudget, validForMs: Math.max(0, share.untilMs - now) }
 }
 
-/** `rest_demand` of a check-in (SPEC "REST budget"): `held` only while a share is in force. */
-export interface RestDemandBody {
-  readonly per_second: number
-  readonly invalid_10m: number
-  readonly held?: { readonly per_second: number; readonly invalid_budget: number }
-}
 
 /** The check-in's `rest_demand` from the proxy's counts over `windowMs` and the share held at `now`. */
 export function restDemandBody(proxy: RestProxyLink, windowMs: number, share: HeldRestShare | null, now: number): RestDemandBody {
